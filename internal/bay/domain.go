@@ -1,0 +1,224 @@
+// Package bay is the domain of the control plane: sandboxes, sessions, cargos, profiles, the
+// computed sandbox status, the session state machine as data, domain errors with stable codes,
+// and the ports (Driver, Store, Clock) that adapters implement. It depends on the standard
+// library only; everything else in internal/bay depends on it, never the other way round.
+package bay
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"time"
+)
+
+// ID prefixes (reference section 0.2): "<prefix>-<12 lowercase hex>".
+const (
+	PrefixSandbox   = "sandbox"
+	PrefixSession   = "sess"
+	PrefixCargo     = "ws"
+	PrefixExecution = "exec"
+)
+
+// NewID returns "<prefix>-<12 random lowercase hex chars>".
+func NewID(prefix string) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand failed: " + err.Error()) // never happens on Linux
+	}
+	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// VolumeName is the Docker volume / PVC name of a cargo: "bay-cargo-<cargo_id>".
+func VolumeName(cargoID string) string { return "bay-cargo-" + cargoID }
+
+// ContainerName is the container name of a single-container session: "bay-session-<session_id>".
+func ContainerName(sessionID string) string { return "bay-session-" + sessionID }
+
+// Labels written on every container and volume bay creates (reference section 6.7).
+const (
+	LabelOwner       = "bay.owner"
+	LabelSandboxID   = "bay.sandbox_id"
+	LabelSessionID   = "bay.session_id"
+	LabelCargoID     = "bay.cargo_id"
+	LabelProfileID   = "bay.profile_id"
+	LabelRuntimePort = "bay.runtime_port"
+	LabelInstanceID  = "bay.instance_id"
+	LabelManaged     = "bay.managed"
+	LabelCreatedAt   = "bay.created_at" // ours: RFC 3339, for orphan GC's grace period
+)
+
+// OwnerWarmPool is the reserved owner of warm-pool sandboxes.
+const OwnerWarmPool = "warm-pool"
+
+// OwnerDefault is the owner of anonymous requests without X-Owner and of legacy keys.
+const OwnerDefault = "default"
+
+// Warm states of a warm-pool sandbox (Sandbox.WarmState).
+const (
+	WarmPending   = ""          // being warmed up
+	WarmAvailable = "available" // ready to be claimed
+	WarmRetiring  = "retiring"  // rotated out, to be deleted
+)
+
+// Sandbox is the only externally visible compute resource. Rows are soft-deleted.
+type Sandbox struct {
+	ID               string
+	Owner            string
+	ProfileID        string
+	CargoID          string
+	CurrentSessionID string // "" = no compute
+	ExpiresAt        *time.Time
+	IdleExpiresAt    *time.Time
+	DeletedAt        *time.Time
+	CreatedAt        time.Time
+	LastActiveAt     time.Time
+	// Version is incremented on every update; Store.UpdateSandbox fails with ErrConflict (code
+	// conflict) when the stored version differs from the one read (optimistic concurrency).
+	Version int64
+
+	// Warm pool bookkeeping. IsWarm sandboxes are invisible to list and to idle/expiry GC.
+	IsWarm            bool
+	WarmState         string
+	WarmReadyAt       *time.Time
+	WarmRotateAt      *time.Time
+	WarmClaimedAt     *time.Time
+	WarmAttempts      int        // failed warm-ups so far (for backoff)
+	WarmNextAttemptAt *time.Time // not before this time (backoff)
+	WarmInstanceID    string     // bay instance that owns this warm sandbox
+}
+
+// SessionState is the observed (and desired) state of a session.
+type SessionState string
+
+const (
+	SessionPending  SessionState = "pending"
+	SessionStarting SessionState = "starting"
+	SessionRunning  SessionState = "running"
+	SessionStopping SessionState = "stopping"
+	SessionStopped  SessionState = "stopped"
+	SessionFailed   SessionState = "failed"
+)
+
+// sessionTransitions is the session state machine as data: the observed states a session may
+// move to from each state. Anything else is a bug and is refused by CanTransition.
+var sessionTransitions = map[SessionState][]SessionState{
+	SessionPending:  {SessionStarting, SessionStopped, SessionFailed},
+	SessionStarting: {SessionRunning, SessionFailed, SessionStopping, SessionStopped},
+	SessionRunning:  {SessionStopping, SessionStopped, SessionFailed, SessionPending},
+	SessionStopping: {SessionStopped, SessionFailed},
+	SessionFailed:   {SessionStarting, SessionStopped, SessionPending},
+	SessionStopped:  {SessionStarting, SessionPending},
+}
+
+// CanTransition reports whether a session may move from one observed state to another.
+func CanTransition(from, to SessionState) bool {
+	if from == to {
+		return true
+	}
+	for _, s := range sessionTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Session is the running container group of a sandbox. Internal: never exposed by id.
+type Session struct {
+	ID             string
+	SandboxID      string
+	ProfileID      string
+	RuntimeType    string             // runtime type of the primary container ("ship")
+	ContainerID    string             // primary container id; "" until created
+	Endpoint       string             // primary base URL, e.g. http://172.18.0.5:8123; "" until ready
+	Containers     []SessionContainer // every container incl. the primary; nil for single-container
+	DesiredState   SessionState
+	ObservedState  SessionState
+	InstanceID     string // the bay instance that started it (for stale-start detection)
+	CreatedAt      time.Time
+	StartedAt      *time.Time // when it entered "starting"
+	LastObservedAt *time.Time
+}
+
+// SessionContainer is one container of a multi-container session.
+type SessionContainer struct {
+	Name         string   `json:"name"`
+	ContainerID  string   `json:"container_id"`
+	Endpoint     string   `json:"endpoint"`
+	Status       string   `json:"status"`
+	RuntimeType  string   `json:"runtime_type"`
+	Capabilities []string `json:"capabilities"`
+}
+
+// Ready reports whether the session can serve calls.
+func (s *Session) Ready() bool { return s.ObservedState == SessionRunning && s.Endpoint != "" }
+
+// Cargo backends.
+const BackendDockerVolume = "docker_volume"
+
+// Cargo is a persistent workspace volume, mounted at /workspace.
+type Cargo struct {
+	ID                 string
+	Owner              string
+	Backend            string // always BackendDockerVolume on the wire
+	DriverRef          string // volume name (or host path in bind mode)
+	Managed            bool   // true: created for one sandbox and deleted with it
+	ManagedBySandboxID string // "" for external cargos
+	SizeLimitMB        int
+	CreatedAt          time.Time
+	LastAccessedAt     time.Time
+}
+
+// Execution is one row of execution history.
+type Execution struct {
+	ID               string
+	Owner            string
+	SandboxID        string
+	SessionID        string // may be ""
+	ExecType         string // python | shell | browser | browser_batch
+	Code             string
+	Success          bool
+	ExecutionTimeMS  int64
+	Output           *string
+	Error            *string
+	PayloadRef       *string
+	Description      *string
+	Tags             *string // normalised: split on ',', trimmed, deduped, sorted, joined; "" -> nil
+	Notes            *string
+	LearnEnabled     bool
+	LearnStatus      *string
+	LearnError       *string
+	LearnProcessedAt *time.Time
+	CreatedAt        time.Time
+}
+
+// IdempotencyRecord stores the response of a request made with an Idempotency-Key.
+// The primary key is (Owner, Key).
+type IdempotencyRecord struct {
+	Owner       string
+	Key         string
+	Fingerprint string // sha256 hex of METHOD:path:canonical body
+	StatusCode  int
+	Response    []byte // JSON body as sent
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// APIKey is a stored API key: only its SHA-256 hash is kept.
+type APIKey struct {
+	ID        string
+	KeyHash   string // sha256 hex of the plaintext
+	KeyPrefix string // first 12 chars of the plaintext, for operators
+	Owner     string
+	Active    bool
+	CreatedAt time.Time
+}
+
+// Clock is the time source; tests inject a fake or run inside testing/synctest.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the real clock (UTC).
+type SystemClock struct{}
+
+func (SystemClock) Now() time.Time { return time.Now().UTC() }

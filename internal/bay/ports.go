@@ -1,0 +1,231 @@
+package bay
+
+import (
+	"context"
+	"time"
+)
+
+// ---------------------------------------------------------------------------------------------
+// Driver: the container engine (Docker today, Kubernetes later).
+// ---------------------------------------------------------------------------------------------
+
+// ContainerState is a driver-neutral container state.
+type ContainerState string
+
+const (
+	ContainerCreated  ContainerState = "created"
+	ContainerRunning  ContainerState = "running"
+	ContainerExited   ContainerState = "exited"
+	ContainerRemoving ContainerState = "removing"
+	ContainerPaused   ContainerState = "paused"
+)
+
+// Mount is an extra bind mount (for example a skills folder mounted read-only).
+type Mount struct {
+	Source   string // host path
+	Target   string // path in the container
+	ReadOnly bool
+}
+
+// ContainerSpec is everything a driver needs to create one runtime container.
+// Drivers harden every container regardless of the spec: all capabilities dropped,
+// no-new-privileges, the given non-root user, and published ports bound to loopback only.
+type ContainerSpec struct {
+	Name        string
+	Image       string
+	Hostname    string
+	Env         map[string]string
+	Labels      map[string]string
+	VolumeRef   string // cargo driver ref, mounted read-write at MountPath
+	MountPath   string // "/workspace"
+	Mounts      []Mount
+	RuntimePort int    // the port ship listens on (8123)
+	NanoCPUs    int64  // 0 = unlimited
+	MemoryBytes int64  // 0 = unlimited
+	PidsLimit   int64  // 0 = driver default (256)
+	User        string // "1000:1000"
+	Network     string // extra network to join ("" = driver default)
+}
+
+// ContainerInfo is what a driver reports about one container.
+type ContainerInfo struct {
+	ID        string
+	Name      string
+	Image     string
+	State     ContainerState
+	Labels    map[string]string
+	CreatedAt time.Time
+	Endpoint  string // base URL of the runtime, "" when not running or not resolvable
+}
+
+// VolumeInfo is what a driver reports about one volume.
+type VolumeInfo struct {
+	Name      string
+	Labels    map[string]string
+	CreatedAt time.Time
+}
+
+// Driver creates and destroys runtime containers and cargo volumes. Every method is bounded by
+// ctx. Errors wrap ErrNotFound / ErrConflict where those apply, and are otherwise unclassified
+// (internal). Implementations: internal/bay/docker (real engine), internal/bay/fake
+// (scriptable); both pass internal/bay/drivertest.
+type Driver interface {
+	// Ping checks that the engine is reachable.
+	Ping(ctx context.Context) error
+
+	// CreateVolume creates a named volume with labels and returns its driver ref. Creating a
+	// volume that already exists with the same name succeeds (idempotent retry).
+	CreateVolume(ctx context.Context, name string, labels map[string]string) (ref string, err error)
+	// DeleteVolume removes a volume; a missing volume is success; a volume still in use by a
+	// container wraps ErrConflict.
+	DeleteVolume(ctx context.Context, ref string) error
+	// InspectVolume returns the volume or an error wrapping ErrNotFound.
+	InspectVolume(ctx context.Context, ref string) (VolumeInfo, error)
+	// ListVolumes lists volumes carrying all the given labels.
+	ListVolumes(ctx context.Context, labels map[string]string) ([]VolumeInfo, error)
+
+	// CreateContainer creates (does not start) a container. A name already in use wraps
+	// ErrConflict. The image must exist locally (there is no registry).
+	CreateContainer(ctx context.Context, spec ContainerSpec) (id string, err error)
+	// StartContainer starts a created container and returns the endpoint (base URL) at which
+	// bay reaches its runtime port.
+	StartContainer(ctx context.Context, id string) (endpoint string, err error)
+	// InspectContainer returns the container or an error wrapping ErrNotFound.
+	InspectContainer(ctx context.Context, id string) (ContainerInfo, error)
+	// RemoveContainer force-removes a container (kill, then remove, with its anonymous
+	// volumes); a missing container is success. It must return within a few seconds.
+	RemoveContainer(ctx context.Context, id string) error
+	// ListContainers lists containers (running or not) carrying all the given labels.
+	ListContainers(ctx context.Context, labels map[string]string) ([]ContainerInfo, error)
+
+	// CreateNetwork creates a bridge network for a multi-container session (idempotent by
+	// name); RemoveNetwork removes it (missing is success).
+	CreateNetwork(ctx context.Context, name string, labels map[string]string) error
+	RemoveNetwork(ctx context.Context, name string) error
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store: durable state (SQLite by default, PostgreSQL later).
+// ---------------------------------------------------------------------------------------------
+
+// SandboxQuery selects sandboxes. Zero fields do not filter. Results are ordered by id.
+type SandboxQuery struct {
+	Owner             string
+	AfterID           string // id > AfterID (cursor paging)
+	Limit             int    // 0 = no limit
+	IncludeDeleted    bool   // false: deleted_at IS NULL
+	Warm              *bool  // nil = any; false = not warm-pool; true = warm-pool only
+	WarmState         *string
+	ProfileID         string
+	IdleExpiredBefore *time.Time // idle_expires_at IS NOT NULL AND idle_expires_at < t
+	ExpiredBefore     *time.Time // expires_at IS NOT NULL AND expires_at < t
+	HasSession        *bool      // current_session_id IS (NOT) NULL
+	CargoID           string
+}
+
+// SessionQuery selects sessions. Results are ordered by created_at, id.
+type SessionQuery struct {
+	SandboxID     string
+	ObservedState SessionState
+}
+
+// CargoQuery selects cargos. Results are ordered by id.
+type CargoQuery struct {
+	Owner              string
+	Managed            *bool
+	ManagedBySandboxID string
+	AfterID            string
+	Limit              int
+}
+
+// ExecutionQuery selects execution history, newest first (created_at DESC, id DESC).
+type ExecutionQuery struct {
+	Owner          string
+	SandboxID      string
+	ExecType       string
+	SuccessOnly    bool
+	Tags           []string // normalised tags; a row matches if ANY occurs as a case-insensitive substring
+	HasNotes       *bool
+	HasDescription *bool
+	Limit          int
+	Offset         int
+}
+
+// WarmClaim is the atomic claim of an available warm sandbox by a caller.
+type WarmClaim struct {
+	ProfileID     string
+	Owner         string
+	Now           time.Time
+	ExpiresAt     *time.Time // the caller's TTL
+	IdleExpiresAt *time.Time // a fresh idle deadline from the claim time
+}
+
+// Reader is the read side of the store, usable inside and outside transactions.
+// Getters return an error wrapping ErrNotFound when the row is missing.
+type Reader interface {
+	GetSandbox(ctx context.Context, id string) (*Sandbox, error) // deleted rows included
+	ListSandboxes(ctx context.Context, q SandboxQuery) ([]*Sandbox, error)
+	CountSandboxes(ctx context.Context, q SandboxQuery) (int, error)
+	GetSession(ctx context.Context, id string) (*Session, error)
+	ListSessions(ctx context.Context, q SessionQuery) ([]*Session, error)
+	GetCargo(ctx context.Context, id string) (*Cargo, error)
+	ListCargos(ctx context.Context, q CargoQuery) ([]*Cargo, error)
+	GetExecution(ctx context.Context, id string) (*Execution, error)
+	// ListExecutions returns one page and the total count of matches.
+	ListExecutions(ctx context.Context, q ExecutionQuery) ([]*Execution, int, error)
+	GetIdempotency(ctx context.Context, owner, key string) (*IdempotencyRecord, error)
+	ListAPIKeys(ctx context.Context) ([]*APIKey, error) // active keys only
+}
+
+// Tx is a write transaction. Writes are atomic with the reads made through the same Tx.
+type Tx interface {
+	Reader
+
+	InsertSandbox(ctx context.Context, s *Sandbox) error
+	// UpdateSandbox writes every field of s where the stored version equals s.Version, then sets
+	// s.Version to the new version. A version mismatch wraps ErrConflict; a missing row ErrNotFound.
+	UpdateSandbox(ctx context.Context, s *Sandbox) error
+
+	InsertSession(ctx context.Context, s *Session) error
+	UpdateSession(ctx context.Context, s *Session) error
+	DeleteSession(ctx context.Context, id string) error // missing is success
+
+	InsertCargo(ctx context.Context, c *Cargo) error
+	UpdateCargo(ctx context.Context, c *Cargo) error
+	DeleteCargo(ctx context.Context, id string) error // missing is success
+
+	InsertExecution(ctx context.Context, e *Execution) error
+	UpdateExecution(ctx context.Context, e *Execution) error
+
+	// PutIdempotency inserts a record; an existing unexpired record for (owner, key) wraps
+	// ErrConflict (an expired one is replaced).
+	PutIdempotency(ctx context.Context, r *IdempotencyRecord) error
+	DeleteIdempotency(ctx context.Context, owner, key string) error
+	// DeleteExpiredIdempotency removes records with expires_at < now and returns how many.
+	DeleteExpiredIdempotency(ctx context.Context, now time.Time) (int, error)
+
+	InsertAPIKey(ctx context.Context, k *APIKey) error
+
+	// ClaimWarmSandbox atomically picks the oldest (warm_ready_at) available, non-deleted
+	// warm sandbox of c.ProfileID and hands it to c.Owner: is_warm=false, warm_claimed_at,
+	// owner, expires_at, idle_expires_at, last_active_at set, version bumped; its cargo's owner
+	// is changed too. None available wraps ErrNotFound.
+	ClaimWarmSandbox(ctx context.Context, c WarmClaim) (*Sandbox, error)
+
+	// AcquireLease takes or renews the named lease for holder until now+ttl. It returns false
+	// when another holder has an unexpired lease. Used so that several bays sharing one
+	// database never run the same GC task or warm-up at once.
+	AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
+	ReleaseLease(ctx context.Context, name, holder string) error
+}
+
+// Store is the durable state. Implementations: internal/bay/sqlite (and postgres later); both
+// pass internal/bay/storetest.
+type Store interface {
+	Reader
+	// Tx runs fn in one write transaction: committed if fn returns nil, rolled back otherwise
+	// (the error is returned as is). Transactions are serialised (SQLite: BEGIN IMMEDIATE), so a
+	// read-check-write inside fn is atomic. fn must not call Tx again.
+	Tx(ctx context.Context, fn func(tx Tx) error) error
+	Close() error
+}
