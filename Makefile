@@ -1,0 +1,60 @@
+# Shipyard: the two commands of the README are `make run` and `make test`.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+BIN := bin
+# Test timeout: the whole suite must end well inside CI's 90 minutes on 2 cores.
+TEST_TIMEOUT ?= 45m
+BENCH_OUT ?= bench-results
+
+.PHONY: all build run test bench bench-quick lint host-deps image image-base images clean leftovers
+
+all: build
+
+## build: static bin/ship (CGO_ENABLED=0), bin/bay and bin/shipyard.
+build:
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ship ./cmd/ship
+	$(GO) build -trimpath -o $(BIN)/bay ./cmd/bay
+	$(GO) build -trimpath -o $(BIN)/shipyard ./cmd/shipyard
+
+## host-deps: the Debian packages the image build and the tests need (idempotent).
+host-deps:
+	@scripts/install-deps.sh
+
+## image / image-base: build the sandbox image flavours when missing (content-tagged: an
+## unchanged recipe and ship binary are never rebuilt).
+image: build host-deps
+	$(BIN)/bay image build --flavour full
+image-base: build host-deps
+	$(BIN)/bay image build --flavour base
+images: image-base image
+
+## run: build everything, the sandbox image included when missing, then start bay on :8114
+## with SQLite and the local Docker engine.
+run: image
+	$(BIN)/bay serve
+
+## test: lint, unit tests, tests against the real Docker engine, a real kernel and a real
+## SQLite file, and the end-to-end scenarios; then check that nothing was left behind.
+test: lint images
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@scripts/check-leftovers.sh
+
+## bench: the benchmark program against the raw baselines (see README, "Figures").
+bench: images
+	$(GO) run ./bench/all -out $(BENCH_OUT)
+bench-quick: images
+	$(GO) run ./bench/all -quick -out $(BENCH_OUT)
+
+## lint: gofmt and go vet.
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+leftovers:
+	@scripts/check-leftovers.sh
+
+clean:
+	rm -rf $(BIN) $(BENCH_OUT)

@@ -1,0 +1,68 @@
+// Package archtest keeps the architecture honest: it checks with `go list -deps` that the
+// runtime daemon and the clients link only what they are allowed to.
+package archtest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/shipyard-dev/shipyard"
+
+// forbidden lists, per package pattern, the import path prefixes it must not link.
+var rules = []struct {
+	pkg       string
+	forbidden []string
+	why       string
+}{
+	{
+		pkg: "./cmd/ship",
+		forbidden: []string{
+			module + "/internal/bay",
+			"github.com/moby/", "github.com/docker/", "k8s.io/",
+			"modernc.org/sqlite", "github.com/jackc/", "database/sql",
+		},
+		why: "ship runs inside every sandbox: no engine, database or control-plane code",
+	},
+	{pkg: "./sdk/...", forbidden: []string{module + "/internal/"}, why: "the SDK is public API only"},
+	{pkg: "./internal/cli/...", forbidden: []string{module + "/internal/bay"}, why: "the CLI talks to bay over HTTP only"},
+	{pkg: "./internal/mcp/...", forbidden: []string{module + "/internal/bay"}, why: "the MCP server talks to bay over HTTP only"},
+	{pkg: "./api/...", forbidden: []string{module + "/internal/", "github.com/", "golang.org/", "modernc.org/"}, why: "wire types are stdlib only"},
+	{pkg: "./internal/bay", forbidden: []string{"github.com/", "golang.org/", "modernc.org/", "database/sql", "net/http"}, why: "the domain is stdlib only and knows no transport"},
+}
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func TestDependencyRules(t *testing.T) {
+	root := repoRoot(t)
+	for _, r := range rules {
+		t.Run(strings.Trim(r.pkg, "./"), func(t *testing.T) {
+			cmd := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", r.pkg)
+			cmd.Dir = root
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list -deps %s: %v\n%s", r.pkg, err, out)
+			}
+			deps := strings.Fields(string(out))
+			if len(deps) == 0 {
+				t.Fatalf("go list -deps %s listed nothing", r.pkg)
+			}
+			for _, d := range deps {
+				for _, f := range r.forbidden {
+					if strings.HasPrefix(d, module) && !strings.HasPrefix(f, module) {
+						continue // our own packages are governed by the module-prefixed rules
+					}
+					if d == strings.TrimSuffix(f, "/") || strings.HasPrefix(d, f) {
+						t.Errorf("%s links %s (forbidden prefix %s): %s", r.pkg, d, f, r.why)
+					}
+				}
+			}
+		})
+	}
+}

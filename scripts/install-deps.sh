@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs, idempotently, the Debian packages that building the sandbox image and running the
+# tests need: mmdebstrap (the image's root filesystem), and a host-side Jupyter kernel with
+# matplotlib for ship's tests (run with /usr/bin/python3; the pyenv python3 on PATH does not see
+# Debian's python3-* packages).
+set -euo pipefail
+pkgs=(mmdebstrap python3-ipykernel python3-matplotlib ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "missing packages: ${missing[*]}; run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
