@@ -1,0 +1,460 @@
+// Package e2e runs the ten user scenarios of seed 004 against the whole system: the real `bay`
+// binary with SQLite and the Docker driver, the sandbox image built offline (ship:latest), and
+// HTTP calls exactly as a client makes them. There is no fake anywhere below the HTTP socket.
+//
+// The tests need a reachable Docker engine and the image `ship:latest` (`make image`); without
+// them they fail, they never skip (set SHIPYARD_SKIP_E2E=1 to opt out explicitly on a machine
+// without Docker).
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+const (
+	testImage = "ship:latest"
+	apiKey    = "sk-e2e-0123456789abcdef"
+)
+
+var (
+	repoRoot string
+	bayBin   string
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("SHIPYARD_SKIP_E2E") == "1" {
+		fmt.Println("e2e: skipped on request (SHIPYARD_SKIP_E2E=1)")
+		os.Exit(0)
+	}
+	_, file, _, _ := runtime.Caller(0)
+	repoRoot = filepath.Dir(filepath.Dir(file))
+	dir, err := os.MkdirTemp("", "shipyard-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	bayBin = filepath.Join(dir, "bay")
+	build := exec.Command("go", "build", "-o", bayBin, "./cmd/bay")
+	build.Dir = repoRoot
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/bay: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// docker returns an Engine API client; a missing engine fails the test.
+func docker(t *testing.T) *client.Client {
+	t.Helper()
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatalf("docker client: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		t.Fatalf("the Docker engine is not reachable (the e2e tests need it): %v", err)
+	}
+	if _, err := cli.ImageInspect(ctx, testImage); err != nil {
+		t.Fatalf("image %s is missing: build it with `make image` (%v)", testImage, err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// bayOptions tune one bay instance.
+type bayOptions struct {
+	// extraConfig is appended to the generated config.yaml (top-level YAML).
+	extraConfig string
+	// profiles replaces the default profiles block.
+	profiles string
+}
+
+// Bay is one running bay process.
+type Bay struct {
+	t          *testing.T
+	URL        string
+	InstanceID string
+	DBPath     string
+	cmd        *exec.Cmd
+	logs       *bytes.Buffer
+	http       *http.Client
+	mu         sync.Mutex
+	created    []string
+}
+
+const defaultProfiles = `profiles:
+  - id: python-default
+    image: "ship:latest"
+    resources: {cpus: 1.0, memory: "1g"}
+    capabilities: [filesystem, shell, python]
+    idle_timeout: 1800
+  - id: short-idle
+    image: "ship:latest"
+    resources: {cpus: 1.0, memory: "1g"}
+    capabilities: [filesystem, shell, python]
+    idle_timeout: 2
+`
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startBay starts the bay binary with a fresh SQLite file and the Docker driver, waits for
+// /health, and stops it (SIGTERM) at cleanup after deleting every sandbox the test created.
+func startBay(t *testing.T, o bayOptions) *Bay {
+	t.Helper()
+	dir := t.TempDir()
+	port := freePort(t)
+	instance := fmt.Sprintf("e2e-%d-%d", os.Getpid(), port)
+	profiles := o.profiles
+	if profiles == "" {
+		profiles = defaultProfiles
+	}
+	cfg := fmt.Sprintf(`server:
+  host: "127.0.0.1"
+  port: %d
+database:
+  url: "sqlite:///%s/bay.db"
+driver:
+  type: docker
+  docker:
+    connect_mode: auto
+security:
+  api_key: %q
+  allow_anonymous: false
+gc:
+  enabled: false
+  run_on_startup: false
+  instance_id: %q
+  orphan_container:
+    enabled: true
+%s
+%s`, port, dir, apiKey, instance, profiles, o.extraConfig)
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := &Bay{t: t, URL: fmt.Sprintf("http://127.0.0.1:%d", port), InstanceID: instance,
+		DBPath: filepath.Join(dir, "bay.db"), logs: &bytes.Buffer{},
+		http: &http.Client{Timeout: 5 * time.Minute}}
+	b.cmd = exec.Command(bayBin, "serve")
+	b.cmd.Dir = dir
+	b.cmd.Env = append(os.Environ(), "BAY_CONFIG_FILE="+cfgPath, "BAY_DATA_DIR="+dir)
+	b.cmd.Stdout, b.cmd.Stderr = &lockedWriter{w: b.logs}, &lockedWriter{w: b.logs}
+	if err := b.cmd.Start(); err != nil {
+		t.Fatalf("start bay: %v", err)
+	}
+	t.Cleanup(b.stop)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(b.URL + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) || b.cmd.ProcessState != nil {
+			t.Fatalf("bay did not become healthy: %v\n%s", err, b.logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return b
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (b *Bay) stop() {
+	b.mu.Lock()
+	ids := append([]string(nil), b.created...)
+	b.mu.Unlock()
+	for _, id := range ids {
+		// Best effort: the test may have deleted it already (204 again) or GC did (404).
+		resp := b.do("DELETE", "/v1/sandboxes/"+id, nil, nil)
+		if resp.Status != 204 && resp.Status != 404 {
+			b.t.Logf("cleanup delete %s: %d %s", id, resp.Status, resp.Body)
+		}
+	}
+	if b.cmd.Process != nil {
+		b.cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { b.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			b.cmd.Process.Kill()
+			<-done
+		}
+	}
+	if b.t.Failed() {
+		b.t.Logf("bay logs:\n%s", b.logs.String())
+	}
+}
+
+// Response is a decoded HTTP response.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+	JSON   map[string]any
+}
+
+func (r Response) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }
+
+// Str returns a top-level (or dotted path) string field.
+func (r Response) Str(path string) string {
+	v := r.Get(path)
+	s, _ := v.(string)
+	return s
+}
+
+// Get walks a dotted path through the JSON body.
+func (r Response) Get(path string) any {
+	var cur any = r.JSON
+	for _, part := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[part]
+	}
+	return cur
+}
+
+// do sends a request with the API key. body may be nil, a []byte, or any JSON-encodable value.
+func (b *Bay) do(method, path string, body any, hdr map[string]string) Response {
+	b.t.Helper()
+	var rd io.Reader
+	ctype := ""
+	switch v := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(v)
+		ctype = "application/json"
+	default:
+		raw, err := json.Marshal(v)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+		ctype = "application/json"
+	}
+	req, err := http.NewRequest(method, b.URL+path, rd)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	for k, v := range hdr {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	return b.send(req)
+}
+
+func (b *Bay) send(req *http.Request) Response {
+	b.t.Helper()
+	resp, err := b.http.Do(req)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.t.Fatalf("read body: %v", err)
+	}
+	r := Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") && len(raw) > 0 {
+		_ = json.Unmarshal(raw, &r.JSON)
+	}
+	return r
+}
+
+// expect fails the test unless the response has the status.
+func expect(t *testing.T, r Response, status int, what string) Response {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("%s: want HTTP %d, got %s", what, status, r)
+	}
+	return r
+}
+
+// expectError checks the error envelope: status, code, and a request id.
+func expectError(t *testing.T, r Response, status int, code, what string) Response {
+	t.Helper()
+	expect(t, r, status, what)
+	if got := r.Str("error.code"); got != code {
+		t.Fatalf("%s: want error code %q, got %s", what, code, r)
+	}
+	if r.Str("error.request_id") == "" || r.Str("error.message") == "" {
+		t.Fatalf("%s: error envelope lacks message or request_id: %s", what, r)
+	}
+	return r
+}
+
+// create makes a sandbox and registers it for cleanup.
+func (b *Bay) create(body map[string]any, hdr map[string]string) Response {
+	b.t.Helper()
+	if body == nil {
+		body = map[string]any{}
+	}
+	r := expect(b.t, b.do("POST", "/v1/sandboxes", body, hdr), 201, "create sandbox")
+	id := r.Str("id")
+	if !strings.HasPrefix(id, "sandbox-") || len(id) != len("sandbox-")+12 {
+		b.t.Fatalf("sandbox id %q is not sandbox-<12hex>", id)
+	}
+	b.mu.Lock()
+	b.created = append(b.created, id)
+	b.mu.Unlock()
+	return r
+}
+
+func (b *Bay) python(id, code string) Response {
+	b.t.Helper()
+	return expect(b.t, b.do("POST", "/v1/sandboxes/"+id+"/python/exec", map[string]any{"code": code, "timeout": 120}, nil), 200, "python/exec "+code)
+}
+
+func (b *Bay) pythonOK(id, code string) string {
+	b.t.Helper()
+	r := b.python(id, code)
+	if r.Get("success") != true {
+		b.t.Fatalf("python %q failed: %s", code, r)
+	}
+	if !strings.HasPrefix(r.Str("execution_id"), "exec-") {
+		b.t.Fatalf("python response lacks execution_id: %s", r)
+	}
+	return r.Str("output")
+}
+
+func (b *Bay) shell(id string, body map[string]any) Response {
+	b.t.Helper()
+	if _, ok := body["timeout"]; !ok {
+		body["timeout"] = 120
+	}
+	return expect(b.t, b.do("POST", "/v1/sandboxes/"+id+"/shell/exec", body, nil), 200, fmt.Sprintf("shell/exec %v", body["command"]))
+}
+
+func (b *Bay) shellOK(id, command string) string {
+	b.t.Helper()
+	r := b.shell(id, map[string]any{"command": command})
+	if r.Get("success") != true {
+		b.t.Fatalf("shell %q failed: %s", command, r)
+	}
+	return r.Str("output")
+}
+
+func (b *Bay) writeFile(id, path, content string) {
+	b.t.Helper()
+	r := expect(b.t, b.do("PUT", "/v1/sandboxes/"+id+"/filesystem/files", map[string]any{"path": path, "content": content}, nil), 200, "write "+path)
+	if r.Str("status") != "ok" {
+		b.t.Fatalf("write %s: %s", path, r)
+	}
+}
+
+func (b *Bay) readFile(id, path string) string {
+	b.t.Helper()
+	r := expect(b.t, b.do("GET", "/v1/sandboxes/"+id+"/filesystem/files?path="+url.QueryEscape(path), nil, nil), 200, "read "+path)
+	return r.Str("content")
+}
+
+func (b *Bay) upload(id, path string, data []byte) Response {
+	b.t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	if err := mw.WriteField("path", path); err != nil {
+		b.t.Fatal(err)
+	}
+	fw, err := mw.CreateFormFile("file", filepath.Base(path))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	fw.Write(data)
+	mw.Close()
+	req, _ := http.NewRequest("POST", b.URL+"/v1/sandboxes/"+id+"/filesystem/upload", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	return b.send(req)
+}
+
+func (b *Bay) download(id, path string) Response {
+	b.t.Helper()
+	return b.do("GET", "/v1/sandboxes/"+id+"/filesystem/download?path="+url.QueryEscape(path), nil, nil)
+}
+
+func (b *Bay) get(id string) Response {
+	b.t.Helper()
+	return b.do("GET", "/v1/sandboxes/"+id, nil, nil)
+}
+
+// sessionContainers lists the containers of a sandbox through the Engine API.
+func sessionContainers(t *testing.T, cli *client.Client, sandboxID string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", "bay.sandbox_id="+sandboxID)})
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	var ids []string
+	for _, c := range res.Items {
+		ids = append(ids, c.ID)
+	}
+	return ids
+}
+
+func volumeExists(t *testing.T, cli *client.Client, name string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	return err == nil
+}
+
+func contains(t *testing.T, s, sub, what string) {
+	t.Helper()
+	if !strings.Contains(s, sub) {
+		t.Fatalf("%s: %q does not contain %q", what, s, sub)
+	}
+}
