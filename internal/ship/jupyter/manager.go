@@ -1,0 +1,371 @@
+package jupyter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
+)
+
+// Kernel states reported by Manager.Status.
+const (
+	StateNotStarted = "not_started"
+	StateStarting   = "starting"
+	StateAlive      = "alive"
+	StateDead       = "dead"
+	StateRestarting = "restarting"
+)
+
+// ManagerConfig configures the singleton kernel of a ship.
+type ManagerConfig struct {
+	Kernel KernelConfig
+	// StartTimeout bounds one kernel start (process, connect, init code).
+	StartTimeout time.Duration
+	// InterruptGrace is how long a timed-out cell may take to stop after the
+	// interrupt before the kernel is restarted.
+	InterruptGrace time.Duration
+	Log            *slog.Logger
+}
+
+// Manager owns the one kernel of a ship: it starts it (in the background),
+// serialises executions, restarts it when it dies and reports its state.
+type Manager struct {
+	cfg ManagerConfig
+	log *slog.Logger
+	sem chan struct{} // capacity 1: one execution at a time
+
+	mu       sync.Mutex
+	cur      *slot // guarded by mu; nil before the first start
+	restarts int   // guarded by mu
+	closed   bool  // guarded by mu
+}
+
+// slot is one start attempt and, once ready, its kernel.
+type slot struct {
+	ready   chan struct{} // closed when the start attempt finished
+	k       *Kernel       // set before ready is closed, nil on failure
+	err     error         // start error, set before ready is closed
+	restart bool          // this start replaces a previous kernel
+	dead    bool          // guarded by Manager.mu
+	retired bool          // replaced or shut down on purpose; guarded by Manager.mu
+}
+
+// NewManager returns a manager; no kernel is started until Start or Exec.
+func NewManager(cfg ManagerConfig) *Manager {
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 60 * time.Second
+	}
+	if cfg.InterruptGrace == 0 {
+		cfg.InterruptGrace = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Kernel.Log == nil {
+		cfg.Kernel.Log = cfg.Log
+	}
+	return &Manager{cfg: cfg, log: cfg.Log, sem: make(chan struct{}, 1)}
+}
+
+// Start begins starting the kernel in the background if none is running or
+// starting.
+func (m *Manager) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cur == nil && !m.closed {
+		m.startLocked(false)
+	}
+}
+
+func (m *Manager) startLocked(restart bool) *slot {
+	s := &slot{ready: make(chan struct{}), restart: restart}
+	m.cur = s
+	go m.run(s)
+	return s
+}
+
+// run starts the kernel of s and then watches its process.
+func (m *Manager) run(s *slot) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StartTimeout)
+	t0 := time.Now()
+	k, err := StartKernel(ctx, m.cfg.Kernel)
+	cancel()
+	s.k, s.err = k, err
+	close(s.ready)
+	if err != nil {
+		m.log.Error("kernel start failed", "err", err)
+		return
+	}
+	m.log.Info("kernel ready", "pid", k.PID(), "took", time.Since(t0).Round(time.Millisecond))
+	m.mu.Lock()
+	if m.closed || s.retired {
+		m.mu.Unlock()
+		k.Kill()
+		return
+	}
+	m.mu.Unlock()
+
+	<-k.Exited()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s.dead = true
+	if s.retired || m.closed {
+		return
+	}
+	m.log.Warn("kernel died, restarting it", "pid", k.PID(), "exit", k.ExitErr())
+	k.Kill() // release sockets and files; the process is already gone
+	m.restarts++
+	m.startLocked(true)
+}
+
+// Status reports the kernel state.
+func (m *Manager) Status() shipapi.KernelStatusResponse {
+	m.mu.Lock()
+	s, restarts := m.cur, m.restarts
+	m.mu.Unlock()
+	r := shipapi.KernelStatusResponse{Status: StateNotStarted, Workspace: m.cfg.Kernel.Dir, Restarts: restarts}
+	if s == nil {
+		return r
+	}
+	select {
+	case <-s.ready:
+	default:
+		r.Status = StateStarting
+		if s.restart {
+			r.Status = StateRestarting
+		}
+		return r
+	}
+	if s.err != nil {
+		r.Status = StateDead
+		return r
+	}
+	m.mu.Lock()
+	dead := s.dead
+	m.mu.Unlock()
+	r.HasKernel = !dead
+	r.PID = s.k.PID()
+	r.Status = StateAlive
+	if dead {
+		r.Status = StateDead
+	}
+	return r
+}
+
+// kernel returns the current kernel, starting one if needed and waiting
+// (bounded by ctx and StartTimeout) while it starts.
+func (m *Manager) kernel(ctx context.Context) (*slot, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil, apierr.New(shipapi.CodeKernelStartup, "ship is shutting down")
+	}
+	s := m.cur
+	if s == nil {
+		s = m.startLocked(false)
+	}
+	m.mu.Unlock()
+	t := time.NewTimer(m.cfg.StartTimeout + time.Second)
+	defer t.Stop()
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil, apierr.Wrap(shipapi.CodeKernelStartup, ctx.Err(), "Kernel is still starting")
+	case <-t.C:
+		return nil, apierr.New(shipapi.CodeKernelStartup, "Kernel did not become ready in time")
+	}
+	if s.err != nil {
+		// Forget the failed attempt so the next call tries again.
+		m.mu.Lock()
+		if m.cur == s {
+			m.cur = nil
+		}
+		m.mu.Unlock()
+		return nil, apierr.Wrap(shipapi.CodeInternal, s.err, "Kernel failed to start: "+s.err.Error())
+	}
+	return s, nil
+}
+
+// Exec runs code in the kernel. Calls are serialised. A timeout interrupts
+// the cell (the kernel keeps its state) and is reported in the response, not
+// as an error. If the kernel dies during the call, the error has code
+// kernel_died and a new kernel is already starting.
+func (m *Manager) Exec(ctx context.Context, code string, timeout time.Duration, silent bool) (shipapi.ExecPythonResponse, error) {
+	select {
+	case m.sem <- struct{}{}:
+	case <-ctx.Done():
+		return shipapi.ExecPythonResponse{}, apierr.Wrap(shipapi.CodeInternal, ctx.Err(), "request cancelled while waiting for the kernel")
+	}
+	defer func() { <-m.sem }()
+
+	s, err := m.kernel(ctx)
+	if err != nil {
+		return shipapi.ExecPythonResponse{}, err
+	}
+	k := s.k
+	ex, err := k.Client.Execute(code, silent)
+	if err != nil {
+		return shipapi.ExecPythonResponse{}, m.deadOr(s, err)
+	}
+	defer ex.Close()
+
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	err = ex.Wait(tctx, k.Exited())
+	cancel()
+	timedOut := false
+	switch {
+	case err == nil:
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		timedOut = true
+		m.log.Info("cell timed out, interrupting kernel", "timeout", timeout)
+		if ierr := k.Interrupt(); ierr != nil {
+			m.log.Warn("interrupt failed", "err", ierr)
+		}
+		gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.InterruptGrace)
+		err = ex.Wait(gctx, k.Exited())
+		gcancel()
+		if err != nil && !errors.Is(err, errAborted) {
+			// The cell ignored the interrupt: only a restart frees the kernel.
+			m.log.Warn("cell did not stop after interrupt, restarting kernel", "err", err)
+			k.Kill()
+			msg := fmt.Sprintf("Code execution timed out after %s and did not stop when interrupted; the kernel was restarted (state lost)", secs(timeout))
+			return shipapi.ExecPythonResponse{Success: false, Error: &msg, TimedOut: true, Output: output(ex.Result())}, nil
+		}
+	default:
+		if errors.Is(err, context.Canceled) {
+			// The client went away: stop the cell so the next call is not blocked.
+			_ = k.Interrupt()
+			return shipapi.ExecPythonResponse{}, apierr.Wrap(shipapi.CodeInternal, err, "request cancelled")
+		}
+	}
+	if err != nil {
+		return shipapi.ExecPythonResponse{}, m.deadOr(s, err)
+	}
+	r := ex.Result()
+	resp := shipapi.ExecPythonResponse{
+		Success:        r.Status == "ok" && r.Error == "" && !timedOut,
+		ExecutionCount: r.ExecutionCount,
+		Output:         output(r),
+	}
+	if timedOut {
+		msg := fmt.Sprintf("Code execution timed out after %s seconds", secs(timeout))
+		resp.Error, resp.TimedOut = &msg, true
+	} else if r.Error != "" {
+		resp.Error = &r.Error
+	} else if r.Status != "ok" {
+		msg := "Execution " + r.Status
+		resp.Error = &msg
+	}
+	return resp, nil
+}
+
+func secs(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d", int(d/time.Second))
+	}
+	return fmt.Sprintf("%g", d.Seconds())
+}
+
+func output(r Result) shipapi.PythonOutput {
+	o := shipapi.PythonOutput{Text: r.Text, Images: make([]map[string]string, 0, len(r.Images))}
+	for _, img := range r.Images {
+		o.Images = append(o.Images, map[string]string{"image/png": img})
+	}
+	return o
+}
+
+// deadOr turns err into kernel_died when the kernel process is gone.
+func (m *Manager) deadOr(s *slot, err error) error {
+	select {
+	case <-s.k.Exited():
+		return apierr.Wrap(shipapi.CodeKernelDied, err,
+			fmt.Sprintf("Kernel died during execution (%v); it has been restarted and its state is lost", s.k.ExitErr()))
+	case <-time.After(200 * time.Millisecond):
+		// A closed client usually means the process is exiting: give it a moment.
+		select {
+		case <-s.k.Exited():
+			return m.deadOr(s, err)
+		default:
+		}
+		return apierr.Wrap(shipapi.CodeInternal, err, "Execution error: "+err.Error())
+	}
+}
+
+// Restart replaces the kernel with a fresh one and waits until it is ready.
+func (m *Manager) Restart(ctx context.Context) error {
+	select {
+	case m.sem <- struct{}{}:
+	case <-ctx.Done():
+		return apierr.Wrap(shipapi.CodeInternal, ctx.Err(), "request cancelled while waiting for the kernel")
+	}
+	defer func() { <-m.sem }()
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return apierr.New(shipapi.CodeKernelStartup, "ship is shutting down")
+	}
+	old := m.cur
+	if old != nil {
+		old.retired = true
+	}
+	m.restarts++
+	s := m.startLocked(old != nil)
+	m.mu.Unlock()
+	if old != nil {
+		go m.stopSlot(old)
+	}
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return apierr.Wrap(shipapi.CodeKernelStartup, ctx.Err(), "Kernel is still starting")
+	}
+	if s.err != nil {
+		return apierr.Wrap(shipapi.CodeInternal, s.err, "Kernel failed to start: "+s.err.Error())
+	}
+	return nil
+}
+
+func (m *Manager) stopSlot(s *slot) {
+	<-s.ready
+	if s.k != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		s.k.Shutdown(ctx)
+		cancel()
+	}
+}
+
+// KernelPID is the pid of the live kernel, or 0.
+func (m *Manager) KernelPID() int {
+	st := m.Status()
+	if st.Status != StateAlive {
+		return 0
+	}
+	return st.PID
+}
+
+// Close shuts the kernel down (bounded by ctx) and stops restarting it.
+func (m *Manager) Close(ctx context.Context) {
+	m.mu.Lock()
+	m.closed = true
+	s := m.cur
+	if s != nil {
+		s.retired = true
+	}
+	m.mu.Unlock()
+	if s == nil {
+		return
+	}
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return // run() kills the kernel once its start finishes
+	}
+	if s.k != nil {
+		s.k.Shutdown(ctx)
+	}
+}

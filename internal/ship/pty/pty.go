@@ -1,0 +1,201 @@
+// Package pty serves interactive terminals over WebSocket: one PTY per
+// connection running a login bash (`bash -l`) in the workspace as the user
+// ship runs as.
+//
+// Wire: PTY output is sent as binary frames (raw bytes; the reference sent
+// UTF-8 text with replacement, which corrupted binary output). Client text
+// and binary frames are written to the PTY as they are, except a text frame
+// that parses as {"type":"resize","cols":C,"rows":R}, which resizes it.
+// When the socket closes, every process of the terminal's session is killed
+// (bash puts each job in its own process group, so killing one group is not
+// enough).
+package pty
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/creack/pty"
+
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+)
+
+// Handler serves GET /term/ws?cols=80&rows=24.
+type Handler struct {
+	Dir string   // working directory (the workspace)
+	Env []string // environment of the shell
+	Log *slog.Logger
+	// Shell is the program started; default "bash" with args "-l".
+	Shell []string
+
+	wg sync.WaitGroup
+}
+
+func dim(q string, def, max int) uint16 {
+	n, err := strconv.Atoi(q)
+	if err != nil || n <= 0 {
+		return uint16(def)
+	}
+	return uint16(min(n, max))
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	log := h.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cols := dim(r.URL.Query().Get("cols"), 80, 1000)
+	rows := dim(r.URL.Query().Get("rows"), 24, 1000)
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		log.Warn("terminal websocket accept", "err", err)
+		return
+	}
+	conn.SetReadLimit(1 << 20)
+	h.wg.Add(1)
+	defer h.wg.Done()
+
+	argv := h.Shell
+	if len(argv) == 0 {
+		argv = []string{"bash", "-l"}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = h.Dir
+	cmd.Env = append(append([]string(nil), h.Env...), "TERM=xterm-256color", "PWD="+h.Dir)
+	// pty.StartWithSize makes the shell a session leader with the PTY as its
+	// controlling terminal (Setsid, Setctty).
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: cols, Rows: rows})
+	if err != nil {
+		log.Error("start terminal shell", "err", err)
+		conn.Close(websocket.StatusInternalError, "cannot start shell")
+		return
+	}
+	sid := cmd.Process.Pid
+	log.Info("terminal opened", "pid", sid, "cols", cols, "rows", rows)
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+
+	// PTY -> socket.
+	outDone := make(chan struct{})
+	go func() {
+		defer close(outDone)
+		defer cancel()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := ptmx.Read(buf)
+			if n > 0 {
+				if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return // EIO once the shell side is gone
+			}
+		}
+	}()
+
+	// Socket -> PTY.
+	for {
+		typ, data, err := conn.Read(ctx)
+		if err != nil {
+			break
+		}
+		if typ == websocket.MessageText && isResize(data, ptmx) {
+			continue
+		}
+		if _, err := ptmx.Write(data); err != nil {
+			break
+		}
+	}
+	cancel()
+	killSession(sid)
+	ptmx.Close()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		log.Warn("terminal shell not reaped", "pid", sid)
+	}
+	<-outDone
+	conn.Close(websocket.StatusNormalClosure, "")
+	log.Info("terminal closed", "pid", sid)
+}
+
+// isResize applies data as a resize message if it is one.
+func isResize(data []byte, ptmx *os.File) bool {
+	trimmed := strings.TrimSpace(string(data))
+	if !strings.HasPrefix(trimmed, "{") {
+		return false
+	}
+	var m shipapi.ResizeMessage
+	if err := json.Unmarshal([]byte(trimmed), &m); err != nil || m.Type != "resize" {
+		return false
+	}
+	if m.Cols > 0 && m.Rows > 0 {
+		_ = pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(min(m.Cols, 1000)), Rows: uint16(min(m.Rows, 1000))})
+	}
+	return true
+}
+
+// Wait waits for all terminal sessions to end (after their sockets closed).
+func (h *Handler) Wait() { h.wg.Wait() }
+
+// killSession SIGKILLs every process whose session id is sid, by scanning
+// /proc. Processes that left the session (setsid) are not ours to track.
+func killSession(sid int) {
+	_ = syscall.Kill(-sid, syscall.SIGKILL)
+	for _, pid := range SessionPIDs(sid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// SessionPIDs lists the processes whose session id is sid.
+func SessionPIDs(sid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state ppid pgrp session ...
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 4 {
+			continue
+		}
+		if f[0] == "Z" {
+			continue // already dead, waiting to be reaped
+		}
+		if got, err := strconv.Atoi(f[3]); err == nil && got == sid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

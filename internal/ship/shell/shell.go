@@ -1,0 +1,380 @@
+// Package shell runs commands for the ship runtime: `bash -lc <command>` as the
+// user ship runs as, in a directory confined to the workspace, with stdin from
+// /dev/null, stdout and stderr captured separately up to a byte cap each.
+//
+// Every command runs in its own process group. A timeout (or the caller going
+// away) kills the whole group, grandchildren included, so a reply is never
+// held up by a descendant keeping the pipes open. When the command itself
+// exits but leaves background descendants holding the pipes, the reply waits
+// at most PipeGrace for them and then returns; those descendants keep running
+// (as `cmd &` would in a terminal) — use background mode to manage them.
+//
+// stdout/stderr are returned raw (not trimmed); Bay trims them.
+package shell
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/user"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
+	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
+)
+
+// Config configures a Runner.
+type Config struct {
+	Workspace      *workspace.Workspace
+	MaxStdout      int           // bytes kept of stdout per command
+	MaxStderr      int           // bytes kept of stderr per command
+	DefaultTimeout time.Duration // when the request has none
+	MaxTimeout     time.Duration // upper bound for a request's timeout (0: none)
+	PipeGrace      time.Duration // see package doc
+	// Env is the base environment (ship's own); HOME, PWD, SHELL, USER,
+	// LOGNAME and LANG are set on top of it, then the request's env.
+	Env []string
+	Log *slog.Logger
+	// Keep* bound how many finished background processes are remembered.
+	KeepFinished    int
+	KeepFinishedFor time.Duration
+}
+
+// Runner executes shell commands and tracks background processes.
+type Runner struct {
+	cfg  Config
+	user string
+	reg  registry
+}
+
+// New returns a Runner.
+func New(cfg Config) *Runner {
+	if cfg.MaxStdout <= 0 {
+		cfg.MaxStdout = 1 << 20
+	}
+	if cfg.MaxStderr <= 0 {
+		cfg.MaxStderr = 1 << 20
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = 30 * time.Second
+	}
+	if cfg.PipeGrace <= 0 {
+		cfg.PipeGrace = time.Second
+	}
+	if cfg.KeepFinished <= 0 {
+		cfg.KeepFinished = 100
+	}
+	if cfg.KeepFinishedFor <= 0 {
+		cfg.KeepFinishedFor = 10 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	return &Runner{cfg: cfg, user: name, reg: registry{procs: map[string]*Process{}}}
+}
+
+// prepare validates the request and builds the command. A non-nil
+// response is a failure to report with HTTP 200 (as the reference does).
+func (r *Runner) prepare(req shipapi.ExecShellRequest) (*exec.Cmd, *shipapi.ExecShellResponse, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, nil, apierr.New(shipapi.CodeBadRequest, "command must not be empty")
+	}
+	if req.Timeout != nil && *req.Timeout <= 0 {
+		return nil, nil, apierr.New(shipapi.CodeBadRequest, "timeout must be a positive number of seconds")
+	}
+	ws := r.cfg.Workspace
+	dir := ws.Dir()
+	if req.Cwd != nil && *req.Cwd != "" {
+		rel, err := ws.Rel(*req.Cwd)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = ws.Root().Stat(rel); err != nil {
+				err = ws.Classify(rel, err)
+			} else if !fi.IsDir() {
+				err = apierr.New(shipapi.CodeNotDirectory, "cwd is not a directory: "+ws.Abs(rel))
+			}
+		}
+		if err != nil {
+			return nil, failure(cwdError(err)), nil
+		}
+		dir = ws.Abs(rel)
+	}
+	var cmd *exec.Cmd
+	if req.Shell == nil || *req.Shell {
+		cmd = exec.Command("bash", "-lc", req.Command)
+	} else {
+		argv, err := SplitArgs(req.Command)
+		if err != nil {
+			return nil, nil, apierr.Wrap(shipapi.CodeBadRequest, err, "cannot split command: "+err.Error())
+		}
+		cmd = exec.Command(argv[0], argv[1:]...)
+	}
+	cmd.Dir = dir
+	cmd.Env = r.env(dir, req.Env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = r.cfg.PipeGrace
+	return cmd, nil, nil
+}
+
+// cwdError renders a cwd problem the way the reference did ("403: Access denied…").
+func cwdError(err error) string {
+	status := map[string]int{
+		shipapi.CodeAccessDenied: 403, shipapi.CodeNotFound: 404,
+		shipapi.CodeNotDirectory: 400, shipapi.CodeBadRequest: 400,
+	}[apierr.CodeOf(err)]
+	if status == 0 {
+		status = 500
+	}
+	return fmt.Sprintf("%d: %s", status, apierr.MessageOf(err))
+}
+
+func failure(msg string) *shipapi.ExecShellResponse {
+	return &shipapi.ExecShellResponse{Success: false, ReturnCode: -1, Error: &msg}
+}
+
+func (r *Runner) env(dir string, extra map[string]string) []string {
+	set := map[string]string{
+		"HOME":    r.cfg.Workspace.Dir(),
+		"PWD":     dir,
+		"SHELL":   "/bin/bash",
+		"USER":    r.user,
+		"LOGNAME": r.user,
+	}
+	base := r.cfg.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	env := make([]string, 0, len(base)+len(set)+len(extra)+1)
+	hasLang := false
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := set[k]; ok {
+			continue
+		}
+		if _, ok := extra[k]; ok {
+			continue
+		}
+		if k == "LANG" {
+			hasLang = true
+		}
+		env = append(env, kv)
+	}
+	if !hasLang {
+		if _, ok := extra["LANG"]; !ok {
+			env = append(env, "LANG=C.UTF-8")
+		}
+	}
+	for k, v := range set {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func (r *Runner) timeout(req shipapi.ExecShellRequest) time.Duration {
+	d := r.cfg.DefaultTimeout
+	if req.Timeout != nil {
+		d = time.Duration(*req.Timeout) * time.Second
+	}
+	if r.cfg.MaxTimeout > 0 && d > r.cfg.MaxTimeout {
+		d = r.cfg.MaxTimeout
+	}
+	return d
+}
+
+// Exec runs a command in the foreground, or starts it in the background when
+// req.Background is set. Errors are bad requests; everything about the
+// command itself (including a cwd outside the workspace, timeouts and spawn
+// failures) is reported in the response.
+func (r *Runner) Exec(ctx context.Context, req shipapi.ExecShellRequest) (shipapi.ExecShellResponse, error) {
+	cmd, fail, err := r.prepare(req)
+	if err != nil {
+		return shipapi.ExecShellResponse{}, err
+	}
+	if fail != nil {
+		return *fail, nil
+	}
+	if req.Background {
+		return r.startBackground(cmd, req.Command)
+	}
+	stdout := &capBuffer{max: r.cfg.MaxStdout}
+	stderr := &capBuffer{max: r.cfg.MaxStderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		return *failure("failed to start command: " + err.Error()), nil
+	}
+	pid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	timeout := r.timeout(req)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	var werr error
+	timedOut := false
+	select {
+	case werr = <-done:
+	case <-t.C:
+		timedOut = true
+		killGroup(pid)
+		werr = <-done
+	case <-ctx.Done():
+		killGroup(pid)
+		<-done
+		return shipapi.ExecShellResponse{}, apierr.Wrap(shipapi.CodeInternal, ctx.Err(), "request cancelled")
+	}
+	resp := shipapi.ExecShellResponse{
+		PID:             &pid,
+		Stdout:          stdout.String(),
+		Stderr:          stderr.String(),
+		StdoutTruncated: stdout.Truncated(),
+		StderrTruncated: stderr.Truncated(),
+	}
+	if timedOut {
+		msg := fmt.Sprintf("Command timed out after %s seconds", secs(timeout))
+		resp.ReturnCode, resp.Error, resp.TimedOut = -1, &msg, true
+		return resp, nil
+	}
+	resp.ReturnCode = exitCode(cmd.ProcessState)
+	if werr != nil && !errors.Is(werr, exec.ErrWaitDelay) {
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) {
+			msg := "waiting for command: " + werr.Error()
+			resp.Error = &msg
+		}
+	}
+	resp.Success = resp.ReturnCode == 0 && resp.Error == nil
+	return resp, nil
+}
+
+func secs(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d", int(d/time.Second))
+	}
+	return fmt.Sprintf("%g", d.Seconds())
+}
+
+// exitCode follows Python's subprocess: -N when killed by signal N.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return -1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// killGroup SIGKILLs the process group led by pid.
+func killGroup(pid int) {
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+}
+
+// capBuffer keeps the first max bytes written and counts the rest. Writes
+// never fail, so the child is never blocked or broken by a full buffer.
+type capBuffer struct {
+	mu        sync.Mutex
+	max       int
+	b         []byte
+	truncated bool
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	room := c.max - len(c.b)
+	if room >= len(p) {
+		c.b = append(c.b, p...)
+	} else {
+		if room > 0 {
+			c.b = append(c.b, p[:room]...)
+		}
+		c.truncated = true
+	}
+	return len(p), nil
+}
+
+func (c *capBuffer) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return string(c.b)
+}
+
+func (c *capBuffer) Truncated() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.truncated
+}
+
+// SplitArgs splits a command line with POSIX shell quoting rules (quotes and
+// backslashes; no expansions), as Python's shlex.split does.
+func SplitArgs(s string) ([]string, error) {
+	var (
+		args  []string
+		cur   strings.Builder
+		inArg bool
+		quote rune
+	)
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		c := rs[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else {
+				cur.WriteRune(c)
+			}
+		case quote == '"':
+			switch {
+			case c == '"':
+				quote = 0
+			case c == '\\' && i+1 < len(rs) && strings.ContainsRune("\\\"$`\n", rs[i+1]):
+				i++
+				cur.WriteRune(rs[i])
+			default:
+				cur.WriteRune(c)
+			}
+		case c == '\'' || c == '"':
+			quote, inArg = c, true
+		case c == '\\':
+			if i+1 < len(rs) {
+				i++
+				cur.WriteRune(rs[i])
+				inArg = true
+			}
+		case c == ' ' || c == '\t' || c == '\n':
+			if inArg {
+				args = append(args, cur.String())
+				cur.Reset()
+				inArg = false
+			}
+		default:
+			cur.WriteRune(c)
+			inArg = true
+		}
+	}
+	if quote != 0 {
+		return nil, errors.New("unterminated quote")
+	}
+	if inArg {
+		args = append(args, cur.String())
+	}
+	if len(args) == 0 {
+		return nil, errors.New("empty command")
+	}
+	return args, nil
+}

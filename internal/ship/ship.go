@@ -1,0 +1,280 @@
+// Package ship wires the ship runtime daemon: the workspace, the IPython
+// kernel, the shell runner, terminals and the HTTP API. Main.Run is the whole
+// daemon; tests run it on 127.0.0.1:0.
+package ship
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/ship/httpapi"
+	"github.com/shipyard-dev/shipyard/internal/ship/jupyter"
+	"github.com/shipyard-dev/shipyard/internal/ship/pty"
+	"github.com/shipyard-dev/shipyard/internal/ship/shell"
+	"github.com/shipyard-dev/shipyard/internal/ship/skills"
+	"github.com/shipyard-dev/shipyard/internal/ship/version"
+	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
+)
+
+// Config is the configuration of one ship daemon.
+type Config struct {
+	Listen         string // host:port; default ":8123"
+	Workspace      string // default /workspace
+	Python         string // interpreter for the kernel; default $SHIP_PYTHON or python3
+	SkillsDir      string // built-in skills source; default /opt/shipyard/skills
+	MaxUploadBytes int64  // default 10 GiB
+	MaxStdoutBytes int    // per shell command; default 1 MiB
+	MaxStderrBytes int    // per shell command; default 1 MiB
+	// NoKernel skips starting the kernel at boot; it then starts on the
+	// first /ipython call.
+	NoKernel bool
+	// KernelStartTimeout bounds one kernel start; default 60s.
+	KernelStartTimeout time.Duration
+	// ShutdownTimeout bounds graceful shutdown; default 10s.
+	ShutdownTimeout time.Duration
+	Log             *slog.Logger
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	py := os.Getenv("SHIP_PYTHON")
+	if py == "" {
+		py = "python3"
+	}
+	return Config{
+		Listen:             fmt.Sprintf(":%d", shipapi.DefaultPort),
+		Workspace:          shipapi.DefaultWorkspace,
+		Python:             py,
+		SkillsDir:          "/opt/shipyard/skills",
+		MaxUploadBytes:     10 << 30,
+		MaxStdoutBytes:     1 << 20,
+		MaxStderrBytes:     1 << 20,
+		KernelStartTimeout: 60 * time.Second,
+		ShutdownTimeout:    10 * time.Second,
+	}
+}
+
+// Validate reports configuration errors.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("listen address is empty"))
+	}
+	if c.Workspace == "" {
+		errs = append(errs, errors.New("workspace is empty"))
+	}
+	if c.Python == "" {
+		errs = append(errs, errors.New("python interpreter is empty"))
+	}
+	if c.MaxUploadBytes <= 0 {
+		errs = append(errs, errors.New("max upload bytes must be positive"))
+	}
+	if c.MaxStdoutBytes <= 0 || c.MaxStderrBytes <= 0 {
+		errs = append(errs, errors.New("stdout/stderr caps must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Main is the ship daemon.
+type Main struct {
+	Config Config
+
+	ready chan struct{}
+	addr  string
+}
+
+// New returns a daemon for cfg.
+func New(cfg Config) *Main { return &Main{Config: cfg, ready: make(chan struct{})} }
+
+// Ready is closed once the daemon listens.
+func (m *Main) Ready() <-chan struct{} { return m.ready }
+
+// Addr is the listening address; valid after Ready.
+func (m *Main) Addr() string { return m.addr }
+
+// kernelInit runs silently in every new kernel: inline PNG figures for
+// matplotlib (its env has MPLBACKEND=Agg, which the magic overrides inside
+// the kernel only; scripts run from the shell keep Agg).
+const kernelInit = `def __ship_init():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    try:
+        get_ipython().run_line_magic("matplotlib", "inline")
+    except Exception:
+        pass
+__ship_init()
+del __ship_init
+`
+
+// Run serves until ctx ends, then shuts down gracefully: it stops accepting,
+// lets requests finish (bounded), closes terminals, kills background
+// processes and shuts the kernel down.
+func (m *Main) Run(ctx context.Context) error {
+	cfg := m.Config
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("ship config: %w", err)
+	}
+	base := cfg.Log
+	if base == nil {
+		base = slog.Default()
+	}
+	log := base.With("component", "ship")
+
+	if err := os.MkdirAll(cfg.Workspace, 0o755); err != nil {
+		return fmt.Errorf("create workspace: %w", err)
+	}
+	ws, err := workspace.Open(cfg.Workspace)
+	if err != nil {
+		return err
+	}
+	defer ws.Close()
+
+	skillList, err := skills.Load(cfg.SkillsDir)
+	if err != nil {
+		log.Warn("cannot read built-in skills", "dir", cfg.SkillsDir, "err", err)
+	}
+	if err := skills.Install(ws.Root(), cfg.SkillsDir, skillList); err != nil {
+		log.Warn("cannot install built-in skills", "err", err)
+	}
+
+	env := os.Environ()
+	kernelEnv := withEnv(env, "PYDEVD_DISABLE_FILE_VALIDATION=1", "MPLBACKEND=Agg")
+	km := jupyter.NewManager(jupyter.ManagerConfig{
+		Kernel: jupyter.KernelConfig{
+			Python:         cfg.Python,
+			Dir:            ws.Dir(),
+			Env:            kernelEnv,
+			InitCode:       kernelInit,
+			HeartbeatEvery: 5 * time.Second,
+		},
+		StartTimeout: cfg.KernelStartTimeout,
+		Log:          base.With("component", "kernel"),
+	})
+	if !cfg.NoKernel {
+		km.Start()
+	}
+	runner := shell.New(shell.Config{
+		Workspace: ws,
+		MaxStdout: cfg.MaxStdoutBytes,
+		MaxStderr: cfg.MaxStderrBytes,
+		Env:       env,
+		Log:       base.With("component", "shell"),
+	})
+	term := &pty.Handler{
+		Dir: ws.Dir(),
+		Env: withEnv(env, "HOME="+ws.Dir(), "SHELL=/bin/bash"),
+		Log: base.With("component", "terminal"),
+	}
+
+	meta := shipapi.MetaResponse{
+		Runtime: shipapi.MetaRuntime{
+			Name: "ship", Version: version.Version, APIVersion: shipapi.APIVersion,
+			Build: shipapi.MetaBuild{Image: envOr("SHIP_IMAGE", "ship:default"), ImageDigest: envPtr("SHIP_IMAGE_DIGEST"), GitSHA: envPtr("GIT_SHA")},
+		},
+		Workspace:     shipapi.MetaWorkspace{MountPath: ws.Dir()},
+		Capabilities:  httpapi.Capabilities(),
+		BuiltInSkills: make([]shipapi.BuiltInSkill, 0, len(skillList)),
+	}
+	for _, s := range skillList {
+		meta.BuiltInSkills = append(meta.BuiltInSkills, s.BuiltInSkill)
+	}
+	api := &httpapi.Server{
+		Workspace:      ws,
+		Kernel:         km,
+		Shell:          runner,
+		Terminal:       term,
+		Meta:           meta,
+		Version:        version.Version,
+		MaxUploadBytes: cfg.MaxUploadBytes,
+		Log:            base.With("component", "http"),
+		Started:        time.Now(),
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		km.Close(context.Background())
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	m.addr = ln.Addr().String()
+	// Request contexts derive from baseCtx so that shutdown also ends
+	// hijacked connections (terminals), which http.Server.Shutdown ignores.
+	baseCtx, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("ship listening", "addr", m.addr, "workspace", ws.Dir(), "version", version.Version,
+		"python", cfg.Python, "skills", len(skillList))
+	close(m.ready)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		cancelBase()
+		runner.Close()
+		km.Close(context.Background())
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	log.Info("ship shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	cancelBase()
+	err = srv.Shutdown(sctx)
+	term.Wait()
+	runner.Close()
+	km.Close(sctx)
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("ship stopped")
+	return nil
+}
+
+// withEnv returns env with the given KEY=VALUE pairs set (replacing).
+func withEnv(env []string, kv ...string) []string {
+	out := make([]string, 0, len(env)+len(kv))
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		replaced := false
+		for _, n := range kv {
+			if nk, _, _ := strings.Cut(n, "="); nk == k {
+				replaced = true
+				break
+			}
+		}
+		if !replaced {
+			out = append(out, e)
+		}
+	}
+	return append(out, kv...)
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envPtr(k string) *string {
+	if v := os.Getenv(k); v != "" {
+		return &v
+	}
+	return nil
+}
