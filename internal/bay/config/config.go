@@ -1,0 +1,446 @@
+// Package config is bay's configuration: the reference Shipyard Neo config.yaml (contract
+// section 5), every key accepted, plus our additions (docs/configuration.md lists them all).
+//
+// Sources, lowest to highest priority: DefaultConfig(), the YAML file, then BAY_* environment
+// variables (BAY_<SECTION>__<KEY>, case-insensitive, "__" nests). The reference applies the file
+// over the environment; we apply the environment over the file, as its docstrings promised.
+//
+// Unknown keys at any depth, in the file or in BAY_* variables, fail the load with the key's
+// path and a suggestion. Load calls Validate, which also normalises the profiles into
+// []bay.Profile (Config.Profiles).
+package config
+
+import (
+	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// Config is bay's whole configuration. YAML keys are the struct tags. Fields tagged yaml:"-"
+// are derived by Load/Validate and cannot be configured.
+type Config struct {
+	Server          ServerConfig          `yaml:"server"`
+	Database        DatabaseConfig        `yaml:"database"`
+	Driver          DriverConfig          `yaml:"driver"`
+	Cargo           CargoConfig           `yaml:"cargo"`
+	Security        SecurityConfig        `yaml:"security"`
+	Idempotency     IdempotencyConfig     `yaml:"idempotency"`
+	GC              GCConfig              `yaml:"gc"`
+	WarmPool        WarmPoolConfig        `yaml:"warm_pool"`
+	BrowserLearning BrowserLearningConfig `yaml:"browser_learning"`
+	BrowserService  BrowserServiceConfig  `yaml:"browser_service"`
+	// BrowserAutoReleaseEnabled is a top-level key (env BAY_BROWSER_AUTO_RELEASE_ENABLED).
+	BrowserAutoReleaseEnabled bool `yaml:"browser_auto_release_enabled"`
+	// Proxy is the global proxy block injected into runtime containers.
+	Proxy ProxyConfig `yaml:"proxy"`
+	// Session holds session lifecycle settings (ours).
+	Session SessionConfig `yaml:"session"`
+	// Skills holds the host skills library (ours).
+	Skills SkillsConfig `yaml:"skills"`
+	// ProfileSpecs is the "profiles" list as written. A list in the file or in BAY_PROFILES
+	// replaces the default profiles entirely.
+	ProfileSpecs []ProfileSpec `yaml:"profiles"`
+
+	// Profiles is ProfileSpecs normalised (contract 5.3), rebuilt by Validate.
+	Profiles []bay.Profile `yaml:"-"`
+	// File is the config file that was loaded ("" = none, defaults and environment only).
+	File string `yaml:"-"`
+	// Hostname is $HOSTNAME as seen by Load, the fallback GC instance id.
+	Hostname string `yaml:"-"`
+}
+
+// ServerConfig is where bay's HTTP API listens.
+type ServerConfig struct {
+	// Host defaults to 127.0.0.1 (reference: 0.0.0.0): nothing listens publicly unless asked.
+	Host string `yaml:"host"`
+	Port int    `yaml:"port"`
+}
+
+// DatabaseConfig selects the store.
+type DatabaseConfig struct {
+	// URL: sqlite+aiosqlite:///./bay.db, sqlite:///path, sqlite:////abs/path,
+	// postgresql+asyncpg://..., postgresql://..., postgres://...
+	URL  string `yaml:"url"`
+	Echo bool   `yaml:"echo"` // log SQL statements
+}
+
+// DriverConfig selects and configures the container engine.
+type DriverConfig struct {
+	Type            string       `yaml:"type"`              // docker | k8s (k8s: not supported yet)
+	ImagePullPolicy string       `yaml:"image_pull_policy"` // always | if_not_present | never
+	Docker          DockerConfig `yaml:"docker"`
+	K8s             K8sConfig    `yaml:"k8s"`
+}
+
+// DockerConfig configures the Docker driver.
+type DockerConfig struct {
+	// Socket is the engine address: unix:///path, a bare path (unix:// is prefixed by
+	// Validate), or tcp://host:port.
+	Socket       string `yaml:"socket"`
+	Network      string `yaml:"network"`      // existing network to attach runtimes to ("" = none)
+	ConnectMode  string `yaml:"connect_mode"` // container_network | host_port | auto
+	HostAddress  string `yaml:"host_address"` // host used in host_port endpoints
+	PublishPorts bool   `yaml:"publish_ports"`
+	HostPort     int    `yaml:"host_port"` // fixed host port, 0 = random
+}
+
+// K8sConfig configures the Kubernetes driver (accepted, not supported yet).
+type K8sConfig struct {
+	Namespace          string        `yaml:"namespace"`
+	Kubeconfig         string        `yaml:"kubeconfig"`
+	StorageClass       string        `yaml:"storage_class"`
+	DefaultStorageSize string        `yaml:"default_storage_size"`
+	ImagePullSecrets   []string      `yaml:"image_pull_secrets"`
+	PodStartupTimeout  time.Duration `yaml:"pod_startup_timeout"` // seconds in YAML
+	LabelPrefix        string        `yaml:"label_prefix"`
+}
+
+// CargoConfig configures workspace volumes.
+type CargoConfig struct {
+	RootPath           string `yaml:"root_path"`
+	HostRootPath       string `yaml:"host_root_path"` // set: bind-mount host dirs instead of volumes
+	DefaultSizeLimitMB int    `yaml:"default_size_limit_mb"`
+	MountPath          string `yaml:"mount_path"` // inert: always /workspace
+	// MaxUploadBytes bounds one filesystem upload (ours, default 10 GiB); larger → 413.
+	MaxUploadBytes ByteSize `yaml:"max_upload_bytes"`
+}
+
+// SecurityConfig configures authentication.
+type SecurityConfig struct {
+	// APIKey is a plaintext key for owner "default"; BAY_API_KEY beats it.
+	APIKey string `yaml:"api_key"`
+	// AllowAnonymous defaults to false (reference: true).
+	AllowAnonymous bool     `yaml:"allow_anonymous"`
+	BlockedHosts   []string `yaml:"blocked_hosts"` // inert (declared by the reference, unused)
+	// APIKeys are extra keys with owners (ours), plaintext or sha256 hex.
+	APIKeys []APIKeyConfig `yaml:"api_keys"`
+	// RevokeUnlistedKeys: accept only the configured keys, ignoring other stored keys (ours).
+	RevokeUnlistedKeys bool `yaml:"revoke_unlisted_keys"`
+}
+
+// APIKeyConfig is one configured API key: exactly one of Key and KeySHA256.
+type APIKeyConfig struct {
+	Key       string `yaml:"key"`        // plaintext
+	KeySHA256 string `yaml:"key_sha256"` // sha256 hex of the plaintext
+	Owner     string `yaml:"owner"`      // default "default"
+}
+
+// IdempotencyConfig configures Idempotency-Key handling.
+type IdempotencyConfig struct {
+	Enabled  bool `yaml:"enabled"`
+	TTLHours int  `yaml:"ttl_hours"`
+}
+
+// TTL is TTLHours as a duration.
+func (c IdempotencyConfig) TTL() time.Duration { return time.Duration(c.TTLHours) * time.Hour }
+
+// GCConfig configures the garbage collector.
+type GCConfig struct {
+	Enabled      bool          `yaml:"enabled"` // background loop; manual runs work regardless
+	RunOnStartup bool          `yaml:"run_on_startup"`
+	Interval     time.Duration `yaml:"interval_seconds"`
+	// InstanceID labels every container bay creates; see Config.InstanceID for the fallback.
+	InstanceID      string              `yaml:"instance_id"`
+	IdleSession     GCTaskConfig        `yaml:"idle_session"`
+	ExpiredSandbox  GCTaskConfig        `yaml:"expired_sandbox"`
+	OrphanCargo     GCTaskConfig        `yaml:"orphan_cargo"`
+	OrphanContainer OrphanContainerTask `yaml:"orphan_container"`
+}
+
+// GCTaskConfig switches one GC task.
+type GCTaskConfig struct {
+	Enabled bool `yaml:"enabled"`
+}
+
+// OrphanContainerTask configures the orphan container task.
+type OrphanContainerTask struct {
+	Enabled bool `yaml:"enabled"`
+	// Grace: containers younger than this are never collected (ours, default 300 s).
+	Grace time.Duration `yaml:"grace_seconds"`
+	// DryRun logs what would be removed without removing it (ours).
+	DryRun bool `yaml:"dry_run"`
+}
+
+// WarmPoolConfig configures the warm pool.
+type WarmPoolConfig struct {
+	Enabled                       bool          `yaml:"enabled"`
+	WarmupQueueWorkers            int           `yaml:"warmup_queue_workers"`
+	WarmupQueueMaxSize            int           `yaml:"warmup_queue_max_size"`
+	WarmupQueueDropPolicy         string        `yaml:"warmup_queue_drop_policy"` // drop_newest | drop_oldest
+	WarmupQueueDropAlertThreshold int           `yaml:"warmup_queue_drop_alert_threshold"`
+	Interval                      time.Duration `yaml:"interval_seconds"`
+	RunOnStartup                  bool          `yaml:"run_on_startup"`
+}
+
+// BrowserLearningConfig configures the browser skill-learning scheduler (inert for now).
+type BrowserLearningConfig struct {
+	Enabled                      bool          `yaml:"enabled"`
+	RunOnStartup                 bool          `yaml:"run_on_startup"`
+	Interval                     time.Duration `yaml:"interval_seconds"`
+	BatchSize                    int           `yaml:"batch_size"`
+	ScoreThreshold               float64       `yaml:"score_threshold"`
+	ReplaySuccessThreshold       float64       `yaml:"replay_success_threshold"`
+	MinSamples                   int           `yaml:"min_samples"`
+	CanaryWindowHours            float64       `yaml:"canary_window_hours"`
+	SuccessDropThreshold         float64       `yaml:"success_drop_threshold"`
+	ErrorRateMultiplierThreshold float64       `yaml:"error_rate_multiplier_threshold"`
+}
+
+// BrowserServiceConfig is the shared Gull service (inert for now).
+type BrowserServiceConfig struct {
+	Enabled  bool   `yaml:"enabled"`
+	Endpoint string `yaml:"endpoint"`
+}
+
+// ProxyConfig is a proxy block (global, profile or container level). A profile- or
+// container-level block replaces the global one entirely (not per field).
+type ProxyConfig struct {
+	Enabled    bool   `yaml:"enabled"`
+	HTTPProxy  string `yaml:"http_proxy"`
+	HTTPSProxy string `yaml:"https_proxy"`
+	// NoProxy is appended to DefaultNoProxy.
+	NoProxy        string `yaml:"no_proxy"`
+	DefaultNoProxy string `yaml:"default_no_proxy"`
+}
+
+// DefaultNoProxy is the default of default_no_proxy.
+const DefaultNoProxy = "localhost,127.0.0.1,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,169.254.0.0/16,*.local,.svc,.svc.cluster.local,.pod.cluster.local"
+
+func (p *ProxyConfig) applyDefaults() { *p = ProxyConfig{DefaultNoProxy: DefaultNoProxy} }
+
+// SessionConfig holds session lifecycle settings (ours).
+type SessionConfig struct {
+	// ReadinessTimeout bounds the wait for a started runtime's /health (reference: 120 s
+	// hard-coded; default here 60 s). A session "starting" for longer is stale.
+	ReadinessTimeout time.Duration `yaml:"readiness_timeout_seconds"`
+}
+
+// SkillsConfig is the host skills library (ours).
+type SkillsConfig struct {
+	// RootPath is the host directory holding one folder per skill; profiles[].skills names
+	// folders under it, mounted read-only at /skills/<name>. "" = no skills.
+	RootPath string `yaml:"root_path"`
+}
+
+// ProfileSpec is one entry of "profiles" as written (contract 5.3), in the legacy
+// single-container form or the containers: form. Validate normalises it into a bay.Profile.
+type ProfileSpec struct {
+	ID          string  `yaml:"id"`
+	Description *string `yaml:"description"`
+
+	// Legacy single-container form.
+	Image        string            `yaml:"image"`
+	RuntimeType  string            `yaml:"runtime_type"`
+	RuntimePort  int               `yaml:"runtime_port"`
+	Resources    *ResourcesSpec    `yaml:"resources"`
+	Capabilities []string          `yaml:"capabilities"`
+	Env          map[string]string `yaml:"env"`
+	Proxy        *ProxyConfig      `yaml:"proxy"`
+
+	// Multi-container form.
+	Containers []ContainerSpec `yaml:"containers"`
+	Startup    *StartupSpec    `yaml:"startup"` // inert
+
+	IdleTimeout                   time.Duration `yaml:"idle_timeout"` // seconds in YAML
+	WarmPoolSize                  int           `yaml:"warm_pool_size"`
+	WarmRotateTTL                 time.Duration `yaml:"warm_rotate_ttl"` // seconds in YAML
+	WarmClaimTimeoutMS            int           `yaml:"warm_claim_timeout_ms"`
+	WarmupRetryMaxAttempts        int           `yaml:"warmup_retry_max_attempts"`
+	WarmupRetryBackoffBaseMS      int           `yaml:"warmup_retry_backoff_base_ms"`
+	WarmupRetryBackoffMaxMS       int           `yaml:"warmup_retry_backoff_max_ms"`
+	WarmupCircuitBreakerThreshold int           `yaml:"warmup_circuit_breaker_threshold"`
+	Browser                       *string       `yaml:"browser"` // shared | isolated | null
+
+	// Ours.
+	Skills    []string `yaml:"skills"`     // host skill folders mounted read-only at /skills
+	PidsLimit int64    `yaml:"pids_limit"` // 0 = driver default (256)
+}
+
+func (p *ProfileSpec) applyDefaults() {
+	*p = ProfileSpec{
+		IdleTimeout:                   1800 * time.Second,
+		WarmRotateTTL:                 1800 * time.Second,
+		WarmClaimTimeoutMS:            200,
+		WarmupRetryMaxAttempts:        3,
+		WarmupRetryBackoffBaseMS:      200,
+		WarmupRetryBackoffMaxMS:       5000,
+		WarmupCircuitBreakerThreshold: 10,
+	}
+}
+
+// ContainerSpec is one container of a containers: profile as written.
+type ContainerSpec struct {
+	Name            string            `yaml:"name"`
+	Image           string            `yaml:"image"`
+	RuntimeType     string            `yaml:"runtime_type"`
+	RuntimePort     int               `yaml:"runtime_port"`
+	Resources       ResourcesSpec     `yaml:"resources"`
+	Capabilities    []string          `yaml:"capabilities"`
+	PrimaryFor      []string          `yaml:"primary_for"`
+	Env             map[string]string `yaml:"env"`
+	Proxy           *ProxyConfig      `yaml:"proxy"`
+	HealthCheckPath string            `yaml:"health_check_path"` // inert: always /health
+}
+
+func (c *ContainerSpec) applyDefaults() {
+	*c = ContainerSpec{
+		RuntimeType:     bay.RuntimeShip,
+		RuntimePort:     DefaultRuntimePort,
+		Resources:       defaultResources(),
+		HealthCheckPath: "/health",
+	}
+}
+
+// ResourcesSpec is a container's limits as written.
+type ResourcesSpec struct {
+	CPUs   float64 `yaml:"cpus"`
+	Memory string  `yaml:"memory"` // k/m/g suffix (1024-based) or bytes
+}
+
+func (r *ResourcesSpec) applyDefaults() { *r = defaultResources() }
+
+func defaultResources() ResourcesSpec { return ResourcesSpec{CPUs: 1.0, Memory: "1g"} }
+
+// StartupSpec is declared by the reference and ignored.
+type StartupSpec struct {
+	Order      string `yaml:"order"`
+	WaitForAll bool   `yaml:"wait_for_all"`
+}
+
+func (s *StartupSpec) applyDefaults() { *s = StartupSpec{Order: "parallel", WaitForAll: true} }
+
+// DefaultRuntimePort is Ship's port, the default runtime_port.
+const DefaultRuntimePort = 8123
+
+// DefaultMaxUploadBytes is the default cargo.max_upload_bytes: 10 GiB.
+const DefaultMaxUploadBytes = 10 << 30
+
+// DefaultConfig returns the defaults of every key (contract 5.2, with ours), with Profiles
+// already normalised.
+func DefaultConfig() *Config {
+	c := &Config{
+		Server:   ServerConfig{Host: "127.0.0.1", Port: 8114},
+		Database: DatabaseConfig{URL: "sqlite+aiosqlite:///./bay.db"},
+		Driver: DriverConfig{
+			Type:            "docker",
+			ImagePullPolicy: "if_not_present",
+			Docker: DockerConfig{
+				Socket:       "unix:///var/run/docker.sock",
+				ConnectMode:  "auto",
+				HostAddress:  "127.0.0.1",
+				PublishPorts: true,
+			},
+			K8s: K8sConfig{
+				Namespace:          "bay",
+				DefaultStorageSize: "1Gi",
+				ImagePullSecrets:   []string{},
+				PodStartupTimeout:  60 * time.Second,
+				LabelPrefix:        "bay",
+			},
+		},
+		Cargo: CargoConfig{
+			RootPath:           "/var/lib/bay/cargos",
+			DefaultSizeLimitMB: 1024,
+			MountPath:          "/workspace",
+			MaxUploadBytes:     DefaultMaxUploadBytes,
+		},
+		Security: SecurityConfig{
+			AllowAnonymous: false,
+			BlockedHosts:   []string{"169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"},
+		},
+		Idempotency: IdempotencyConfig{Enabled: true, TTLHours: 1},
+		GC: GCConfig{
+			Enabled:        true,
+			RunOnStartup:   true,
+			Interval:       300 * time.Second,
+			IdleSession:    GCTaskConfig{Enabled: true},
+			ExpiredSandbox: GCTaskConfig{Enabled: true},
+			OrphanCargo:    GCTaskConfig{Enabled: true},
+			OrphanContainer: OrphanContainerTask{
+				Enabled: false,
+				Grace:   300 * time.Second,
+			},
+		},
+		WarmPool: WarmPoolConfig{
+			Enabled:                       true,
+			WarmupQueueWorkers:            2,
+			WarmupQueueMaxSize:            256,
+			WarmupQueueDropPolicy:         "drop_newest",
+			WarmupQueueDropAlertThreshold: 50,
+			Interval:                      30 * time.Second,
+			RunOnStartup:                  true,
+		},
+		BrowserLearning: BrowserLearningConfig{
+			Enabled:                      true,
+			RunOnStartup:                 true,
+			Interval:                     300 * time.Second,
+			BatchSize:                    20,
+			ScoreThreshold:               0.85,
+			ReplaySuccessThreshold:       0.95,
+			MinSamples:                   30,
+			CanaryWindowHours:            24,
+			SuccessDropThreshold:         0.03,
+			ErrorRateMultiplierThreshold: 2.0,
+		},
+		BrowserService:            BrowserServiceConfig{Enabled: false, Endpoint: "http://gull-service:8115"},
+		BrowserAutoReleaseEnabled: true,
+		Proxy:                     ProxyConfig{DefaultNoProxy: DefaultNoProxy},
+		Session:                   SessionConfig{ReadinessTimeout: 60 * time.Second},
+		ProfileSpecs:              DefaultProfileSpecs(),
+	}
+	if err := c.Validate(); err != nil {
+		panic("config: defaults are invalid: " + err.Error())
+	}
+	return c
+}
+
+// DefaultProfileSpecs are the profiles used when none are configured.
+func DefaultProfileSpecs() []ProfileSpec {
+	mk := func(id, image string, cpus float64, mem string) ProfileSpec {
+		var p ProfileSpec
+		p.applyDefaults()
+		p.ID = id
+		p.Image = image
+		p.Resources = &ResourcesSpec{CPUs: cpus, Memory: mem}
+		p.Capabilities = []string{"filesystem", "shell", "python"}
+		return p
+	}
+	return []ProfileSpec{
+		mk("python-default", "ship:latest", 1.0, "1g"),
+		mk("python-data", "ship:data", 2.0, "4g"),
+	}
+}
+
+// Profile returns the normalised profile with the given id.
+func (c *Config) Profile(id string) (*bay.Profile, bool) {
+	for i := range c.Profiles {
+		if c.Profiles[i].ID == id {
+			return &c.Profiles[i], true
+		}
+	}
+	return nil, false
+}
+
+// ProfileSpec returns the profile spec (as written) with the given id, for the settings that
+// bay.Profile does not carry (warm-up retry settings, browser mode).
+func (c *Config) ProfileSpec(id string) (*ProfileSpec, bool) {
+	for i := range c.ProfileSpecs {
+		if c.ProfileSpecs[i].ID == id {
+			return &c.ProfileSpecs[i], true
+		}
+	}
+	return nil, false
+}
+
+// InstanceID is the GC instance id written into container labels: gc.instance_id, else
+// $HOSTNAME (as seen by Load), else "bay".
+func (c *Config) InstanceID() string {
+	switch {
+	case c.GC.InstanceID != "":
+		return c.GC.InstanceID
+	case c.Hostname != "":
+		return c.Hostname
+	default:
+		return "bay"
+	}
+}
