@@ -1,0 +1,74 @@
+// Command server is the only process of the drivertest image (internal/bay/drivertest/testimage):
+// a tiny static HTTP server standing in for ship, so that the driver conformance suite can check
+// that a started container is reachable and runs with the settings the driver asked for.
+//
+//	GET  /health          200 {"status":"healthy"}
+//	GET  /whoami          200 {"uid":..,"gid":..,"hostname":..,"env":[..]}
+//	PUT  /file?path=P     write the body to P (absolute path in the container)
+//	GET  /file?path=P     read P
+//	POST /exit?code=N     reply, then exit with code N (default 0)
+//
+// It listens on :$PORT, default :8123.
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+)
+
+func main() {
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8123"
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{"status": "healthy"})
+	})
+	mux.HandleFunc("GET /whoami", func(w http.ResponseWriter, r *http.Request) {
+		host, _ := os.Hostname()
+		writeJSON(w, map[string]any{"uid": os.Getuid(), "gid": os.Getgid(), "hostname": host, "env": os.Environ()})
+	})
+	mux.HandleFunc("PUT /file", func(w http.ResponseWriter, r *http.Request) {
+		data, err := io.ReadAll(r.Body)
+		if err == nil {
+			err = os.WriteFile(r.URL.Query().Get("path"), data, 0o644)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /file", func(w http.ResponseWriter, r *http.Request) {
+		data, err := os.ReadFile(r.URL.Query().Get("path"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		_, _ = w.Write(data)
+	})
+	mux.HandleFunc("POST /exit", func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
+		w.WriteHeader(http.StatusAccepted)
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		go func() {
+			time.Sleep(50 * time.Millisecond) // let the reply leave
+			os.Exit(code)
+		}()
+	})
+	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
