@@ -172,6 +172,12 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 		return
 	}
 	fields := structFields(v.Type())
+	// Merge keys (<<) first, so that the mapping's own keys win over merged ones.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.Value == "<<" {
+			d.decodeMerge(n.Content[i+1], v, path)
+		}
+	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, val := n.Content[i], n.Content[i+1]
@@ -180,8 +186,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 			continue
 		}
 		key := k.Value
-		if key == "<<" { // merge key: decode the merged mapping(s) first
-			d.decodeMerge(val, v, path)
+		if key == "<<" {
 			continue
 		}
 		idx, ok := fields[key]
