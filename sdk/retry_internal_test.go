@@ -1,0 +1,139 @@
+package sdk
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// handlerTransport runs an http.Handler in-process, so that retries can be timed inside a
+// synctest bubble (fake clock, no real sleeping).
+type handlerTransport struct{ h http.Handler }
+
+func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		r.Body = io.NopCloser(strings.NewReader(string(b)))
+	}
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+func scripted(t *testing.T, answers []string, seen *[]time.Time) *Client {
+	t.Helper()
+	i := 0
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*seen = append(*seen, time.Now())
+		a := answers[min(i, len(answers)-1)]
+		i++
+		status := 200
+		body := `{"status":"ok","version":"x"}`
+		switch a {
+		case "502":
+			status, body = 502, `{"error":{"code":"ship_error","message":"x","request_id":"r"}}`
+		case "snr":
+			status, body = 503, `{"error":{"code":"session_not_ready","message":"Session is starting","request_id":"r","details":{"retry_after_ms":1000}}}`
+		case "429":
+			w.Header().Set("Retry-After", "2")
+			status, body = 429, `{"error":{"code":"quota_exceeded","message":"slow down","request_id":"r"}}`
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	})
+	c, err := New("http://bay.test", "", WithHTTPClient(&http.Client{Transport: handlerTransport{h}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func gaps(ts []time.Time) []time.Duration {
+	var out []time.Duration
+	for i := 1; i < len(ts); i++ {
+		out = append(out, ts[i].Sub(ts[i-1]))
+	}
+	return out
+}
+
+func TestBackoffSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []time.Time
+		c := scripted(t, []string{"502", "502", "502", "ok"}, &seen)
+		if _, err := c.Health(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		g := gaps(seen)
+		if len(g) != 3 {
+			t.Fatalf("attempts %d", len(seen))
+		}
+		for i, base := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond} {
+			if g[i] < base/2 || g[i] > base {
+				t.Errorf("gap %d = %v, want in [%v, %v]", i, g[i], base/2, base)
+			}
+		}
+	})
+}
+
+func TestBackoffCap(t *testing.T) {
+	for n := 0; n < 10; n++ {
+		for range 50 {
+			d := DefaultBackoff(n)
+			if d > 1500*time.Millisecond || d < 100*time.Millisecond {
+				t.Fatalf("DefaultBackoff(%d) = %v", n, d)
+			}
+		}
+	}
+	if d := DefaultBackoff(5); d < 750*time.Millisecond {
+		t.Fatalf("cap: %v", d)
+	}
+}
+
+func TestSessionNotReadyHonoursRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []time.Time
+		c := scripted(t, []string{"snr", "snr", "ok"}, &seen)
+		if _, err := c.Health(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range gaps(seen) {
+			if g != time.Second {
+				t.Fatalf("gap %v, want exactly retry_after_ms=1000", g)
+			}
+		}
+	})
+}
+
+func TestRetryAfterHeaderOn429(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []time.Time
+		c := scripted(t, []string{"429", "ok"}, &seen)
+		if _, err := c.Health(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if g := gaps(seen); len(g) != 1 || g[0] != 2*time.Second {
+			t.Fatalf("gaps %v", g)
+		}
+	})
+}
+
+func TestExecTimeout(t *testing.T) {
+	c, _ := New("http://x", "", WithTimeout(time.Second))
+	if d := c.execTimeout(2); d != 17*time.Second {
+		t.Fatalf("exec timeout %v", d)
+	}
+	if d := c.execTimeout(0); d != 45*time.Second {
+		t.Fatalf("default exec timeout %v", d)
+	}
+	c, _ = New("http://x", "", WithTimeout(10*time.Minute))
+	if d := c.execTimeout(300); d != 10*time.Minute {
+		t.Fatalf("%v", d)
+	}
+}

@@ -1,0 +1,98 @@
+package sdk
+
+import (
+	"context"
+	"io"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+)
+
+// Refresh re-reads the sandbox and updates the snapshot.
+func (s *Sandbox) Refresh(ctx context.Context) error {
+	n, err := s.c.GetSandbox(ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	s.SandboxResponse = n.SandboxResponse
+	return nil
+}
+
+// Python runs code with default options; see Client.ExecPython.
+func (s *Sandbox) Python(ctx context.Context, code string) (*bayapi.PythonExecResponse, error) {
+	return s.c.ExecPython(ctx, s.ID, PythonRequest{Code: code})
+}
+
+// ExecPython runs a python request; see Client.ExecPython.
+func (s *Sandbox) ExecPython(ctx context.Context, req PythonRequest) (*bayapi.PythonExecResponse, error) {
+	return s.c.ExecPython(ctx, s.ID, req)
+}
+
+// Shell runs a command with default options; see Client.ExecShell.
+func (s *Sandbox) Shell(ctx context.Context, command string) (*bayapi.ShellExecResponse, error) {
+	return s.c.ExecShell(ctx, s.ID, ShellRequest{Command: command})
+}
+
+// ExecShell runs a shell request; see Client.ExecShell.
+func (s *Sandbox) ExecShell(ctx context.Context, req ShellRequest) (*bayapi.ShellExecResponse, error) {
+	return s.c.ExecShell(ctx, s.ID, req)
+}
+
+// ReadFile see Client.ReadFile.
+func (s *Sandbox) ReadFile(ctx context.Context, path string) (string, error) {
+	return s.c.ReadFile(ctx, s.ID, path)
+}
+
+// WriteFile see Client.WriteFile.
+func (s *Sandbox) WriteFile(ctx context.Context, path, content string) error {
+	return s.c.WriteFile(ctx, s.ID, path, content)
+}
+
+// DeleteFile see Client.DeleteFile.
+func (s *Sandbox) DeleteFile(ctx context.Context, path string) error {
+	return s.c.DeleteFile(ctx, s.ID, path)
+}
+
+// ListFiles see Client.ListFiles.
+func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]shipapi.FileInfo, error) {
+	return s.c.ListFiles(ctx, s.ID, path)
+}
+
+// Upload see Client.Upload.
+func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader, size int64) (*bayapi.UploadResponse, error) {
+	return s.c.Upload(ctx, s.ID, path, r, size)
+}
+
+// Download see Client.Download.
+func (s *Sandbox) Download(ctx context.Context, path string, w io.Writer) (int64, error) {
+	return s.c.Download(ctx, s.ID, path, w)
+}
+
+// ExtendTTL extends the TTL and updates the snapshot; see Client.ExtendTTL.
+func (s *Sandbox) ExtendTTL(ctx context.Context, seconds int, opts ...CallOption) error {
+	n, err := s.c.ExtendTTL(ctx, s.ID, seconds, opts...)
+	if err != nil {
+		return err
+	}
+	s.SandboxResponse = n.SandboxResponse
+	return nil
+}
+
+// Keepalive see Client.Keepalive.
+func (s *Sandbox) Keepalive(ctx context.Context) error { return s.c.Keepalive(ctx, s.ID) }
+
+// Stop see Client.StopSandbox.
+func (s *Sandbox) Stop(ctx context.Context) error { return s.c.StopSandbox(ctx, s.ID) }
+
+// Delete see Client.DeleteSandbox.
+func (s *Sandbox) Delete(ctx context.Context) error { return s.c.DeleteSandbox(ctx, s.ID) }
+
+// History see Client.ListHistory.
+func (s *Sandbox) History(ctx context.Context, req HistoryRequest) (*bayapi.ExecutionHistoryList, error) {
+	return s.c.ListHistory(ctx, s.ID, req)
+}
+
+// Terminal see Client.Terminal.
+func (s *Sandbox) Terminal(ctx context.Context, cols, rows int) (*TerminalConn, error) {
+	return s.c.Terminal(ctx, s.ID, cols, rows)
+}
