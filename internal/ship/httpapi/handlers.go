@@ -308,7 +308,6 @@ func rfc5987(s string) string {
 	return b.String()
 }
 
-
 // ---- python ----
 
 func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {

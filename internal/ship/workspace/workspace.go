@@ -28,9 +28,9 @@ import (
 
 // Workspace is an open workspace directory. It is safe for concurrent use.
 type Workspace struct {
-	dir      string // absolute, as configured
-	realDir  string // dir with symlinks resolved, also accepted as a prefix
-	root     *os.Root
+	dir     string // absolute, as configured
+	realDir string // dir with symlinks resolved, also accepted as a prefix
+	root    *os.Root
 }
 
 // Open opens dir (which must exist) as the workspace.

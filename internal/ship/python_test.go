@@ -1,0 +1,123 @@
+package ship_test
+
+import (
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+)
+
+func (d *daemon) py(t *testing.T, code string, timeout int) (int, map[string]any) {
+	t.Helper()
+	return d.post(t, "/ipython/exec", map[string]any{"code": code, "timeout": timeout})
+}
+
+func text(b map[string]any) string {
+	o, _ := b["output"].(map[string]any)
+	s, _ := o["text"].(string)
+	return s
+}
+
+func TestPythonExec(t *testing.T) {
+	d := newDaemon(t)
+	st, b := d.py(t, "x = 41\nprint('hello')\nx + 1", 30)
+	if st != 200 || b["success"] != true || text(b) != "hello\n42" || b["execution_count"] == nil || b["error"] != nil {
+		t.Fatalf("exec %d %v", st, b)
+	}
+	// State persists; the kernel runs in the workspace with the container env.
+	st, b = d.py(t, "import os\nprint(x, os.getcwd(), os.environ['SHIP_TEST_PROFILE_VAR'], os.environ['MPLBACKEND'], os.environ['PYDEVD_DISABLE_FILE_VALIDATION'])", 30)
+	if st != 200 || text(b) != "41 "+d.workspace+" from-container-env Agg 1" {
+		t.Fatalf("state %d %q", st, text(b))
+	}
+	st, b = d.py(t, "def f():\n    return 1/0\nf()", 30)
+	errText, _ := b["error"].(string)
+	if st != 200 || b["success"] != false || !strings.Contains(errText, "ZeroDivisionError") ||
+		!strings.Contains(errText, "return 1/0") || strings.Contains(errText, "\x1b[") {
+		t.Fatalf("error %d %v", st, b)
+	}
+	// Display data and stderr stream.
+	st, b = d.py(t, "import sys\nprint('warn', file=sys.stderr)\ndisplay('shown')", 30)
+	if st != 200 || text(b) != "warn\n'shown'" {
+		t.Fatalf("display %d %q", st, text(b))
+	}
+}
+
+func TestPythonMatplotlibImage(t *testing.T) {
+	d := newDaemon(t)
+	st, b := d.py(t, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()", 60)
+	if st != 200 || b["success"] != true {
+		t.Fatalf("plot %d %v", st, b)
+	}
+	imgs := b["output"].(map[string]any)["images"].([]any)
+	if len(imgs) != 1 {
+		t.Fatalf("images %v", imgs)
+	}
+	png, err := base64.StdEncoding.DecodeString(imgs[0].(map[string]any)["image/png"].(string))
+	if err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+		t.Fatalf("not a PNG: %v", err)
+	}
+}
+
+func TestPythonTimeoutKeepsState(t *testing.T) {
+	d := newDaemon(t)
+	d.py(t, "y = 1", 30)
+	t0 := time.Now()
+	st, b := d.py(t, "import time\nprint('before')\ntime.sleep(30)\nprint('after')", 1)
+	if st != 200 || b["success"] != false || b["timed_out"] != true || b["error"] != "Code execution timed out after 1 seconds" {
+		t.Fatalf("timeout %d %v", st, b)
+	}
+	if el := time.Since(t0); el > 10*time.Second {
+		t.Fatalf("timeout took %s", el)
+	}
+	if text(b) != "before" {
+		t.Fatalf("partial output %q", text(b))
+	}
+	// State kept, and nothing of the interrupted cell leaks into the next one.
+	st, b = d.py(t, "print(y)", 30)
+	if st != 200 || b["success"] != true || text(b) != "1" {
+		t.Fatalf("after timeout %d %v", st, b)
+	}
+}
+
+func TestPythonOutputsDoNotLeak(t *testing.T) {
+	d := newDaemon(t)
+	for i := range 5 {
+		want := strings.Repeat("z", i+1)
+		st, b := d.py(t, "print('"+want+"')", 30)
+		if st != 200 || text(b) != want {
+			t.Fatalf("call %d: %d %q", i, st, text(b))
+		}
+	}
+}
+
+func TestKernelDeathAndRestart(t *testing.T) {
+	d := newDaemon(t)
+	d.py(t, "z = 5", 30)
+	_, before := d.call(t, "GET", "/ipython/kernel/status", nil)
+	st, b := d.py(t, "import os\nos._exit(1)", 30)
+	expect(t, st, b, 500, shipapi.CodeKernelDied)
+	if !strings.Contains(b["detail"].(string), "restarted") {
+		t.Fatalf("detail %q", b["detail"])
+	}
+	// The next call waits for the new kernel; its state is fresh.
+	st, b = d.py(t, "print('z' in globals())", 60)
+	if st != 200 || text(b) != "False" {
+		t.Fatalf("after death %d %v", st, b)
+	}
+	_, after := d.call(t, "GET", "/ipython/kernel/status", nil)
+	if after["status"] != "alive" || after["restarts"].(float64) <= before["restarts"].(float64) || after["pid"] == before["pid"] {
+		t.Fatalf("status before %v after %v", before, after)
+	}
+
+	d.py(t, "w = 7", 30)
+	st, b = d.post(t, "/ipython/kernel/restart", map[string]any{})
+	if st != 200 || b["success"] != true {
+		t.Fatalf("restart %d %v", st, b)
+	}
+	st, b = d.py(t, "print('w' in globals())", 60)
+	if st != 200 || text(b) != "False" {
+		t.Fatalf("after restart %d %v", st, b)
+	}
+}

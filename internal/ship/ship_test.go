@@ -1,0 +1,169 @@
+package ship_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/ship"
+	"github.com/shipyard-dev/shipyard/internal/ship/shiptest"
+)
+
+// daemon is a whole ship running in-process on 127.0.0.1:0 with a real kernel.
+type daemon struct {
+	url       string
+	workspace string
+	skills    string
+}
+
+var shared *daemon
+
+const testMaxUpload = 1 << 20
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	// The suite needs one daemon for all tests; its kernel must be real.
+	py := os.Getenv("SHIP_TEST_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	tmp, err := os.MkdirTemp("", "ship-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	ws := filepath.Join(tmp, "workspace")
+	sk := filepath.Join(tmp, "skills")
+	must(os.MkdirAll(filepath.Join(sk, "python-sandbox"), 0o755))
+	must(os.WriteFile(filepath.Join(sk, "python-sandbox", "SKILL.md"),
+		[]byte("---\nname: python-sandbox\ndescription: Run Python in the sandbox\n---\n# body\n"), 0o644))
+	must(os.MkdirAll(filepath.Join(sk, "python-sandbox", "examples"), 0o755))
+	must(os.WriteFile(filepath.Join(sk, "python-sandbox", "examples", "a.py"), []byte("print(1)\n"), 0o644))
+	// A stale copy of the built-in skill and a user's own skill.
+	must(os.MkdirAll(filepath.Join(ws, "skills", "python-sandbox"), 0o755))
+	must(os.WriteFile(filepath.Join(ws, "skills", "python-sandbox", "stale.txt"), []byte("old"), 0o644))
+	must(os.MkdirAll(filepath.Join(ws, "skills", "custom"), 0o755))
+	must(os.WriteFile(filepath.Join(ws, "skills", "custom", "SKILL.md"), []byte("mine"), 0o644))
+
+	cfg := ship.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Workspace = ws
+	cfg.SkillsDir = sk
+	cfg.Python = py
+	cfg.MaxUploadBytes = testMaxUpload
+	cfg.MaxStdoutBytes = 64 << 10
+	cfg.MaxStderrBytes = 64 << 10
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	os.Setenv("SHIP_TEST_PROFILE_VAR", "from-container-env")
+	md := ship.New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- md.Run(ctx) }()
+	select {
+	case <-md.Ready():
+	case err := <-done:
+		fmt.Fprintln(os.Stderr, "ship did not start:", err)
+		return 1
+	}
+	shared = &daemon{url: "http://" + md.Addr(), workspace: ws, skills: sk}
+	code := m.Run()
+	cancel()
+	if err := <-done; err != nil {
+		fmt.Fprintln(os.Stderr, "ship shutdown:", err)
+		return 1
+	}
+	return code
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+func newDaemon(t *testing.T) *daemon {
+	t.Helper()
+	return shared
+}
+
+// call POSTs body (any JSON value, or a raw string) and decodes the answer.
+func (d *daemon) call(t *testing.T, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var rdr io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rdr = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdr = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, d.url+path, rdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatalf("%s %s: status %d, body not a JSON object: %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, out
+}
+
+func (d *daemon) post(t *testing.T, path string, body any) (int, map[string]any) {
+	t.Helper()
+	return d.call(t, http.MethodPost, path, body)
+}
+
+// expect asserts an error answer's status and code.
+func expect(t *testing.T, status int, body map[string]any, wantStatus int, wantCode string) {
+	t.Helper()
+	if status != wantStatus || body["code"] != wantCode || body["detail"] == "" {
+		t.Fatalf("got %d %v, want %d code %q with a detail", status, body, wantStatus, wantCode)
+	}
+}
+
+// poll retries cond until it holds or the deadline passes.
+func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestPythonRequiresIPyKernel(t *testing.T) {
+	// Fails (never skips) with a clear message when the CI setup lacks ipykernel.
+	shiptest.Python(t)
+}
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
