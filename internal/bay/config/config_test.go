@@ -248,7 +248,7 @@ func TestBadValues(t *testing.T) {
 		{"socket", "driver: {docker: {socket: 'ssh://x'}}\n", `driver.docker.socket`},
 		{"db scheme", "database: {url: 'mongodb://x'}\n", `database.url: unsupported scheme "mongodb"`},
 		{"db mysql", "database: {url: 'mysql+asyncmy://x'}\n", `MySQL is not supported`},
-		{"db no scheme", "database: {url: 'bay.db'}\n", `database.url "bay.db" is not a URL`},
+		{"db no scheme", "database: {url: 'bay.db'}\n", `database.url: "bay.db" is not a URL`},
 		{"ttl hours", "idempotency: {ttl_hours: 0}\n", `idempotency.ttl_hours: must be > 0`},
 		{"gc interval", "gc: {interval_seconds: 0}\n", `gc.interval_seconds: must be > 0`},
 		{"negative grace", "gc: {orphan_container: {grace_seconds: -1}}\n", `gc.orphan_container.grace_seconds: must be >= 0`},

@@ -236,6 +236,9 @@ func TestDatabaseURLs(t *testing.T) {
 		{"sqlite:///:memory:", DialectSQLite, ":memory:"},
 		{"postgresql+asyncpg://u@h/db", DialectPostgres, ""},
 		{"postgres://u@h/db?sslmode=disable", DialectPostgres, ""},
+		{"sqlite://", DialectSQLite, ":memory:"},
+		{"./data/bay.db", DialectSQLite, "./data/bay.db"},
+		{"/var/lib/bay.db", DialectSQLite, "/var/lib/bay.db"},
 	}
 	for _, tc := range cases {
 		c := mustLoad(t, "database: {url: '"+tc.url+"'}\n")
@@ -245,8 +248,10 @@ func TestDatabaseURLs(t *testing.T) {
 			t.Errorf("%s: dialect %q path %q", tc.url, d, p)
 		}
 	}
-	_, err := load(t, "database: {url: 'sqlite://'}\n")
-	wantErr(t, err, "database.url", "no file path")
+	for _, bad := range []string{"sqlite:///", "sqlite:///x.db?mode=ro", "sqlite://host/x.db"} {
+		_, err := load(t, "database: {url: '"+bad+"'}\n")
+		wantErr(t, err, "database.url")
+	}
 }
 
 func TestSocketNormalised(t *testing.T) {

@@ -32,11 +32,16 @@ const (
 )
 
 // Dialect returns DialectSQLite or DialectPostgres for the URL, or an error naming the key.
-// Accepted: sqlite://, sqlite+<driver>://, postgres://, postgresql://, postgresql+<driver>://.
+// Accepted: sqlite://, sqlite+<driver>://, a plain file path (./bay.db, /abs/bay.db) or
+// :memory:, postgres://, postgresql://, postgresql+<driver>://.
 func (c DatabaseConfig) Dialect() (string, error) {
-	scheme, _, ok := strings.Cut(c.URL, "://")
+	u := strings.TrimSpace(c.URL)
+	scheme, _, ok := strings.Cut(u, "://")
 	if !ok {
-		return "", fmt.Errorf("database.url %q is not a URL (e.g. sqlite:///./bay.db)", c.URL)
+		if u == ":memory:" || strings.HasPrefix(u, "/") || strings.HasPrefix(u, ".") {
+			return DialectSQLite, nil
+		}
+		return "", fmt.Errorf("database.url: %q is not a URL or a file path starting with / or . (e.g. sqlite:///./bay.db)", c.URL)
 	}
 	base, _, _ := strings.Cut(strings.ToLower(scheme), "+")
 	switch base {
@@ -50,15 +55,22 @@ func (c DatabaseConfig) Dialect() (string, error) {
 	return "", fmt.Errorf("database.url: unsupported scheme %q (use sqlite:///path or postgresql://...)", scheme)
 }
 
-// SQLitePath returns the database file of a sqlite URL in SQLAlchemy's syntax:
-// "sqlite+aiosqlite:///./bay.db" → "./bay.db", "sqlite:////var/lib/bay.db" → "/var/lib/bay.db",
-// "sqlite:///:memory:" → ":memory:". ok is false for other dialects.
+// SQLitePath returns the database file of a sqlite URL in SQLAlchemy's syntax (the same rules
+// as internal/bay/sqlite.ParseURL): "sqlite+aiosqlite:///./bay.db" → "./bay.db",
+// "sqlite:////var/lib/bay.db" → "/var/lib/bay.db", "sqlite:///:memory:" and "sqlite://" →
+// ":memory:", a plain path → itself. ok is false for other dialects.
 func (c DatabaseConfig) SQLitePath() (path string, ok bool) {
 	if d, err := c.Dialect(); err != nil || d != DialectSQLite {
 		return "", false
 	}
-	_, rest, _ := strings.Cut(c.URL, "://")
-	rest, _, _ = strings.Cut(rest, "?")
+	u := strings.TrimSpace(c.URL)
+	_, rest, isURL := strings.Cut(u, "://")
+	if !isURL {
+		return u, true
+	}
+	if rest == "" {
+		return ":memory:", true
+	}
 	return strings.TrimPrefix(rest, "/"), true
 }
 
@@ -98,8 +110,16 @@ func (c *Config) Validate() error {
 	// database
 	if _, err := c.Database.Dialect(); err != nil {
 		probs = append(probs, err.Error())
-	} else if p, ok := c.Database.SQLitePath(); ok && p == "" {
-		add("database.url", "%q has no file path (e.g. sqlite:///./bay.db)", c.Database.URL)
+	} else if p, ok := c.Database.SQLitePath(); ok {
+		_, rest, _ := strings.Cut(c.Database.URL, "://")
+		switch {
+		case p == "":
+			add("database.url", "%q has no file path (e.g. sqlite:///./bay.db)", c.Database.URL)
+		case strings.ContainsAny(p, "?#"):
+			add("database.url", "%q: query parameters are not supported for sqlite", c.Database.URL)
+		case rest != "" && strings.Contains(c.Database.URL, "://") && !strings.HasPrefix(rest, "/"):
+			add("database.url", "%q: a host is not allowed (use sqlite:///relative or sqlite:////absolute)", c.Database.URL)
+		}
 	}
 
 	// driver
