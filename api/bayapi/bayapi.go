@@ -77,6 +77,7 @@ const (
 	CodePayloadTooLarge        = "payload_too_large"        // 413 (ours: upload size limit)
 	CodeGCRunning              = "gc_running"               // 423 (ours: the reference used {"detail"})
 	CodeUnavailable            = "unavailable"              // 503 (ours: GC scheduler missing etc.)
+	CodeMethodNotAllowed       = "method_not_allowed"       // 405 (ours: the reference answered plain 405)
 	CodeInternal               = "internal_error"           // 500
 )
 
@@ -106,6 +107,8 @@ func StatusOf(code string) int {
 		return 413
 	case CodeGCRunning:
 		return 423
+	case CodeMethodNotAllowed:
+		return 405
 	default:
 		return 500
 	}

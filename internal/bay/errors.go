@@ -24,6 +24,7 @@ const (
 	CodePayloadTooLarge        = "payload_too_large"
 	CodeGCRunning              = "gc_running"
 	CodeUnavailable            = "unavailable"
+	CodeMethodNotAllowed       = "method_not_allowed"
 	CodeInternal               = "internal_error"
 )
 
