@@ -1,0 +1,414 @@
+package gc
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// taskRun is one execution of one task: its result, the fixed now it decides with, dry-run.
+type taskRun struct {
+	s   *Scheduler
+	res *TaskResult
+	dry bool
+	now time.Time
+	log *slog.Logger
+}
+
+func (r *taskRun) fail(err error) {
+	r.res.Errors = append(r.res.Errors, err.Error())
+	r.log.Warn("gc action failed", "err", err)
+}
+
+func (r *taskRun) cleaned(what string, attrs ...any) {
+	r.res.CleanedCount++
+	r.log.Info("gc removed", append([]any{"what", what}, attrs...)...)
+}
+
+func (r *taskRun) would(what string) {
+	r.res.WouldClean = append(r.res.WouldClean, what)
+	r.log.Info("gc dry run: would remove", "what", what)
+}
+
+// call bounds one driver or store call.
+func (r *taskRun) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.s.cfg.CallTimeout)
+}
+
+// reclaim bounds one lifecycle call.
+func (r *taskRun) reclaim(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.s.cfg.ReclaimTimeout)
+}
+
+func (r *taskRun) older(t time.Time) bool { return !t.IsZero() && r.now.Sub(t) >= r.s.cfg.OrphanGrace }
+
+// eachSandbox pages through the sandboxes matching q (ordered by id) and calls fn on each.
+func (r *taskRun) eachSandbox(ctx context.Context, q bay.SandboxQuery, fn func(*bay.Sandbox)) {
+	q.Limit = r.s.cfg.BatchSize
+	for ctx.Err() == nil {
+		cctx, cancel := r.call(ctx)
+		page, err := r.s.store.ListSandboxes(cctx, q)
+		cancel()
+		if err != nil {
+			r.fail(fmt.Errorf("list sandboxes: %w", err))
+			return
+		}
+		for _, sb := range page {
+			if ctx.Err() != nil {
+				return
+			}
+			fn(sb)
+		}
+		if len(page) < q.Limit {
+			return
+		}
+		q.AfterID = page[len(page)-1].ID
+	}
+}
+
+// idleSessions reclaims the compute of sandboxes whose idle deadline passed, then destroys
+// sessions left "starting" by a dead bay.
+func (r *taskRun) idleSessions(ctx context.Context) {
+	notWarm := false
+	now := r.now
+	r.eachSandbox(ctx, bay.SandboxQuery{Warm: &notWarm, IdleExpiredBefore: &now}, func(sb *bay.Sandbox) {
+		pin := bay.Pin{SandboxID: sb.ID, SessionID: sb.CurrentSessionID, Version: sb.Version, Reason: bay.ReasonIdle}
+		if !pin.Holds(sb, r.now) { // the store's filter and ours must agree; never act otherwise
+			return
+		}
+		r.act(ctx, pin, "compute/"+sb.ID, r.s.lc.ReclaimCompute)
+	})
+	r.staleStarts(ctx, func(*bay.Session) bool { return false })
+}
+
+// staleStarts destroys sessions stuck in "starting" for longer than StaleStartAfter, or, for
+// the sessions selected by dead (restart recovery), regardless of their age.
+func (r *taskRun) staleStarts(ctx context.Context, dead func(*bay.Session) bool) {
+	cctx, cancel := r.call(ctx)
+	sessions, err := r.s.store.ListSessions(cctx, bay.SessionQuery{ObservedState: bay.SessionStarting})
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("list starting sessions: %w", err))
+		return
+	}
+	for _, sess := range sessions {
+		if ctx.Err() != nil {
+			return
+		}
+		if !dead(sess) && !sess.StaleStart(r.now, r.s.cfg.StaleStartAfter) {
+			continue
+		}
+		cctx, cancel := r.call(ctx)
+		sb, err := r.s.store.GetSandbox(cctx, sess.SandboxID)
+		cancel()
+		if err != nil && !bay.IsNotFound(err) {
+			r.fail(fmt.Errorf("get sandbox %s: %w", sess.SandboxID, err))
+			continue
+		}
+		pin := bay.Pin{SandboxID: sess.SandboxID, SessionID: sess.ID, Reason: bay.ReasonStaleStart}
+		if sb != nil {
+			pin.Version = sb.Version
+		}
+		if !pin.Holds(sb, r.now) {
+			// Not the current session of a live sandbox: the service's delete and stop remove
+			// such rows; nothing of ours to do.
+			r.res.SkippedCount++
+			continue
+		}
+		r.act(ctx, pin, "session/"+sess.ID, r.s.lc.ReclaimCompute)
+	}
+}
+
+// act performs (or, in a dry run, reports) one pinned lifecycle action.
+func (r *taskRun) act(ctx context.Context, pin bay.Pin, what string, fn func(context.Context, bay.Pin) (bool, error)) {
+	if r.dry {
+		r.would(what)
+		return
+	}
+	cctx, cancel := r.reclaim(ctx)
+	done, err := fn(cctx, pin)
+	cancel()
+	switch {
+	case err != nil:
+		r.fail(fmt.Errorf("%s %s: %w", pin.Reason, what, err))
+	case done:
+		r.cleaned(what, "reason", pin.Reason, "sandbox_id", pin.SandboxID)
+	default:
+		r.res.SkippedCount++ // revived or changed since the decision
+		r.log.Debug("gc action skipped: sandbox changed since the decision", "what", what, "reason", pin.Reason)
+	}
+}
+
+// expiredSandboxes deletes sandboxes whose TTL passed (never revived; expiry is final).
+func (r *taskRun) expiredSandboxes(ctx context.Context) {
+	notWarm := false
+	now := r.now
+	r.eachSandbox(ctx, bay.SandboxQuery{Warm: &notWarm, ExpiredBefore: &now}, func(sb *bay.Sandbox) {
+		pin := bay.Pin{SandboxID: sb.ID, SessionID: sb.CurrentSessionID, Reason: bay.ReasonTTL}
+		if !pin.Holds(sb, r.now) {
+			return
+		}
+		r.act(ctx, pin, "sandbox/"+sb.ID, r.s.lc.ReclaimSandbox)
+	})
+}
+
+// orphanCargos removes managed cargos that no live sandbox owns, then labelled volumes of this
+// instance that have no cargo row.
+func (r *taskRun) orphanCargos(ctx context.Context) {
+	managed := true
+	q := bay.CargoQuery{Managed: &managed, Limit: r.s.cfg.BatchSize}
+	for ctx.Err() == nil {
+		cctx, cancel := r.call(ctx)
+		page, err := r.s.store.ListCargos(cctx, q)
+		cancel()
+		if err != nil {
+			r.fail(fmt.Errorf("list cargos: %w", err))
+			return
+		}
+		for _, c := range page {
+			if ctx.Err() != nil {
+				return
+			}
+			r.orphanCargo(ctx, c)
+		}
+		if len(page) < q.Limit {
+			break
+		}
+		q.AfterID = page[len(page)-1].ID
+	}
+	r.orphanVolumes(ctx)
+}
+
+// cargoOrphaned decides, with reads through rd, whether managed cargo c belongs to no live
+// sandbox: its sandbox is soft-deleted, or (older than the grace period, so a create in flight
+// is not mistaken for a failure) it names no sandbox or one that was never written.
+func (r *taskRun) cargoOrphaned(ctx context.Context, rd bay.Reader, c *bay.Cargo) (bool, error) {
+	if !c.Managed {
+		return false, nil
+	}
+	if c.ManagedBySandboxID == "" {
+		return r.older(c.CreatedAt), nil
+	}
+	sb, err := rd.GetSandbox(ctx, c.ManagedBySandboxID)
+	switch {
+	case bay.IsNotFound(err):
+		return r.older(c.CreatedAt), nil
+	case err != nil:
+		return false, fmt.Errorf("get sandbox %s: %w", c.ManagedBySandboxID, err)
+	}
+	return sb.DeletedAt != nil, nil
+}
+
+func (r *taskRun) orphanCargo(ctx context.Context, c *bay.Cargo) {
+	cctx, cancel := r.call(ctx)
+	orphan, err := r.cargoOrphaned(cctx, r.s.store, c)
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("cargo %s: %w", c.ID, err))
+		return
+	}
+	if !orphan {
+		return
+	}
+	// A container still mounting the cargo is either a live start we must not break or an
+	// orphan container, which orphan_container removes first; try again next cycle.
+	cctx, cancel = r.call(ctx)
+	users, err := r.s.drv.ListContainers(cctx, map[string]string{bay.LabelCargoID: c.ID})
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("cargo %s: list containers: %w", c.ID, err))
+		return
+	}
+	if len(users) > 0 {
+		r.res.SkippedCount++
+		return
+	}
+	what := "cargo/" + c.ID
+	if r.dry {
+		r.would(what)
+		return
+	}
+	// Volume first: if its removal fails, the row stays and the next cycle retries.
+	if c.DriverRef != "" {
+		cctx, cancel = r.call(ctx)
+		err = r.s.drv.DeleteVolume(cctx, c.DriverRef)
+		cancel()
+		if bay.IsConflict(err) {
+			r.res.SkippedCount++ // in use after all
+			return
+		}
+		if err != nil {
+			r.fail(fmt.Errorf("cargo %s: delete volume %s: %w", c.ID, c.DriverRef, err))
+			return
+		}
+	}
+	removed := false
+	cctx, cancel = r.call(ctx)
+	err = r.s.store.Tx(cctx, func(tx bay.Tx) error {
+		cur, err := tx.GetCargo(cctx, c.ID)
+		if bay.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("get cargo: %w", err)
+		}
+		orphan, err := r.cargoOrphaned(cctx, tx, cur)
+		if err != nil || !orphan {
+			return err
+		}
+		removed = true
+		return tx.DeleteCargo(cctx, c.ID)
+	})
+	cancel()
+	switch {
+	case err != nil:
+		r.fail(fmt.Errorf("cargo %s: delete row: %w", c.ID, err))
+	case removed:
+		r.cleaned(what, "reason", bay.ReasonOrphan, "sandbox_id", c.ManagedBySandboxID)
+	default:
+		r.res.SkippedCount++
+	}
+}
+
+// orphanVolumes removes volumes labelled as managed by this instance whose cargo row does not
+// exist, older than the grace period.
+func (r *taskRun) orphanVolumes(ctx context.Context) {
+	cctx, cancel := r.call(ctx)
+	vols, err := r.s.drv.ListVolumes(cctx, map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: r.s.cfg.InstanceID})
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("list volumes: %w", err))
+		return
+	}
+	for _, v := range vols {
+		if ctx.Err() != nil {
+			return
+		}
+		cargoID := v.Labels[bay.LabelCargoID]
+		if cargoID == "" || v.Labels[bay.LabelInstanceID] != r.s.cfg.InstanceID || !r.older(createdAt(v.Labels, v.CreatedAt)) {
+			continue
+		}
+		cctx, cancel := r.call(ctx)
+		_, err := r.s.store.GetCargo(cctx, cargoID)
+		cancel()
+		if err == nil {
+			continue
+		}
+		if !bay.IsNotFound(err) {
+			r.fail(fmt.Errorf("volume %s: get cargo %s: %w", v.Name, cargoID, err))
+			continue
+		}
+		what := "volume/" + v.Name
+		if r.dry {
+			r.would(what)
+			continue
+		}
+		cctx, cancel = r.call(ctx)
+		err = r.s.drv.DeleteVolume(cctx, v.Name)
+		cancel()
+		switch {
+		case bay.IsConflict(err):
+			r.res.SkippedCount++
+		case err != nil:
+			r.fail(fmt.Errorf("delete volume %s: %w", v.Name, err))
+		default:
+			r.cleaned(what, "reason", bay.ReasonOrphan, "cargo_id", cargoID)
+		}
+	}
+}
+
+// strictLabels must all be present (non-empty) on a container for GC to consider it.
+var strictLabels = []string{bay.LabelSessionID, bay.LabelSandboxID, bay.LabelCargoID, bay.LabelInstanceID, bay.LabelManaged}
+
+// provablyOurs reports whether a container was created by this bay instance: name prefix
+// "bay-", every strict label present, bay.managed "true", bay.instance_id ours.
+func provablyOurs(c bay.ContainerInfo, instanceID string) bool {
+	if !strings.HasPrefix(strings.TrimPrefix(c.Name, "/"), "bay-") {
+		return false
+	}
+	for _, l := range strictLabels {
+		if c.Labels[l] == "" {
+			return false
+		}
+	}
+	return c.Labels[bay.LabelManaged] == "true" && c.Labels[bay.LabelInstanceID] == instanceID
+}
+
+// createdAt is the bay.created_at label when it parses, else the engine's time.
+func createdAt(labels map[string]string, engine time.Time) time.Time {
+	if v := labels[bay.LabelCreatedAt]; v != "" {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t
+		}
+	}
+	return engine
+}
+
+// orphanContainers removes containers that provably belong to this instance, are older than
+// the grace period, and whose session the database does not know. Everything else is left
+// alone.
+func (r *taskRun) orphanContainers(ctx context.Context) {
+	cctx, cancel := r.call(ctx)
+	list, err := r.s.drv.ListContainers(cctx, map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: r.s.cfg.InstanceID})
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("list containers: %w", err))
+		return
+	}
+	for _, c := range list {
+		if ctx.Err() != nil {
+			return
+		}
+		if !provablyOurs(c, r.s.cfg.InstanceID) || !r.older(createdAt(c.Labels, c.CreatedAt)) {
+			continue
+		}
+		sessionID := c.Labels[bay.LabelSessionID]
+		cctx, cancel := r.call(ctx)
+		_, err := r.s.store.GetSession(cctx, sessionID)
+		cancel()
+		if err == nil {
+			continue
+		}
+		if !bay.IsNotFound(err) {
+			r.fail(fmt.Errorf("container %s: get session %s: %w", c.ID, sessionID, err))
+			continue
+		}
+		what := "container/" + strings.TrimPrefix(c.Name, "/")
+		if r.dry {
+			r.would(what)
+			continue
+		}
+		cctx, cancel = r.call(ctx)
+		err = r.s.drv.RemoveContainer(cctx, c.ID)
+		cancel()
+		if err != nil {
+			r.fail(fmt.Errorf("remove container %s: %w", c.ID, err))
+			continue
+		}
+		r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", sessionID, "sandbox_id", c.Labels[bay.LabelSandboxID])
+	}
+}
+
+// RecoverStaleStarts destroys the sessions left "starting" by a previous incarnation of this
+// bay instance (session InstanceID "<instance_id>/<boot>" with a boot other than
+// Config.BootID) regardless of their age, and those of any instance older than
+// StaleStartAfter. Without a BootID only the age rule applies. It runs at startup from Run,
+// whether or not GC is enabled, and returns how many sessions it destroyed.
+func (s *Scheduler) RecoverStaleStarts(ctx context.Context) (int, error) {
+	tr := TaskResult{TaskName: "recover_stale_starts", Errors: []string{}}
+	run := &taskRun{s: s, res: &tr, now: s.now(), log: s.log.With("task", "recover")}
+	dead := func(sess *bay.Session) bool {
+		boot := s.cfg.BootID
+		return boot != "" && sess.InstanceID != boot &&
+			(sess.InstanceID == s.cfg.InstanceID || strings.HasPrefix(sess.InstanceID, s.cfg.InstanceID+"/"))
+	}
+	run.staleStarts(ctx, dead)
+	if len(tr.Errors) > 0 {
+		return tr.CleanedCount, fmt.Errorf("%s", strings.Join(tr.Errors, "; "))
+	}
+	return tr.CleanedCount, nil
+}
