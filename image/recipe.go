@@ -1,0 +1,15 @@
+// Package image holds the recipe of the Shipyard sandbox image: the Debian
+// package lists per flavour, the mmdebstrap customize hook, the files added on
+// top of the root filesystem and the built-in skills. internal/imagebuild
+// builds images from it; embedding it makes `bay image build` work from any
+// directory and lets the recipe hash cover exactly what is built.
+package image
+
+import "embed"
+
+// Files is the recipe tree: packages/*.txt, hooks/customize.sh, files/*,
+// skills/<name>/... (Dockerfile.registry and README.md are documentation for
+// people and not part of the hashed recipe).
+//
+//go:embed packages hooks files skills
+var Files embed.FS

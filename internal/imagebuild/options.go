@@ -1,0 +1,209 @@
+// Package imagebuild builds the Shipyard sandbox image without a registry:
+// mmdebstrap builds a Debian root filesystem as a tar stream that is imported
+// through the Docker Engine API (ImageImport), then a classic-builder
+// ImageBuild adds the static ship binary, the built-in skills and the runtime
+// configuration (user 1000, /workspace, tini, port 8123).
+//
+// Images are tagged by content: ship:<flavour>-<hash12> where the hash covers
+// the recipe (package lists, hook, files, skills) and the ship binary, and
+// shipyard-rootfs:<flavour>-<hash12> where the hash covers only what goes into
+// the root filesystem. An unchanged recipe and binary are never rebuilt, and a
+// new ship binary re-runs only the fast ImageBuild step.
+package imagebuild
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// Flavour selects the package set of the image.
+type Flavour string
+
+const (
+	// FlavourFull is the data-science image (ship:latest).
+	FlavourFull Flavour = "full"
+	// FlavourBase is the small image for fast tests (ship:base).
+	FlavourBase Flavour = "base"
+)
+
+// Flavours lists the known flavours.
+var Flavours = []Flavour{FlavourFull, FlavourBase}
+
+// Valid reports whether f is a known flavour.
+func (f Flavour) Valid() bool { return f == FlavourFull || f == FlavourBase }
+
+// DefaultTag is the friendly tag of a flavour: ship:latest or ship:base.
+func (f Flavour) DefaultTag() string {
+	if f == FlavourFull {
+		return "ship:latest"
+	}
+	return "ship:" + string(f)
+}
+
+const (
+	// DefaultShipBinary is where `make build` puts the static ship binary.
+	DefaultShipBinary = "bin/ship"
+	// DefaultSuite is the Debian release of the root filesystem.
+	DefaultSuite = "trixie"
+	// DefaultSourceDateEpoch pins file times for reproducible root
+	// filesystems (2025-08-09, the release of Debian 13).
+	DefaultSourceDateEpoch = 1754697600
+	// ImageRepo and RootfsRepo are the repositories of the final and the
+	// intermediate (imported) images.
+	ImageRepo  = "ship"
+	RootfsRepo = "shipyard-rootfs"
+	// ShipPort is the port the ship daemon listens on in the container.
+	ShipPort = 8123
+	// NoSecurityMirror disables the trixie-security suite.
+	NoSecurityMirror = "none"
+)
+
+// Labels set on the images.
+const (
+	LabelFlavour     = "dev.shipyard.image.flavour"
+	LabelRecipeHash  = "dev.shipyard.image.recipe-hash"
+	LabelRootfsHash  = "dev.shipyard.image.rootfs-hash"
+	LabelShipSHA256  = "dev.shipyard.image.ship-sha256"
+	LabelSuite       = "dev.shipyard.image.suite"
+	LabelContentTag  = "dev.shipyard.image.content-tag"
+	LabelBuilderVers = "dev.shipyard.image.builder"
+)
+
+// Engine is the part of the Docker Engine API the builder uses;
+// *client.Client implements it.
+type Engine interface {
+	Ping(ctx context.Context, options client.PingOptions) (client.PingResult, error)
+	DaemonHost() string
+	ImageImport(ctx context.Context, source client.ImageImportSource, ref string, options client.ImageImportOptions) (client.ImageImportResult, error)
+	ImageBuild(ctx context.Context, buildContext io.Reader, options client.ImageBuildOptions) (client.ImageBuildResult, error)
+	ImageTag(ctx context.Context, options client.ImageTagOptions) (client.ImageTagResult, error)
+	ImageList(ctx context.Context, options client.ImageListOptions) (client.ImageListResult, error)
+	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (client.ImageInspectResult, error)
+	ImageRemove(ctx context.Context, imageID string, options client.ImageRemoveOptions) (client.ImageRemoveResult, error)
+}
+
+var _ Engine = (*client.Client)(nil)
+
+// Options configure Build and EnsureImage. The zero value builds the full
+// flavour from bin/ship with the host's Debian mirror.
+type Options struct {
+	// Flavour is full (default) or base.
+	Flavour Flavour
+	// Tag is the friendly tag pointed at the built image; default
+	// Flavour.DefaultTag().
+	Tag string
+	// ShipBinary is the path of the static ship binary; default bin/ship.
+	ShipBinary string
+	// Mirror is the Debian archive URL (for the trixie and trixie-updates
+	// suites); default: the host's apt sources, else deb.debian.org.
+	Mirror string
+	// SecurityMirror is the URL for trixie-security; default: the host's
+	// apt sources when Mirror is not set; NoSecurityMirror disables it.
+	SecurityMirror string
+	// Suite is the Debian release; default trixie.
+	Suite string
+	// SourceDateEpoch pins file times in the root filesystem; default
+	// DefaultSourceDateEpoch.
+	SourceDateEpoch int64
+	// Force rebuilds the root filesystem and the image even when images
+	// with the same content tags exist.
+	Force bool
+	// KeepOld keeps older images of the same flavour; by default a
+	// successful build removes their tags (the rootfs images are GBs).
+	KeepOld bool
+	// Verbose streams every line mmdebstrap writes instead of a summary.
+	Verbose bool
+	// Recipe is the recipe tree; default the embedded image.Files.
+	Recipe fs.FS
+	// Engine talks to Docker; default client.New(client.FromEnv), which
+	// negotiates the API version (the engine may be as old as 1.41).
+	Engine Engine
+	// Mmdebstrap is the mmdebstrap executable; default looked up in PATH.
+	Mmdebstrap string
+	// AptRoot is where the host's apt sources are read from (tests); default "/".
+	AptRoot string
+	// Progress receives human-readable progress lines; default io.Discard.
+	Progress io.Writer
+	// Logger receives structured logs; default slog.Default().
+	Logger *slog.Logger
+}
+
+// Result describes the image after Build or EnsureImage.
+type Result struct {
+	// Tag is the friendly tag (ship:latest, ship:base).
+	Tag string
+	// ContentTag is ship:<flavour>-<hash12>; RootfsTag the imported rootfs.
+	ContentTag string
+	RootfsTag  string
+	// ImageID is the image's ID (sha256:...), Size its size in bytes.
+	ImageID string
+	Size    int64
+	// Cached is true when no build was needed; RootfsCached when only the
+	// root filesystem was reused.
+	Cached       bool
+	RootfsCached bool
+	// Duration is the wall time of the call.
+	Duration time.Duration
+}
+
+// withDefaults validates the options and fills in the defaults that need no
+// I/O.
+func (o Options) withDefaults() (Options, error) {
+	if o.Flavour == "" {
+		o.Flavour = FlavourFull
+	}
+	if !o.Flavour.Valid() {
+		return o, fmt.Errorf("unknown flavour %q (want full or base)", o.Flavour)
+	}
+	if o.Tag == "" {
+		o.Tag = o.Flavour.DefaultTag()
+	}
+	if o.ShipBinary == "" {
+		o.ShipBinary = DefaultShipBinary
+	}
+	if o.Suite == "" {
+		o.Suite = DefaultSuite
+	}
+	if o.SourceDateEpoch == 0 {
+		o.SourceDateEpoch = DefaultSourceDateEpoch
+	}
+	if o.AptRoot == "" {
+		o.AptRoot = "/"
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	o.Logger = o.Logger.With("component", "imagebuild")
+	for _, m := range []string{o.Mirror, o.SecurityMirror} {
+		if m == "" || m == NoSecurityMirror {
+			continue
+		}
+		if err := checkMirrorURL(m); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func checkMirrorURL(m string) error {
+	u, err := url.Parse(m)
+	if err != nil || u.Host == "" && u.Scheme != "file" {
+		return fmt.Errorf("mirror %q is not a URL (want e.g. http://deb.debian.org/debian)", m)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "file":
+		return nil
+	}
+	return fmt.Errorf("mirror %q: scheme %q not supported (want http, https or file)", m, u.Scheme)
+}

@@ -1,0 +1,446 @@
+package imagebuild
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	shipimage "github.com/shipyard-dev/shipyard/image"
+)
+
+// Format versions: bump them when the Go code changes what is built from the
+// same recipe files, so that the content tags change too.
+const (
+	rootfsFormat = "shipyard-rootfs/1"
+	imageFormat  = "shipyard-image/1"
+)
+
+// Recipe paths inside Options.Recipe.
+const (
+	packagesDir  = "packages"
+	hookPath     = "hooks/customize.sh"
+	filesDir     = "files"
+	skillsDir    = "skills"
+	shipyardDir  = "/opt/shipyard"
+	mplConfigDir = shipyardDir + "/mplconfig"
+)
+
+// mmdebstrap settings that shape the root filesystem (part of its hash).
+var (
+	mmdebstrapVariant = "apt"
+	dpkgOpts          = []string{
+		"path-exclude=/usr/share/doc/*",
+		"path-include=/usr/share/doc/*/copyright",
+		"path-exclude=/usr/share/man/*",
+		"path-exclude=/usr/share/info/*",
+		"path-exclude=/usr/share/locale/*",
+		"path-exclude=/usr/share/lintian/*",
+	}
+	aptOpts = []string{`Acquire::Retries "3"`}
+)
+
+// Plan is what will be built: the packages, the content hashes and the tags.
+// It is computed from the recipe and the ship binary only (no engine, no
+// network).
+type Plan struct {
+	Flavour  Flavour
+	Suite    string
+	Packages []string
+	// RootfsHash covers the package list, the hook and the mmdebstrap
+	// settings; ContentHash covers RootfsHash, the files added by the
+	// ImageBuild step and the ship binary. Both are hex SHA-256.
+	RootfsHash  string
+	ContentHash string
+	ShipSHA256  string
+	RootfsTag   string
+	ContentTag  string
+	Tag         string
+	ShipBinary  string
+
+	sourceDateEpoch int64
+	recipe          fs.FS
+}
+
+// NewPlan reads the recipe and the ship binary and computes the tags. It fails
+// when the ship binary is missing (run `make build`).
+func NewPlan(opts Options) (Plan, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return Plan{}, err
+	}
+	return newPlan(opts)
+}
+
+func newPlan(opts Options) (Plan, error) {
+	recipe := opts.Recipe
+	if recipe == nil {
+		recipe = shipimage.Files
+	}
+	p := Plan{
+		Flavour:         opts.Flavour,
+		Suite:           opts.Suite,
+		Tag:             opts.Tag,
+		ShipBinary:      opts.ShipBinary,
+		sourceDateEpoch: opts.SourceDateEpoch,
+		recipe:          recipe,
+	}
+	pkgs, err := Packages(recipe, opts.Flavour)
+	if err != nil {
+		return Plan{}, err
+	}
+	p.Packages = pkgs
+	hook, err := fs.ReadFile(recipe, hookPath)
+	if err != nil {
+		return Plan{}, fmt.Errorf("read recipe hook: %w", err)
+	}
+	p.ShipSHA256, err = fileSHA256(opts.ShipBinary)
+	if err != nil {
+		return Plan{}, err
+	}
+
+	h := newHasher(rootfsFormat)
+	h.field("arch", runtime.GOARCH)
+	h.field("suite", p.Suite)
+	h.field("variant", mmdebstrapVariant)
+	h.field("flavour", string(p.Flavour))
+	h.field("source-date-epoch", strconv.FormatInt(p.sourceDateEpoch, 10))
+	h.list("dpkgopts", dpkgOpts)
+	h.list("aptopts", aptOpts)
+	h.list("changes", rootfsChanges)
+	h.list("packages", p.Packages)
+	h.field(hookPath, string(hook))
+	p.RootfsHash = h.sum()
+	p.RootfsTag = RootfsRepo + ":" + string(p.Flavour) + "-" + p.RootfsHash[:12]
+
+	h = newHasher(imageFormat)
+	h.field("rootfs", p.RootfsHash)
+	h.field("dockerfile", dockerfileTemplate)
+	files, err := contextFiles(recipe)
+	if err != nil {
+		return Plan{}, err
+	}
+	for _, f := range files {
+		h.field(f.recipePath, string(f.data))
+	}
+	h.field("ship", p.ShipSHA256)
+	p.ContentHash = h.sum()
+	p.ContentTag = ImageRepo + ":" + string(p.Flavour) + "-" + p.ContentHash[:12]
+	return p, nil
+}
+
+// Packages returns the sorted, de-duplicated package list of a flavour: base.txt,
+// plus full.txt for the full flavour.
+func Packages(recipe fs.FS, f Flavour) ([]string, error) {
+	lists := []string{"base"}
+	if f == FlavourFull {
+		lists = append(lists, "full")
+	}
+	var pkgs []string
+	for _, name := range lists {
+		p := path.Join(packagesDir, name+".txt")
+		data, err := fs.ReadFile(recipe, p)
+		if err != nil {
+			return nil, fmt.Errorf("read package list: %w", err)
+		}
+		list, err := ParsePackageList(data)
+		if err != nil {
+			return nil, fmt.Errorf("package list %s: %w", p, err)
+		}
+		pkgs = append(pkgs, list...)
+	}
+	slices.Sort(pkgs)
+	return slices.Compact(pkgs), nil
+}
+
+// ParsePackageList parses one package name per line; `#` starts a comment.
+func ParsePackageList(data []byte) ([]string, error) {
+	var pkgs []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if !validPackageName(line) {
+			return nil, fmt.Errorf("line %d: %q is not a Debian package name", n, line)
+		}
+		pkgs = append(pkgs, line)
+	}
+	return pkgs, sc.Err()
+}
+
+// validPackageName follows Debian policy 5.6.1: [a-z0-9][a-z0-9+.-]+.
+func validPackageName(s string) bool {
+	if len(s) < 2 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// hasher hashes named fields with length prefixes, so that no two different
+// field sequences hash the same.
+type hasher struct{ buf bytes.Buffer }
+
+func newHasher(format string) *hasher {
+	h := &hasher{}
+	h.field("format", format)
+	return h
+}
+
+func (h *hasher) field(name, value string) {
+	for _, s := range []string{name, value} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.buf.Write(n[:])
+		h.buf.WriteString(s)
+	}
+}
+
+func (h *hasher) list(name string, values []string) {
+	h.field(name, strconv.Itoa(len(values)))
+	for _, v := range values {
+		h.field("", v)
+	}
+}
+
+func (h *hasher) sum() string {
+	s := sha256.Sum256(h.buf.Bytes())
+	return hex.EncodeToString(s[:])
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("ship binary %s not found: build it first with `make build` "+
+			"(CGO_ENABLED=0 go build -o bin/ship ./cmd/ship) or pass --ship-binary: %w", p, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("open ship binary: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("stat ship binary: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("ship binary %s is not a regular file", p)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read ship binary %s: %w", p, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// shipBinaryWarning returns a warning when the binary is not a static Linux
+// executable for the host architecture (it would not start in the image).
+func shipBinaryWarning(p string) string {
+	f, err := elf.Open(p)
+	if err != nil {
+		return fmt.Sprintf("%s is not an ELF executable (%v); the image will not start", p, err)
+	}
+	defer f.Close()
+	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[runtime.GOARCH]
+	if want != 0 && f.Machine != want {
+		return fmt.Sprintf("%s is built for %v, not %s", p, f.Machine, runtime.GOARCH)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return fmt.Sprintf("%s is dynamically linked; build it with CGO_ENABLED=0", p)
+		}
+	}
+	return ""
+}
+
+// ctxFile is one file of the ImageBuild context.
+type ctxFile struct {
+	recipePath string // path in the recipe, for the hash
+	name       string // path in the build context
+	data       []byte
+	mode       int64
+}
+
+// contextFiles lists the recipe files that the ImageBuild step adds, sorted:
+// files/* and skills/**.
+func contextFiles(recipe fs.FS) ([]ctxFile, error) {
+	var out []ctxFile
+	for _, dir := range []string{filesDir, skillsDir} {
+		err := fs.WalkDir(recipe, dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return fmt.Errorf("%s: only regular files are allowed in the recipe", p)
+			}
+			data, err := fs.ReadFile(recipe, p)
+			if err != nil {
+				return err
+			}
+			out = append(out, ctxFile{recipePath: p, name: contextName(p), data: data, mode: 0o644})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read recipe %s: %w", dir, err)
+		}
+	}
+	slices.SortFunc(out, func(a, b ctxFile) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+// rootfsChanges configure the imported root filesystem image. Everything
+// that does not depend on the content hash is set here rather than in the
+// Dockerfile: the classic builder commits one container per instruction,
+// which costs seconds each.
+var rootfsChanges = []string{
+	"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"ENV LANG=C.UTF-8",
+	"ENV HOME=/workspace",
+	"ENV USER=shipyard",
+	"ENV SHELL=/bin/bash",
+	"ENV MPLCONFIGDIR=" + mplConfigDir,
+	"ENV MATPLOTLIBRC=" + shipyardDir + "/matplotlibrc",
+	"ENV PYDEVD_DISABLE_FILE_VALIDATION=1",
+	"USER 1000:1000",
+	"WORKDIR /workspace",
+	"EXPOSE " + strconv.Itoa(ShipPort) + "/tcp",
+	`ENTRYPOINT ["/usr/bin/tini", "--"]`,
+	`CMD ["/usr/local/bin/ship"]`,
+}
+
+// contextName maps a recipe path to its build context path: files/X goes to
+// shipyard/X, skills/... to shipyard/skills/... (all copied to /opt/shipyard).
+func contextName(recipePath string) string {
+	if rest, ok := strings.CutPrefix(recipePath, filesDir+"/"); ok {
+		return "shipyard/" + rest
+	}
+	return "shipyard/" + recipePath
+}
+
+// dockerfileTemplate is the second build step. It must not pull anything and
+// not RUN anything: the base is the imported root filesystem, which already
+// has the runtime configuration (rootfsChanges). One COPY puts ship
+// (/opt/shipyard/bin/ship, linked from /usr/local/bin/ship by the hook), the
+// skills and the matplotlibrc under /opt/shipyard.
+const dockerfileTemplate = `FROM {{.RootfsTag}}
+COPY shipyard/ {{.ShipyardDir}}/
+ENV SHIP_IMAGE={{.ContentTag}}
+LABEL {{.Labels}}
+`
+
+var dockerfileTmpl = template.Must(template.New("Dockerfile").Option("missingkey=error").Parse(dockerfileTemplate))
+
+// Dockerfile renders the Dockerfile of the ImageBuild step.
+func (p Plan) Dockerfile() string {
+	var b strings.Builder
+	err := dockerfileTmpl.Execute(&b, map[string]any{
+		"RootfsTag":   p.RootfsTag,
+		"ContentTag":  p.ContentTag,
+		"ShipyardDir": shipyardDir,
+		"Labels":      p.labelArgs(),
+	})
+	if err != nil {
+		panic(err) // static template and data
+	}
+	return b.String()
+}
+
+// labelArgs renders Labels as the arguments of one LABEL instruction.
+func (p Plan) labelArgs() string {
+	labels := p.Labels()
+	keys := slices.Sorted(maps.Keys(labels))
+	args := make([]string, len(keys))
+	for i, k := range keys {
+		args[i] = k + "=" + strconv.Quote(labels[k])
+	}
+	return strings.Join(args, " \\\n      ")
+}
+
+// Labels are set on the final image.
+func (p Plan) Labels() map[string]string {
+	return map[string]string{
+		LabelFlavour:     string(p.Flavour),
+		LabelRecipeHash:  p.ContentHash,
+		LabelRootfsHash:  p.RootfsHash,
+		LabelShipSHA256:  p.ShipSHA256,
+		LabelSuite:       p.Suite,
+		LabelContentTag:  p.ContentTag,
+		LabelBuilderVers: imageFormat,
+	}
+}
+
+// WriteContext writes the ImageBuild context as a tar: Dockerfile and
+// shipyard/{bin/ship,matplotlibrc,skills/...}. Entries are sorted, owned by root and dated
+// SOURCE_DATE_EPOCH, so the same plan always gives the same bytes.
+func (p Plan) WriteContext(w io.Writer) error {
+	files, err := contextFiles(p.recipe)
+	if err != nil {
+		return err
+	}
+	ship, err := os.ReadFile(p.ShipBinary)
+	if err != nil {
+		return fmt.Errorf("read ship binary: %w", err)
+	}
+	all := append([]ctxFile{
+		{name: "Dockerfile", data: []byte(p.Dockerfile()), mode: 0o644},
+		{name: "shipyard/bin/ship", data: ship, mode: 0o755},
+	}, files...)
+	slices.SortFunc(all, func(a, b ctxFile) int { return strings.Compare(a.name, b.name) })
+
+	mtime := time.Unix(p.sourceDateEpoch, 0).UTC()
+	tw := tar.NewWriter(w)
+	dirs := map[string]bool{}
+	for _, f := range all {
+		// Parent directories first, each once.
+		var parents []string
+		for d := path.Dir(f.name); d != "." && !dirs[d]; d = path.Dir(d) {
+			parents = append(parents, d)
+			dirs[d] = true
+		}
+		slices.Reverse(parents)
+		for _, d := range parents {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+				return fmt.Errorf("write build context: %w", err)
+			}
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: mtime, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("write build context: %w", err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return fmt.Errorf("write build context: %w", err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("write build context: %w", err)
+	}
+	return nil
+}
