@@ -1,0 +1,424 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// CreateContainer creates a hardened container from spec (see the package comment). A name in
+// use wraps bay.ErrConflict; a missing volume or network wraps bay.ErrNotFound; a missing image
+// is an unclassified error naming the image and how to build it.
+func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (string, error) {
+	if err := validateSpec(spec); err != nil {
+		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	if spec.VolumeRef != "" {
+		if _, err := d.cli.VolumeInspect(ctx, spec.VolumeRef, client.VolumeInspectOptions{}); err != nil {
+			return "", fmt.Errorf("create container %s: volume %s: %w", spec.Name, spec.VolumeRef, classify(err))
+		}
+	}
+	primary, extra := d.networks(spec)
+	// The engine (20.10) accepts a missing network at create and fails only at start: check.
+	for _, n := range []string{primary, extra} {
+		if n == "" || n == "bridge" || n == "default" {
+			continue
+		}
+		found, err := d.networksNamed(ctx, n)
+		if err != nil {
+			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+		if len(found) == 0 {
+			return "", fmt.Errorf("create container %s: network %s: %w", spec.Name, n, bay.ErrNotFound)
+		}
+	}
+	opts := client.ContainerCreateOptions{
+		Name:       spec.Name,
+		Config:     d.containerConfig(spec),
+		HostConfig: d.hostConfig(spec, primary),
+	}
+	if primary != "" {
+		// API 1.41 accepts one endpoint at create; a second network is connected below.
+		opts.NetworkingConfig = &network.NetworkingConfig{
+			EndpointsConfig: map[string]*network.EndpointSettings{primary: {}},
+		}
+	}
+	res, err := d.cli.ContainerCreate(ctx, opts)
+	if err != nil {
+		return "", d.createError(ctx, spec, primary, err)
+	}
+	id := res.ID
+	for _, w := range res.Warnings {
+		d.log.Warn("engine warning on create", "container", spec.Name, "warning", w)
+	}
+	if extra != "" {
+		_, err := d.cli.NetworkConnect(ctx, extra, client.NetworkConnectOptions{Container: id})
+		if err != nil {
+			d.rollback(ctx, id)
+			return "", fmt.Errorf("create container %s: connect network %s: %w", spec.Name, extra, classify(err))
+		}
+	}
+	d.log.Debug("container created", "container", spec.Name, "id", id, "image", spec.Image, "network", primary)
+	return id, nil
+}
+
+// createError explains a failed create: a 404 is a missing image or a missing network.
+func (d *Driver) createError(ctx context.Context, spec bay.ContainerSpec, primary string, err error) error {
+	if cerrdefs.IsNotFound(err) {
+		if _, ierr := d.cli.ImageInspect(ctx, spec.Image); cerrdefs.IsNotFound(ierr) {
+			return fmt.Errorf("create container %s: image %s not found locally; build it with `bay image build`: %w",
+				spec.Name, spec.Image, err)
+		}
+		if primary != "" {
+			return fmt.Errorf("create container %s: network %s: %w", spec.Name, primary, classify(err))
+		}
+	}
+	if cerrdefs.IsConflict(err) {
+		return fmt.Errorf("create container %s: name already in use: %w", spec.Name, classify(err))
+	}
+	return fmt.Errorf("create container %s: %w", spec.Name, classify(err))
+}
+
+// rollback force-removes a half-created container on a detached context.
+func (d *Driver) rollback(ctx context.Context, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
+	defer cancel()
+	if err := d.RemoveContainer(ctx, id); err != nil {
+		d.log.Error("rollback: remove half-created container", "id", id, "err", err)
+	}
+}
+
+func validateSpec(s bay.ContainerSpec) error {
+	switch {
+	case s.Image == "":
+		return errors.New("no image")
+	case s.RuntimePort <= 0 || s.RuntimePort > 65535:
+		return fmt.Errorf("invalid runtime port %d", s.RuntimePort)
+	case s.VolumeRef != "" && !path.IsAbs(s.MountPath):
+		return fmt.Errorf("volume %s needs an absolute mount path, got %q", s.VolumeRef, s.MountPath)
+	case strings.HasPrefix(s.VolumeRef, "/"):
+		return fmt.Errorf("volume ref %q is a path; only named volumes are supported", s.VolumeRef)
+	case s.Network == "host" || s.Network == "none" || strings.HasPrefix(s.Network, "container:"):
+		return fmt.Errorf("network %q is not allowed", s.Network)
+	case s.NanoCPUs < 0 || s.MemoryBytes < 0 || s.PidsLimit < 0:
+		return errors.New("negative resource limit")
+	}
+	for _, m := range s.Mounts {
+		if !path.IsAbs(m.Source) || !path.IsAbs(m.Target) {
+			return fmt.Errorf("mount %s:%s: source and target must be absolute paths", m.Source, m.Target)
+		}
+	}
+	return nil
+}
+
+// networks returns the network the container is created on ("" = default bridge) and a second
+// one to connect before start ("" = none).
+func (d *Driver) networks(spec bay.ContainerSpec) (primary, extra string) {
+	configured := ""
+	if d.cfg.ConnectMode != ConnectHostPort {
+		configured = d.cfg.Network
+	}
+	switch {
+	case spec.Network != "" && configured != "" && spec.Network != configured:
+		return spec.Network, configured
+	case spec.Network != "":
+		return spec.Network, ""
+	default:
+		return configured, ""
+	}
+}
+
+func (d *Driver) publishes() bool {
+	switch d.cfg.ConnectMode {
+	case ConnectHostPort:
+		return true
+	case ConnectAuto:
+		return d.cfg.PublishPorts
+	}
+	return false
+}
+
+func runtimePort(p int) network.Port {
+	port, _ := network.PortFrom(uint16(p), network.TCP)
+	return port
+}
+
+func (d *Driver) containerConfig(spec bay.ContainerSpec) *container.Config {
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[bay.LabelManaged] = "true"
+	labels[bay.LabelRuntimePort] = strconv.Itoa(spec.RuntimePort)
+	env := make([]string, 0, len(spec.Env))
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	user := spec.User
+	if user == "" {
+		user = DefaultUser
+	}
+	stop := int(d.cfg.StopTimeout / time.Second)
+	return &container.Config{
+		Hostname:     spec.Hostname,
+		User:         user,
+		Env:          env,
+		Labels:       labels,
+		Image:        spec.Image,
+		ExposedPorts: network.PortSet{runtimePort(spec.RuntimePort): {}},
+		StopTimeout:  &stop,
+	}
+}
+
+func (d *Driver) hostConfig(spec bay.ContainerSpec, primary string) *container.HostConfig {
+	pids := spec.PidsLimit
+	if pids == 0 {
+		pids = d.cfg.DefaultPidsLimit
+	}
+	noInit := false
+	hc := &container.HostConfig{
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true"},
+		Privileged:     false,
+		ReadonlyRootfs: false, // see the package comment
+		Init:           &noInit,
+		Resources: container.Resources{
+			NanoCPUs:  spec.NanoCPUs,
+			Memory:    spec.MemoryBytes,
+			PidsLimit: &pids,
+		},
+	}
+	if spec.MemoryBytes > 0 {
+		hc.MemorySwap = spec.MemoryBytes // swap cannot bypass the memory limit
+	}
+	if primary != "" {
+		hc.NetworkMode = container.NetworkMode(primary)
+	}
+	if spec.VolumeRef != "" {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: spec.VolumeRef, Target: spec.MountPath})
+	}
+	for _, m := range spec.Mounts {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if d.publishes() {
+		hostPortStr := ""
+		if d.cfg.HostPort > 0 {
+			hostPortStr = strconv.Itoa(d.cfg.HostPort)
+		}
+		hc.PortBindings = network.PortMap{
+			runtimePort(spec.RuntimePort): {{HostIP: d.publishIP, HostPort: hostPortStr}},
+		}
+	}
+	return hc
+}
+
+// StartContainer starts a created (or exited) container and returns the endpoint bay reaches
+// its runtime at. A missing container wraps bay.ErrNotFound; a container that is not running
+// right after start (its process exited at once) or has no reachable address is an error.
+func (d *Driver) StartContainer(ctx context.Context, id string) (string, error) {
+	if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		return "", fmt.Errorf("start container %s: %w", id, classify(err))
+	}
+	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", fmt.Errorf("start container %s: inspect: %w", id, classify(err))
+	}
+	c := res.Container
+	if c.State == nil || !c.State.Running {
+		code, msg := 0, ""
+		if c.State != nil {
+			code, msg = c.State.ExitCode, c.State.Error
+		}
+		return "", fmt.Errorf("start container %s: not running after start (exit code %d %s)", id, code, msg)
+	}
+	endpoint := d.endpoint(c)
+	if endpoint == "" {
+		return "", fmt.Errorf("start container %s: no reachable address in connect mode %s", id, d.cfg.ConnectMode)
+	}
+	d.log.Debug("container started", "id", id, "endpoint", endpoint)
+	return endpoint, nil
+}
+
+// endpoint resolves the runtime's base URL of a running container: its IP on the configured
+// network, its primary network, or any network (container_network, auto); else the published
+// port on the host address (host_port, auto). "" when not running or not resolvable.
+func (d *Driver) endpoint(c container.InspectResponse) string {
+	if c.State == nil || !c.State.Running || c.Config == nil || c.NetworkSettings == nil {
+		return ""
+	}
+	port := containerPort(c.Config.Labels, c.Config.ExposedPorts)
+	if port == 0 {
+		return ""
+	}
+	primary := ""
+	if c.HostConfig != nil {
+		primary = string(c.HostConfig.NetworkMode)
+	}
+	if d.cfg.ConnectMode != ConnectHostPort {
+		if ip := d.pickIP(c.NetworkSettings.Networks, primary); ip != "" {
+			return "http://" + hostPort(ip, strconv.Itoa(port))
+		}
+	}
+	if d.cfg.ConnectMode != ConnectContainerNetwork {
+		for _, b := range c.NetworkSettings.Ports[runtimePort(port)] {
+			if b.HostPort != "" {
+				return "http://" + hostPort(d.cfg.HostAddress, b.HostPort)
+			}
+		}
+	}
+	return ""
+}
+
+// pickIP chooses the address on the configured network, then the primary one, then the first
+// network by name.
+func (d *Driver) pickIP(nets map[string]*network.EndpointSettings, primary string) string {
+	for _, name := range append([]string{d.cfg.Network, primary}, slices.Sorted(maps.Keys(nets))...) {
+		if ep := nets[name]; name != "" && ep != nil && ep.IPAddress.IsValid() {
+			return ep.IPAddress.String()
+		}
+	}
+	return ""
+}
+
+// containerPort is the runtime port: the bay.runtime_port label, else the only exposed port.
+func containerPort(labels map[string]string, exposed network.PortSet) int {
+	if p, err := strconv.Atoi(labels[bay.LabelRuntimePort]); err == nil && p > 0 {
+		return p
+	}
+	if len(exposed) == 1 {
+		for p := range exposed {
+			return int(p.Num())
+		}
+	}
+	return 0
+}
+
+// InspectContainer returns the container (by id or name) or an error wrapping bay.ErrNotFound.
+func (d *Driver) InspectContainer(ctx context.Context, id string) (bay.ContainerInfo, error) {
+	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return bay.ContainerInfo{}, fmt.Errorf("inspect container %s: %w", id, classify(err))
+	}
+	c := res.Container
+	info := bay.ContainerInfo{
+		ID:       c.ID,
+		Name:     strings.TrimPrefix(c.Name, "/"),
+		Endpoint: d.endpoint(c),
+	}
+	if c.Config != nil {
+		info.Image, info.Labels = c.Config.Image, c.Config.Labels
+	}
+	if c.State != nil {
+		info.State = mapState(c.State.Status)
+	}
+	if t, err := time.Parse(time.RFC3339Nano, c.Created); err == nil {
+		info.CreatedAt = t
+	}
+	return info, nil
+}
+
+// mapState maps engine states onto bay's: dead and restarting count as exited (no restart
+// policy is ever set, so restarting means the process died).
+func mapState(s container.ContainerState) bay.ContainerState {
+	switch s {
+	case container.StateRunning:
+		return bay.ContainerRunning
+	case container.StateCreated:
+		return bay.ContainerCreated
+	case container.StateRemoving:
+		return bay.ContainerRemoving
+	case container.StatePaused:
+		return bay.ContainerPaused
+	default:
+		return bay.ContainerExited
+	}
+}
+
+// RemoveContainer force-removes a container (SIGKILL, then delete with its anonymous volumes)
+// within RemoveTimeout. A missing container, or one whose removal is already in progress, is
+// success.
+func (d *Driver) RemoveContainer(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, RemoveTimeout)
+	defer cancel()
+	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil:
+		d.log.Debug("container removed", "id", id)
+		return nil
+	case cerrdefs.IsNotFound(err):
+		return nil
+	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
+		d.log.Debug("container removal already in progress", "id", id)
+		return nil
+	}
+	return fmt.Errorf("remove container %s: %w", id, classify(err))
+}
+
+// ListContainers lists containers in any state carrying all the given labels.
+func (d *Driver) ListContainers(ctx context.Context, labels map[string]string) ([]bay.ContainerInfo, error) {
+	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilters(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list containers %v: %w", labels, classify(err))
+	}
+	out := make([]bay.ContainerInfo, 0, len(res.Items))
+	for _, c := range res.Items {
+		info := bay.ContainerInfo{
+			ID:        c.ID,
+			Image:     c.Image,
+			State:     mapState(c.State),
+			Labels:    c.Labels,
+			CreatedAt: time.Unix(c.Created, 0),
+		}
+		if len(c.Names) > 0 {
+			info.Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		if info.State == bay.ContainerRunning {
+			info.Endpoint = d.summaryEndpoint(c)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// summaryEndpoint is endpoint for a list entry (same rules, from the summary's fields).
+func (d *Driver) summaryEndpoint(c container.Summary) string {
+	port := containerPort(c.Labels, nil)
+	if port == 0 {
+		return ""
+	}
+	if d.cfg.ConnectMode != ConnectHostPort && c.NetworkSettings != nil {
+		if ip := d.pickIP(c.NetworkSettings.Networks, c.HostConfig.NetworkMode); ip != "" {
+			return "http://" + hostPort(ip, strconv.Itoa(port))
+		}
+	}
+	if d.cfg.ConnectMode != ConnectContainerNetwork {
+		for _, p := range c.Ports {
+			if int(p.PrivatePort) == port && p.PublicPort != 0 && p.Type == "tcp" {
+				return "http://" + hostPort(d.cfg.HostAddress, strconv.Itoa(int(p.PublicPort)))
+			}
+		}
+	}
+	return ""
+}
+
+func labelFilters(labels map[string]string) client.Filters {
+	f := client.Filters{}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		f.Add("label", k+"="+labels[k])
+	}
+	return f
+}

@@ -1,0 +1,557 @@
+package docker_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/docker"
+	"github.com/shipyard-dev/shipyard/internal/bay/drivertest"
+	"github.com/shipyard-dev/shipyard/internal/bay/drivertest/testimage"
+)
+
+// engine is the shared state of the tests against the real engine.
+var engine struct {
+	once  sync.Once
+	cli   *client.Client
+	image string
+	err   error
+}
+
+// requireEngine returns a raw client and the test image. An unreachable engine fails the test:
+// only SHIPYARD_SKIP_DOCKER=1, set explicitly, turns that into a skip.
+func requireEngine(t *testing.T) (*client.Client, string) {
+	t.Helper()
+	engine.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cli, err := client.New(client.WithHost(docker.DefaultSocket))
+		if err != nil {
+			engine.err = err
+			return
+		}
+		if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+			engine.err = fmt.Errorf("docker engine at %s unreachable: %w", docker.DefaultSocket, err)
+			return
+		}
+		engine.cli = cli
+		engine.image, engine.err = testimage.Ensure(ctx, cli)
+	})
+	if engine.err != nil {
+		if os.Getenv("SHIPYARD_SKIP_DOCKER") == "1" {
+			t.Skipf("SHIPYARD_SKIP_DOCKER=1: %v", engine.err)
+		}
+		t.Fatalf("the Docker driver tests need a running engine (set SHIPYARD_SKIP_DOCKER=1 to skip): %v", engine.err)
+	}
+	return engine.cli, engine.image
+}
+
+func newDriver(t *testing.T, cfg docker.Config) *docker.Driver {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	d, err := docker.New(cfg, log)
+	if err != nil {
+		t.Fatalf("docker.New: %v", err)
+	}
+	t.Cleanup(func() { d.Close() })
+	if err := d.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	return d
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func harness(t *testing.T, cli *client.Client, d *docker.Driver, image string) drivertest.Harness {
+	return drivertest.Harness{
+		Driver: d,
+		Image:  image,
+		Kill: func(t *testing.T, id string) {
+			if _, err := cli.ContainerKill(t.Context(), id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
+				t.Fatalf("kill %s: %v", id, err)
+			}
+			// The kill is asynchronous: wait for the engine to record the exit.
+			waitRes := cli.ContainerWait(t.Context(), id, client.ContainerWaitOptions{})
+			select {
+			case <-waitRes.Result:
+			case err := <-waitRes.Error:
+				t.Fatalf("wait %s: %v", id, err)
+			}
+		},
+		Effective: func(t *testing.T, id string) drivertest.Effective { return effective(t, cli, id) },
+	}
+}
+
+func effective(t *testing.T, cli *client.Client, id string) drivertest.Effective {
+	t.Helper()
+	res, err := cli.ContainerInspect(t.Context(), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatalf("inspect %s: %v", id, err)
+	}
+	c := res.Container
+	eff := drivertest.Effective{
+		User:        c.Config.User,
+		CapDrop:     c.HostConfig.CapDrop,
+		SecurityOpt: c.HostConfig.SecurityOpt,
+		Privileged:  c.HostConfig.Privileged,
+		Memory:      c.HostConfig.Memory,
+		MemorySwap:  c.HostConfig.MemorySwap,
+		NanoCPUs:    c.HostConfig.NanoCPUs,
+	}
+	if c.HostConfig.PidsLimit != nil {
+		eff.PidsLimit = *c.HostConfig.PidsLimit
+	}
+	addr := func(b interface{ String() string }, valid bool) string {
+		if !valid {
+			return ""
+		}
+		return b.String()
+	}
+	for _, bs := range c.HostConfig.PortBindings {
+		for _, b := range bs {
+			eff.PublishedHostIPs = append(eff.PublishedHostIPs, addr(b.HostIP, b.HostIP.IsValid()))
+		}
+	}
+	if c.NetworkSettings != nil {
+		for _, bs := range c.NetworkSettings.Ports {
+			for _, b := range bs {
+				eff.PublishedHostIPs = append(eff.PublishedHostIPs, addr(b.HostIP, b.HostIP.IsValid()))
+			}
+		}
+	}
+	return eff
+}
+
+func modeConfig(mode docker.ConnectMode) docker.Config {
+	cfg := docker.DefaultConfig()
+	cfg.ConnectMode = mode
+	return cfg
+}
+
+// TestConformance runs the driver suite in every connect mode.
+func TestConformance(t *testing.T) {
+	cli, image := requireEngine(t)
+	for _, mode := range []docker.ConnectMode{docker.ConnectContainerNetwork, docker.ConnectHostPort, docker.ConnectAuto} {
+		t.Run(string(mode), func(t *testing.T) {
+			drivertest.Run(t, harness(t, cli, newDriver(t, modeConfig(mode)), image))
+		})
+	}
+}
+
+// fixture creates and starts one container with the test image and removes it at the end.
+type fixture struct {
+	t     *testing.T
+	d     *docker.Driver
+	cli   *client.Client
+	image string
+	run   string
+}
+
+func newFixture(t *testing.T, cfg docker.Config) *fixture {
+	cli, image := requireEngine(t)
+	return &fixture{t: t, d: newDriver(t, cfg), cli: cli, image: image, run: fmt.Sprintf("%d", time.Now().UnixNano())}
+}
+
+func (f *fixture) spec(suffix string) bay.ContainerSpec {
+	return bay.ContainerSpec{
+		Name:        "drivertest-" + f.run + "-" + suffix,
+		Image:       f.image,
+		Labels:      map[string]string{drivertest.LabelTestRun: f.run},
+		RuntimePort: testimage.Port,
+		User:        "1000:1000",
+	}
+}
+
+func (f *fixture) detached() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(f.t.Context()), 30*time.Second)
+}
+
+func (f *fixture) createStart(spec bay.ContainerSpec) (id, endpoint string) {
+	t := f.t
+	t.Helper()
+	id, err := f.d.CreateContainer(t.Context(), spec)
+	if err != nil {
+		t.Fatalf("CreateContainer: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := f.detached()
+		defer cancel()
+		if err := f.d.RemoveContainer(ctx, id); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	endpoint, err = f.d.StartContainer(t.Context(), id)
+	if err != nil {
+		t.Fatalf("StartContainer: %v", err)
+	}
+	waitHealthy(t, endpoint)
+	return id, endpoint
+}
+
+func (f *fixture) volume(name string) string {
+	t := f.t
+	ref, err := f.d.CreateVolume(t.Context(), "drivertest-"+f.run+"-"+name, map[string]string{drivertest.LabelTestRun: f.run})
+	if err != nil {
+		t.Fatalf("CreateVolume: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := f.detached()
+		defer cancel()
+		if err := f.d.DeleteVolume(ctx, ref); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return ref
+}
+
+func (f *fixture) network(name string) string {
+	t := f.t
+	name = "drivertest-" + f.run + "-" + name
+	if err := f.d.CreateNetwork(t.Context(), name, map[string]string{drivertest.LabelTestRun: f.run}); err != nil {
+		t.Fatalf("CreateNetwork: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := f.detached()
+		defer cancel()
+		if err := f.d.RemoveNetwork(ctx, name); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return name
+}
+
+var httpc = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+
+func waitHealthy(t *testing.T, endpoint string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := httpc.Get(endpoint + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("status %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never became healthy: %v", endpoint, err)
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for a real process to listen; no timing logic under test
+	}
+}
+
+func do(t *testing.T, method, u string, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), method, u, strings.NewReader(body))
+	resp, err := httpc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func endpointHost(t *testing.T, endpoint string) (host, port string) {
+	t.Helper()
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Hostname(), u.Port()
+}
+
+// TestEndpointModes checks how each connect mode reaches the runtime from this host.
+func TestEndpointModes(t *testing.T) {
+	t.Run("container_network uses the container IP and publishes nothing", func(t *testing.T) {
+		f := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
+		id, endpoint := f.createStart(f.spec("cn"))
+		host, port := endpointHost(t, endpoint)
+		if ip := net.ParseIP(host); ip == nil || ip.IsLoopback() || port != "8123" {
+			t.Fatalf("endpoint %s: want http://<container ip>:8123", endpoint)
+		}
+		if eff := effective(t, f.cli, id); len(eff.PublishedHostIPs) != 0 {
+			t.Fatalf("published %v in container_network mode", eff.PublishedHostIPs)
+		}
+	})
+	t.Run("host_port publishes on 127.0.0.1 only", func(t *testing.T) {
+		f := newFixture(t, modeConfig(docker.ConnectHostPort))
+		id, endpoint := f.createStart(f.spec("hp"))
+		host, port := endpointHost(t, endpoint)
+		if host != "127.0.0.1" || port == "" || port == "8123" {
+			t.Fatalf("endpoint %s: want http://127.0.0.1:<random port>", endpoint)
+		}
+		eff := effective(t, f.cli, id)
+		if len(eff.PublishedHostIPs) == 0 {
+			t.Fatal("nothing published in host_port mode")
+		}
+		for _, ip := range eff.PublishedHostIPs {
+			if ip != "127.0.0.1" {
+				t.Fatalf("published on %q, want 127.0.0.1 only (%v)", ip, eff.PublishedHostIPs)
+			}
+		}
+		// Not reachable on the host's other addresses.
+		if addr := nonLoopbackAddr(t); addr != "" {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(addr, port), time.Second)
+			if err == nil {
+				c.Close()
+				t.Fatalf("runtime port reachable on %s:%s", addr, port)
+			}
+		}
+	})
+	t.Run("host_port with a fixed port", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		free := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		cfg := modeConfig(docker.ConnectHostPort)
+		cfg.HostPort = free
+		f := newFixture(t, cfg)
+		_, endpoint := f.createStart(f.spec("fixed"))
+		if want := fmt.Sprintf("http://127.0.0.1:%d", free); endpoint != want {
+			t.Fatalf("endpoint %s, want %s", endpoint, want)
+		}
+	})
+	t.Run("auto prefers the container IP", func(t *testing.T) {
+		f := newFixture(t, modeConfig(docker.ConnectAuto))
+		id, endpoint := f.createStart(f.spec("auto"))
+		if host, _ := endpointHost(t, endpoint); net.ParseIP(host).IsLoopback() {
+			t.Fatalf("endpoint %s: auto mode should use the container IP", endpoint)
+		}
+		for _, ip := range effective(t, f.cli, id).PublishedHostIPs {
+			if ip != "127.0.0.1" {
+				t.Fatalf("published on %q in auto mode", ip)
+			}
+		}
+		// ListContainers resolves the same endpoint from the summary.
+		list, err := f.d.ListContainers(t.Context(), map[string]string{drivertest.LabelTestRun: f.run})
+		if err != nil || len(list) != 1 || list[0].Endpoint != endpoint {
+			t.Fatalf("ListContainers = %+v, %v; want endpoint %s", list, err, endpoint)
+		}
+	})
+}
+
+func nonLoopbackAddr(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return ""
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	return ""
+}
+
+// TestRuntimeSees checks what the process in the container gets: user, env, hostname, a
+// writable workspace volume and read-only extra mounts.
+func TestRuntimeSees(t *testing.T) {
+	f := newFixture(t, modeConfig(docker.ConnectAuto))
+	ref := f.volume("ws")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("# skill"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := f.spec("sees")
+	spec.Hostname = "sandbox-host"
+	spec.Env = map[string]string{"BAY_SANDBOX_ID": "sandbox-1", "URLISH": "http://a:b@c:1/x"}
+	spec.VolumeRef, spec.MountPath = ref, "/workspace"
+	spec.Mounts = []bay.Mount{{Source: dir, Target: "/skills", ReadOnly: true}}
+	_, endpoint := f.createStart(spec)
+
+	code, body := do(t, "GET", endpoint+"/whoami", "")
+	var who struct {
+		UID, GID int
+		Hostname string
+		Env      []string
+	}
+	if err := json.Unmarshal([]byte(body), &who); code != 200 || err != nil {
+		t.Fatalf("whoami: %d %s %v", code, body, err)
+	}
+	if who.UID != 1000 || who.GID != 1000 || who.Hostname != "sandbox-host" {
+		t.Errorf("whoami = %+v, want uid/gid 1000, hostname sandbox-host", who)
+	}
+	for _, kv := range []string{"BAY_SANDBOX_ID=sandbox-1", "URLISH=http://a:b@c:1/x"} {
+		if !slices.Contains(who.Env, kv) {
+			t.Errorf("env %v lacks %s", who.Env, kv)
+		}
+	}
+	if code, body := do(t, "PUT", endpoint+"/file?path=/workspace/hello.txt", "hi"); code != 204 {
+		t.Fatalf("write to the workspace volume: %d %s", code, body)
+	}
+	if code, body := do(t, "GET", endpoint+"/file?path=/workspace/hello.txt", ""); code != 200 || body != "hi" {
+		t.Fatalf("read back: %d %q", code, body)
+	}
+	if code, body := do(t, "GET", endpoint+"/file?path=/skills/SKILL.md", ""); code != 200 || body != "# skill" {
+		t.Fatalf("read the extra mount: %d %q", code, body)
+	}
+	if code, _ := do(t, "PUT", endpoint+"/file?path=/skills/evil.md", "x"); code == 204 {
+		t.Fatal("wrote to a read-only mount")
+	}
+	if code, body := do(t, "PUT", endpoint+"/file?path=/tmp/scratch", "x"); code != 204 {
+		t.Fatalf("/tmp must stay writable (rootfs not read-only): %d %s", code, body)
+	}
+}
+
+// TestConfiguredNetwork: the configured network is joined in addition to the spec's network and
+// is the one the endpoint uses.
+func TestConfiguredNetwork(t *testing.T) {
+	probe := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
+	configured := probe.network("cfg")
+	session := probe.network("sess")
+
+	cfg := modeConfig(docker.ConnectContainerNetwork)
+	cfg.Network = configured
+	f := newFixture(t, cfg)
+	f.run = probe.run
+	spec := f.spec("two-nets")
+	spec.Network = session
+	id, endpoint := f.createStart(spec)
+
+	res, err := f.cli.ContainerInspect(t.Context(), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets := res.Container.NetworkSettings.Networks
+	if nets[configured] == nil || nets[session] == nil {
+		t.Fatalf("networks = %v, want %s and %s", slices.Collect(maps.Keys(nets)), configured, session)
+	}
+	host, _ := endpointHost(t, endpoint)
+	if want := nets[configured].IPAddress.String(); host != want {
+		t.Fatalf("endpoint %s, want the IP on the configured network %s", endpoint, want)
+	}
+}
+
+// TestCreateRollsBack: when joining the configured network fails after the container was
+// created, the container is removed again.
+func TestCreateRollsBack(t *testing.T) {
+	probe := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
+	session := probe.network("sess")
+	cfg := modeConfig(docker.ConnectContainerNetwork)
+	cfg.Network = "drivertest-" + probe.run + "-missing"
+	f := newFixture(t, cfg)
+	f.run = probe.run
+	spec := f.spec("rollback")
+	spec.Network = session
+	id, err := f.d.CreateContainer(t.Context(), spec)
+	if !bay.IsNotFound(err) {
+		if id != "" {
+			f.d.RemoveContainer(context.WithoutCancel(t.Context()), id)
+		}
+		t.Fatalf("create with a missing configured network: %v, want not_found", err)
+	}
+	if _, err := f.d.InspectContainer(t.Context(), spec.Name); !bay.IsNotFound(err) {
+		f.d.RemoveContainer(context.WithoutCancel(t.Context()), spec.Name)
+		t.Fatalf("half-created container left behind: %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*docker.Config)
+		want   string // substring of the error, "" = valid
+	}{
+		{"defaults", func(*docker.Config) {}, ""},
+		{"bare socket path", func(c *docker.Config) { c.Socket = "/run/docker.sock" }, ""},
+		{"ssh socket", func(c *docker.Config) { c.Socket = "ssh://host" }, "socket"},
+		{"bad mode", func(c *docker.Config) { c.ConnectMode = "bridge" }, "connect_mode"},
+		{"host_port without publishing", func(c *docker.Config) {
+			c.ConnectMode, c.PublishPorts = docker.ConnectHostPort, false
+		}, "publish_ports"},
+		{"publishing on all interfaces", func(c *docker.Config) { c.HostAddress = "0.0.0.0" }, "loopback"},
+		{"publishing on a LAN address", func(c *docker.Config) { c.HostAddress = "192.168.1.5" }, "loopback"},
+		{"localhost", func(c *docker.Config) { c.HostAddress = "localhost" }, ""},
+		{"ipv6 loopback", func(c *docker.Config) { c.HostAddress = "::1" }, ""},
+		{"host port out of range", func(c *docker.Config) { c.HostPort = 70000 }, "host_port"},
+		{"host network", func(c *docker.Config) { c.Network = "host" }, "not allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := docker.DefaultConfig()
+			tc.mutate(&cfg)
+			d, err := docker.New(cfg, nil)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				if s := d.Config().Socket; !strings.HasPrefix(s, "unix://") && !strings.HasPrefix(s, "tcp://") {
+					t.Fatalf("socket %q not normalised", s)
+				}
+				d.Close()
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New: %v, want an error about %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBadSpecs(t *testing.T) {
+	d, err := docker.New(docker.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	good := bay.ContainerSpec{Name: "x", Image: "img", RuntimePort: 8123}
+	for name, mutate := range map[string]func(*bay.ContainerSpec){
+		"no image":            func(s *bay.ContainerSpec) { s.Image = "" },
+		"no port":             func(s *bay.ContainerSpec) { s.RuntimePort = 0 },
+		"host network":        func(s *bay.ContainerSpec) { s.Network = "host" },
+		"container network":   func(s *bay.ContainerSpec) { s.Network = "container:abc" },
+		"relative mount":      func(s *bay.ContainerSpec) { s.Mounts = []bay.Mount{{Source: "skills", Target: "/skills"}} },
+		"volume without path": func(s *bay.ContainerSpec) { s.VolumeRef = "v" },
+	} {
+		spec := good
+		mutate(&spec)
+		if _, err := d.CreateContainer(t.Context(), spec); err == nil {
+			t.Errorf("%s: CreateContainer accepted %+v", name, spec)
+		}
+	}
+}
+
+// TestUnreachableEngine needs no engine: a socket nobody listens on is code unavailable.
+func TestUnreachableEngine(t *testing.T) {
+	cfg := docker.DefaultConfig()
+	cfg.Socket = "unix://" + filepath.Join(t.TempDir(), "nobody.sock")
+	d, err := docker.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	err = d.Ping(t.Context())
+	if bay.ErrorCode(err) != bay.CodeUnavailable {
+		t.Fatalf("Ping = %v (code %s), want unavailable", err, bay.ErrorCode(err))
+	}
+	if _, err := d.InspectContainer(t.Context(), "x"); bay.ErrorCode(err) != bay.CodeUnavailable {
+		t.Fatalf("InspectContainer = %v, want unavailable", err)
+	}
+}
