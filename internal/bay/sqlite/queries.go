@@ -40,11 +40,76 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// queries implements every bay.Reader and bay.Tx method over q: the read pool (Store) or a
-// write transaction (txn).
+// queries implements every bay.Reader method (and, through txn, every bay.Tx method) over q:
+// the read pool (Store) or a write transaction (txn).
 type queries struct {
-	q  querier
-	db *sql.DB // set outside a transaction: reads of several statements take a snapshot on it
+	q     querier
+	tx    *sql.Tx              // set inside a transaction
+	db    *sql.DB              // set outside: reads of several statements take a snapshot on it
+	stmts map[string]*sql.Stmt // the prepared fixed-text statements of q's pool, by text
+}
+
+// fixedQueries lists every statement with a fixed text; Open prepares them once per pool.
+var fixedQueries []string
+
+// prepared registers a fixed statement text (at package initialisation) and returns it.
+func prepared(query string) string {
+	fixedQueries = append(fixedQueries, query)
+	return query
+}
+
+// prepareAll prepares the fixed statements on db (SELECTs only when readOnly). database/sql
+// prepares each again on any new connection of the pool when it is first used there.
+func prepareAll(ctx context.Context, db *sql.DB, readOnly bool) (map[string]*sql.Stmt, error) {
+	m := make(map[string]*sql.Stmt, len(fixedQueries))
+	for _, query := range fixedQueries {
+		if readOnly && !strings.HasPrefix(query, "SELECT") {
+			continue
+		}
+		st, err := db.PrepareContext(ctx, query)
+		if err != nil {
+			closeAll(m)
+			return nil, fmt.Errorf("prepare %q: %w", query, err)
+		}
+		m[query] = st
+	}
+	return m, nil
+}
+
+func closeAll(m map[string]*sql.Stmt) {
+	for _, st := range m {
+		st.Close()
+	}
+}
+
+// stmt returns the prepared statement of query bound to q's transaction, or nil.
+func (q queries) stmt(ctx context.Context, query string) *sql.Stmt {
+	st := q.stmts[query]
+	if st != nil && q.tx != nil {
+		st = q.tx.StmtContext(ctx, st) // reuses the statement already prepared on the write connection
+	}
+	return st
+}
+
+func (q queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := q.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return q.q.ExecContext(ctx, query, args...)
+}
+
+func (q queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := q.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return q.q.QueryContext(ctx, query, args...)
+}
+
+func (q queries) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := q.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return q.q.QueryRowContext(ctx, query, args...)
 }
 
 // ---- value conversion -----------------------------------------------------------------------
@@ -172,7 +237,7 @@ func scanSandbox(r scanner) (*bay.Sandbox, error) {
 
 // GetSandbox returns the sandbox (deleted rows included) or an error wrapping ErrNotFound.
 func (q queries) GetSandbox(ctx context.Context, id string) (*bay.Sandbox, error) {
-	s, err := scanSandbox(q.q.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ?`, id))
+	s, err := scanSandbox(q.queryRow(ctx, qGetSandbox, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get sandbox %s: %w", id, bay.ErrNotFound)
 	}
@@ -264,8 +329,7 @@ func (q *txn) InsertSandbox(ctx context.Context, s *bay.Sandbox) error {
 	if s.Version == 0 {
 		s.Version = 1
 	}
-	_, err := q.q.ExecContext(ctx, `INSERT INTO sandboxes (`+sandboxCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := q.exec(ctx, qInsertSandbox,
 		s.ID, s.Owner, s.ProfileID, nullString(s.CargoID), nullString(s.CurrentSessionID),
 		nullMicros(s.ExpiresAt), nullMicros(s.IdleExpiresAt), nullMicros(s.DeletedAt),
 		micros(s.CreatedAt), micros(s.LastActiveAt), s.Version, boolInt(s.IsWarm), s.WarmState,
@@ -280,12 +344,7 @@ func (q *txn) InsertSandbox(ctx context.Context, s *bay.Sandbox) error {
 // UpdateSandbox writes every field of s if the stored version equals s.Version, then sets
 // s.Version to the new version. Mismatch wraps ErrConflict; a missing row ErrNotFound.
 func (q *txn) UpdateSandbox(ctx context.Context, s *bay.Sandbox) error {
-	res, err := q.q.ExecContext(ctx, `UPDATE sandboxes SET owner = ?, profile_id = ?, cargo_id = ?,
-		current_session_id = ?, expires_at = ?, idle_expires_at = ?, deleted_at = ?, created_at = ?,
-		last_active_at = ?, version = version + 1, is_warm = ?, warm_state = ?, warm_ready_at = ?,
-		warm_rotate_at = ?, warm_claimed_at = ?, warm_attempts = ?, warm_next_attempt_at = ?,
-		warm_instance_id = ?
-		WHERE id = ? AND version = ?`,
+	res, err := q.exec(ctx, qUpdateSandbox,
 		s.Owner, s.ProfileID, nullString(s.CargoID), nullString(s.CurrentSessionID),
 		nullMicros(s.ExpiresAt), nullMicros(s.IdleExpiresAt), nullMicros(s.DeletedAt), micros(s.CreatedAt),
 		micros(s.LastActiveAt), boolInt(s.IsWarm), s.WarmState, nullMicros(s.WarmReadyAt),
@@ -300,7 +359,7 @@ func (q *txn) UpdateSandbox(ctx context.Context, s *bay.Sandbox) error {
 	}
 	if n == 0 {
 		var stored int64
-		err := q.q.QueryRowContext(ctx, `SELECT version FROM sandboxes WHERE id = ?`, s.ID).Scan(&stored)
+		err := q.queryRow(ctx, qSandboxVersion, s.ID).Scan(&stored)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return fmt.Errorf("update sandbox %s: %w", s.ID, bay.ErrNotFound)
@@ -317,12 +376,7 @@ func (q *txn) UpdateSandbox(ctx context.Context, s *bay.Sandbox) error {
 // cargo too, in one statement each inside the caller's transaction.
 func (q *txn) ClaimWarmSandbox(ctx context.Context, c bay.WarmClaim) (*bay.Sandbox, error) {
 	now := micros(c.Now)
-	s, err := scanSandbox(q.q.QueryRowContext(ctx, `UPDATE sandboxes SET is_warm = 0, warm_claimed_at = ?,
-		owner = ?, expires_at = ?, idle_expires_at = ?, last_active_at = ?, version = version + 1
-		WHERE id = (SELECT id FROM sandboxes
-			WHERE is_warm = 1 AND profile_id = ? AND warm_state = ? AND deleted_at IS NULL
-			ORDER BY warm_ready_at, id LIMIT 1)
-		RETURNING `+sandboxCols,
+	s, err := scanSandbox(q.queryRow(ctx, qClaimWarmSandbox,
 		now, c.Owner, nullMicros(c.ExpiresAt), nullMicros(c.IdleExpiresAt), now, c.ProfileID, bay.WarmAvailable))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("claim warm sandbox of profile %s: %w", c.ProfileID, bay.ErrNotFound)
@@ -331,7 +385,7 @@ func (q *txn) ClaimWarmSandbox(ctx context.Context, c bay.WarmClaim) (*bay.Sandb
 		return nil, fmt.Errorf("claim warm sandbox of profile %s: %w", c.ProfileID, err)
 	}
 	if s.CargoID != "" {
-		if _, err := q.q.ExecContext(ctx, `UPDATE cargos SET owner = ? WHERE id = ?`, c.Owner, s.CargoID); err != nil {
+		if _, err := q.exec(ctx, qTransferCargo, c.Owner, s.CargoID); err != nil {
 			return nil, fmt.Errorf("claim warm sandbox %s: transfer cargo %s: %w", s.ID, s.CargoID, err)
 		}
 	}
@@ -377,7 +431,7 @@ func containersJSON(cs []bay.SessionContainer) (any, error) {
 
 // GetSession returns the session or an error wrapping ErrNotFound.
 func (q queries) GetSession(ctx context.Context, id string) (*bay.Session, error) {
-	s, err := scanSession(q.q.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
+	s, err := scanSession(q.queryRow(ctx, qGetSession, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get session %s: %w", id, bay.ErrNotFound)
 	}
@@ -421,7 +475,7 @@ func (q *txn) InsertSession(ctx context.Context, s *bay.Session) error {
 	if err != nil {
 		return fmt.Errorf("insert session %s: encode containers: %w", s.ID, err)
 	}
-	_, err = q.q.ExecContext(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = q.exec(ctx, qInsertSession,
 		s.ID, s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj, string(s.DesiredState),
 		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt))
 	if err != nil {
@@ -436,9 +490,7 @@ func (q *txn) UpdateSession(ctx context.Context, s *bay.Session) error {
 	if err != nil {
 		return fmt.Errorf("update session %s: encode containers: %w", s.ID, err)
 	}
-	res, err := q.q.ExecContext(ctx, `UPDATE sessions SET sandbox_id = ?, profile_id = ?, runtime_type = ?,
-		container_id = ?, endpoint = ?, containers = ?, desired_state = ?, observed_state = ?, instance_id = ?,
-		created_at = ?, started_at = ?, last_observed_at = ? WHERE id = ?`,
+	res, err := q.exec(ctx, qUpdateSession,
 		s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj, string(s.DesiredState),
 		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt), s.ID)
 	return mustAffect(res, err, "update session %s", s.ID)
@@ -446,7 +498,7 @@ func (q *txn) UpdateSession(ctx context.Context, s *bay.Session) error {
 
 // DeleteSession deletes the session; a missing one is success.
 func (q *txn) DeleteSession(ctx context.Context, id string) error {
-	if _, err := q.q.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {
+	if _, err := q.exec(ctx, qDeleteSession, id); err != nil {
 		return fmt.Errorf("delete session %s: %w", id, err)
 	}
 	return nil
@@ -470,7 +522,7 @@ func scanCargo(r scanner) (*bay.Cargo, error) {
 
 // GetCargo returns the cargo or an error wrapping ErrNotFound.
 func (q queries) GetCargo(ctx context.Context, id string) (*bay.Cargo, error) {
-	c, err := scanCargo(q.q.QueryRowContext(ctx, `SELECT `+cargoCols+` FROM cargos WHERE id = ?`, id))
+	c, err := scanCargo(q.queryRow(ctx, qGetCargo, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get cargo %s: %w", id, bay.ErrNotFound)
 	}
@@ -521,7 +573,7 @@ func (q queries) ListCargos(ctx context.Context, f bay.CargoQuery) ([]*bay.Cargo
 
 // InsertCargo inserts c; an existing id wraps ErrConflict.
 func (q *txn) InsertCargo(ctx context.Context, c *bay.Cargo) error {
-	_, err := q.q.ExecContext(ctx, `INSERT INTO cargos (`+cargoCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := q.exec(ctx, qInsertCargo,
 		c.ID, c.Owner, c.Backend, c.DriverRef, boolInt(c.Managed), nullString(c.ManagedBySandboxID), c.SizeLimitMB,
 		micros(c.CreatedAt), micros(c.LastAccessedAt))
 	if err != nil {
@@ -532,8 +584,7 @@ func (q *txn) InsertCargo(ctx context.Context, c *bay.Cargo) error {
 
 // UpdateCargo writes every field of c; a missing row wraps ErrNotFound.
 func (q *txn) UpdateCargo(ctx context.Context, c *bay.Cargo) error {
-	res, err := q.q.ExecContext(ctx, `UPDATE cargos SET owner = ?, backend = ?, driver_ref = ?, managed = ?,
-		managed_by_sandbox_id = ?, size_limit_mb = ?, created_at = ?, last_accessed_at = ? WHERE id = ?`,
+	res, err := q.exec(ctx, qUpdateCargo,
 		c.Owner, c.Backend, c.DriverRef, boolInt(c.Managed), nullString(c.ManagedBySandboxID), c.SizeLimitMB,
 		micros(c.CreatedAt), micros(c.LastAccessedAt), c.ID)
 	return mustAffect(res, err, "update cargo %s", c.ID)
@@ -541,7 +592,7 @@ func (q *txn) UpdateCargo(ctx context.Context, c *bay.Cargo) error {
 
 // DeleteCargo deletes the cargo row; a missing one is success.
 func (q *txn) DeleteCargo(ctx context.Context, id string) error {
-	if _, err := q.q.ExecContext(ctx, `DELETE FROM cargos WHERE id = ?`, id); err != nil {
+	if _, err := q.exec(ctx, qDeleteCargo, id); err != nil {
 		return fmt.Errorf("delete cargo %s: %w", id, err)
 	}
 	return nil
@@ -578,7 +629,7 @@ func executionArgs(e *bay.Execution) []any {
 
 // GetExecution returns the execution or an error wrapping ErrNotFound.
 func (q queries) GetExecution(ctx context.Context, id string) (*bay.Execution, error) {
-	e, err := scanExecution(q.q.QueryRowContext(ctx, `SELECT `+executionCols+` FROM execution_history WHERE id = ?`, id))
+	e, err := scanExecution(q.queryRow(ctx, qGetExecution, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get execution %s: %w", id, bay.ErrNotFound)
 	}
@@ -643,7 +694,7 @@ func (q queries) ListExecutions(ctx context.Context, f bay.ExecutionQuery) ([]*b
 			return nil, 0, fmt.Errorf("list executions: %w", err)
 		}
 		defer tx.Rollback()
-		return queries{q: tx}.ListExecutions(ctx, f)
+		return queries{q: tx, tx: tx, stmts: q.stmts}.ListExecutions(ctx, f)
 	}
 	w := executionWhere(f)
 	var total int
@@ -677,8 +728,7 @@ func (q queries) ListExecutions(ctx context.Context, f bay.ExecutionQuery) ([]*b
 
 // InsertExecution inserts e; an existing id wraps ErrConflict.
 func (q *txn) InsertExecution(ctx context.Context, e *bay.Execution) error {
-	_, err := q.q.ExecContext(ctx, `INSERT INTO execution_history (`+executionCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, append([]any{e.ID}, executionArgs(e)...)...)
+	_, err := q.exec(ctx, qInsertExecution, append([]any{e.ID}, executionArgs(e)...)...)
 	if err != nil {
 		return classify(err, "insert execution %s", e.ID)
 	}
@@ -687,10 +737,7 @@ func (q *txn) InsertExecution(ctx context.Context, e *bay.Execution) error {
 
 // UpdateExecution writes every field of e; a missing row wraps ErrNotFound.
 func (q *txn) UpdateExecution(ctx context.Context, e *bay.Execution) error {
-	res, err := q.q.ExecContext(ctx, `UPDATE execution_history SET owner = ?, sandbox_id = ?, session_id = ?,
-		exec_type = ?, code = ?, success = ?, execution_time_ms = ?, output = ?, error = ?, payload_ref = ?,
-		description = ?, tags = ?, notes = ?, learn_enabled = ?, learn_status = ?, learn_error = ?,
-		learn_processed_at = ?, created_at = ? WHERE id = ?`, append(executionArgs(e), e.ID)...)
+	res, err := q.exec(ctx, qUpdateExecution, append(executionArgs(e), e.ID)...)
 	return mustAffect(res, err, "update execution %s", e.ID)
 }
 
@@ -701,8 +748,7 @@ func (q *txn) UpdateExecution(ctx context.Context, e *bay.Execution) error {
 func (q queries) GetIdempotency(ctx context.Context, owner, key string) (*bay.IdempotencyRecord, error) {
 	r := bay.IdempotencyRecord{Owner: owner, Key: key}
 	var created, expires int64
-	err := q.q.QueryRowContext(ctx, `SELECT fingerprint, status_code, response, created_at, expires_at
-		FROM idempotency_keys WHERE owner = ? AND key = ?`, owner, key).
+	err := q.queryRow(ctx, qGetIdempotency, owner, key).
 		Scan(&r.Fingerprint, &r.StatusCode, &r.Response, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get idempotency record %s/%s: %w", owner, key, bay.ErrNotFound)
@@ -721,12 +767,7 @@ func (q *txn) PutIdempotency(ctx context.Context, r *bay.IdempotencyRecord) erro
 	if resp == nil {
 		resp = []byte{}
 	}
-	res, err := q.q.ExecContext(ctx, `INSERT INTO idempotency_keys
-		(owner, key, fingerprint, status_code, response, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (owner, key) DO UPDATE SET fingerprint = excluded.fingerprint,
-			status_code = excluded.status_code, response = excluded.response,
-			created_at = excluded.created_at, expires_at = excluded.expires_at
-		WHERE idempotency_keys.expires_at < excluded.created_at`,
+	res, err := q.exec(ctx, qPutIdempotency,
 		r.Owner, r.Key, r.Fingerprint, r.StatusCode, resp, micros(r.CreatedAt), micros(r.ExpiresAt))
 	if err != nil {
 		return classify(err, "put idempotency record %s/%s", r.Owner, r.Key)
@@ -743,7 +784,7 @@ func (q *txn) PutIdempotency(ctx context.Context, r *bay.IdempotencyRecord) erro
 
 // DeleteIdempotency deletes the record; a missing one is success.
 func (q *txn) DeleteIdempotency(ctx context.Context, owner, key string) error {
-	if _, err := q.q.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE owner = ? AND key = ?`, owner, key); err != nil {
+	if _, err := q.exec(ctx, qDeleteIdempotency, owner, key); err != nil {
 		return fmt.Errorf("delete idempotency record %s/%s: %w", owner, key, err)
 	}
 	return nil
@@ -751,7 +792,7 @@ func (q *txn) DeleteIdempotency(ctx context.Context, owner, key string) error {
 
 // DeleteExpiredIdempotency deletes the records with expires_at < now and returns how many.
 func (q *txn) DeleteExpiredIdempotency(ctx context.Context, now time.Time) (int, error) {
-	res, err := q.q.ExecContext(ctx, `DELETE FROM idempotency_keys WHERE expires_at < ?`, micros(now))
+	res, err := q.exec(ctx, qDeleteExpiredIdempotency, micros(now))
 	if err != nil {
 		return 0, fmt.Errorf("delete expired idempotency records: %w", err)
 	}
@@ -766,8 +807,7 @@ func (q *txn) DeleteExpiredIdempotency(ctx context.Context, now time.Time) (int,
 
 // ListAPIKeys returns the active keys ordered by created_at, id.
 func (q queries) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
-	rows, err := q.q.QueryContext(ctx, `SELECT id, key_hash, key_prefix, owner, active, created_at
-		FROM api_keys WHERE active = 1 ORDER BY created_at, id`)
+	rows, err := q.query(ctx, qListAPIKeys)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
@@ -790,8 +830,7 @@ func (q queries) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
 
 // InsertAPIKey inserts k; an existing id or key hash wraps ErrConflict.
 func (q *txn) InsertAPIKey(ctx context.Context, k *bay.APIKey) error {
-	_, err := q.q.ExecContext(ctx, `INSERT INTO api_keys (id, key_hash, key_prefix, owner, active, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, k.ID, k.KeyHash, k.KeyPrefix, k.Owner, boolInt(k.Active), micros(k.CreatedAt))
+	_, err := q.exec(ctx, qInsertAPIKey, k.ID, k.KeyHash, k.KeyPrefix, k.Owner, boolInt(k.Active), micros(k.CreatedAt))
 	if err != nil {
 		return classify(err, "insert api key %s", k.ID)
 	}
@@ -806,9 +845,7 @@ func (q *txn) AcquireLease(ctx context.Context, name, holder string, now time.Ti
 	if ttl <= 0 {
 		return false, fmt.Errorf("acquire lease %s: ttl %v is not positive", name, ttl)
 	}
-	res, err := q.q.ExecContext(ctx, `INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?)
-		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
-		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?`,
+	res, err := q.exec(ctx, qAcquireLease,
 		name, holder, micros(now.Add(ttl)), micros(now))
 	if err != nil {
 		return false, fmt.Errorf("acquire lease %s: %w", name, err)
@@ -822,8 +859,65 @@ func (q *txn) AcquireLease(ctx context.Context, name, holder string, now time.Ti
 
 // ReleaseLease drops the lease if holder holds it; otherwise it does nothing.
 func (q *txn) ReleaseLease(ctx context.Context, name, holder string) error {
-	if _, err := q.q.ExecContext(ctx, `DELETE FROM leases WHERE name = ? AND holder = ?`, name, holder); err != nil {
+	if _, err := q.exec(ctx, qReleaseLease, name, holder); err != nil {
 		return fmt.Errorf("release lease %s: %w", name, err)
 	}
 	return nil
 }
+
+// Statements with a fixed text, prepared once per connection at Open.
+var (
+	qGetSandbox    = prepared(`SELECT ` + sandboxCols + ` FROM sandboxes WHERE id = ?`)
+	qInsertSandbox = prepared(`INSERT INTO sandboxes (` + sandboxCols + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qUpdateSandbox = prepared(`UPDATE sandboxes SET owner = ?, profile_id = ?, cargo_id = ?,
+		current_session_id = ?, expires_at = ?, idle_expires_at = ?, deleted_at = ?, created_at = ?,
+		last_active_at = ?, version = version + 1, is_warm = ?, warm_state = ?, warm_ready_at = ?,
+		warm_rotate_at = ?, warm_claimed_at = ?, warm_attempts = ?, warm_next_attempt_at = ?,
+		warm_instance_id = ?
+		WHERE id = ? AND version = ?`)
+	qSandboxVersion   = prepared(`SELECT version FROM sandboxes WHERE id = ?`)
+	qClaimWarmSandbox = prepared(`UPDATE sandboxes SET is_warm = 0, warm_claimed_at = ?,
+		owner = ?, expires_at = ?, idle_expires_at = ?, last_active_at = ?, version = version + 1
+		WHERE id = (SELECT id FROM sandboxes
+			WHERE is_warm = 1 AND profile_id = ? AND warm_state = ? AND deleted_at IS NULL
+			ORDER BY warm_ready_at, id LIMIT 1)
+		RETURNING ` + sandboxCols)
+	qTransferCargo = prepared(`UPDATE cargos SET owner = ? WHERE id = ?`)
+	qGetSession    = prepared(`SELECT ` + sessionCols + ` FROM sessions WHERE id = ?`)
+	qInsertSession = prepared(`INSERT INTO sessions (` + sessionCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qUpdateSession = prepared(`UPDATE sessions SET sandbox_id = ?, profile_id = ?, runtime_type = ?,
+		container_id = ?, endpoint = ?, containers = ?, desired_state = ?, observed_state = ?, instance_id = ?,
+		created_at = ?, started_at = ?, last_observed_at = ? WHERE id = ?`)
+	qDeleteSession = prepared(`DELETE FROM sessions WHERE id = ?`)
+	qGetCargo      = prepared(`SELECT ` + cargoCols + ` FROM cargos WHERE id = ?`)
+	qInsertCargo   = prepared(`INSERT INTO cargos (` + cargoCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qUpdateCargo   = prepared(`UPDATE cargos SET owner = ?, backend = ?, driver_ref = ?, managed = ?,
+		managed_by_sandbox_id = ?, size_limit_mb = ?, created_at = ?, last_accessed_at = ? WHERE id = ?`)
+	qDeleteCargo     = prepared(`DELETE FROM cargos WHERE id = ?`)
+	qGetExecution    = prepared(`SELECT ` + executionCols + ` FROM execution_history WHERE id = ?`)
+	qInsertExecution = prepared(`INSERT INTO execution_history (` + executionCols + `)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qUpdateExecution = prepared(`UPDATE execution_history SET owner = ?, sandbox_id = ?, session_id = ?,
+		exec_type = ?, code = ?, success = ?, execution_time_ms = ?, output = ?, error = ?, payload_ref = ?,
+		description = ?, tags = ?, notes = ?, learn_enabled = ?, learn_status = ?, learn_error = ?,
+		learn_processed_at = ?, created_at = ? WHERE id = ?`)
+	qGetIdempotency = prepared(`SELECT fingerprint, status_code, response, created_at, expires_at
+		FROM idempotency_keys WHERE owner = ? AND key = ?`)
+	qPutIdempotency = prepared(`INSERT INTO idempotency_keys
+		(owner, key, fingerprint, status_code, response, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (owner, key) DO UPDATE SET fingerprint = excluded.fingerprint,
+			status_code = excluded.status_code, response = excluded.response,
+			created_at = excluded.created_at, expires_at = excluded.expires_at
+		WHERE idempotency_keys.expires_at < excluded.created_at`)
+	qDeleteIdempotency        = prepared(`DELETE FROM idempotency_keys WHERE owner = ? AND key = ?`)
+	qDeleteExpiredIdempotency = prepared(`DELETE FROM idempotency_keys WHERE expires_at < ?`)
+	qListAPIKeys              = prepared(`SELECT id, key_hash, key_prefix, owner, active, created_at
+		FROM api_keys WHERE active = 1 ORDER BY created_at, id`)
+	qInsertAPIKey = prepared(`INSERT INTO api_keys (id, key_hash, key_prefix, owner, active, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`)
+	qAcquireLease = prepared(`INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?`)
+	qReleaseLease = prepared(`DELETE FROM leases WHERE name = ? AND holder = ?`)
+)

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -36,11 +38,27 @@ type Options struct {
 type Store struct {
 	queries // reads on the read pool
 
-	path string
-	wdb  *sql.DB // one connection, every Tx (BEGIN IMMEDIATE)
-	rdb  *sql.DB // read-only pool
-	log  *slog.Logger
+	path   string
+	wdb    *sql.DB // one connection, every Tx (BEGIN IMMEDIATE)
+	rdb    *sql.DB // read-only pool
+	wstmts map[string]*sql.Stmt
+	rstmts map[string]*sql.Stmt
+	log    *slog.Logger
+
+	// Background WAL checkpoints (file databases only): every checkpointEvery commits, Tx
+	// kicks the checkpointer goroutine, which runs a PASSIVE checkpoint (it never blocks the
+	// writer). Close stops it.
+	wal           bool
+	commits       atomic.Int64
+	kick          chan struct{}
+	stop, stopped chan struct{}
+	closeOnce     sync.Once
+	closeErr      error
 }
+
+// checkpointEvery is the number of commits between background WAL checkpoints. A lazy create
+// writes about ten pages, so the WAL stays around a few MB.
+const checkpointEvery = 128
 
 var (
 	_ bay.Store  = (*Store)(nil)
@@ -94,7 +112,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		"&_pragma=journal_mode(" + journal + ")" +
 		"&_pragma=synchronous(NORMAL)"
 
-	wdb, err := sql.Open("sqlite", base+params+"&_txlock=immediate")
+	// The write connection does not checkpoint on commit (that fsyncs the database file in the
+	// middle of a request); the checkpointer goroutine does it in the background instead.
+	wdb, err := sql.Open("sqlite", base+params+"&_txlock=immediate&_pragma=wal_autocheckpoint(0)")
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", o.Path, err)
 	}
@@ -119,10 +139,23 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	rdb.SetConnMaxLifetime(0)
 	rdb.SetConnMaxIdleTime(0)
 
-	s := &Store{queries: queries{q: rdb, db: rdb}, path: o.Path, wdb: wdb, rdb: rdb, log: log}
+	s := &Store{path: o.Path, wdb: wdb, rdb: rdb, log: log, wal: o.Path != MemoryPath}
 	if err := s.migrate(ctx); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", o.Path, err)
+	}
+	if s.wstmts, err = prepareAll(ctx, wdb, false); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", o.Path, err)
+	}
+	if s.rstmts, err = prepareAll(ctx, rdb, true); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", o.Path, err)
+	}
+	s.queries = queries{q: rdb, db: rdb, stmts: s.rstmts}
+	if s.wal {
+		s.kick, s.stop, s.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		go s.checkpointer()
 	}
 	return s, nil
 }
@@ -130,9 +163,44 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 // Path returns the database path the Store was opened with.
 func (s *Store) Path() string { return s.path }
 
-// Close closes both pools. In-flight transactions fail.
+// Close stops the checkpointer and closes both pools; SQLite checkpoints the WAL when the last
+// connection closes. In-flight transactions fail. Close is idempotent.
 func (s *Store) Close() error {
-	return errors.Join(s.rdb.Close(), s.wdb.Close())
+	s.closeOnce.Do(func() {
+		if s.stop != nil {
+			close(s.stop)
+			<-s.stopped
+		}
+		closeAll(s.wstmts)
+		closeAll(s.rstmts)
+		s.closeErr = errors.Join(s.rdb.Close(), s.wdb.Close())
+	})
+	return s.closeErr
+}
+
+func (s *Store) checkpointer() {
+	defer close(s.stopped)
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+			if _, _, err := s.checkpoint(context.Background()); err != nil {
+				s.log.Warn("wal checkpoint failed", "err", err)
+			}
+		}
+	}
+}
+
+// checkpoint copies committed WAL frames into the database file without blocking the writer
+// (PASSIVE). It runs on a read-pool connection: a checkpoint changes no data.
+// It returns the WAL's size in pages and how many of them are now in the database file.
+func (s *Store) checkpoint(ctx context.Context) (walPages, done int, err error) {
+	var busy int
+	if err := s.rdb.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &walPages, &done); err != nil {
+		return 0, 0, fmt.Errorf("wal checkpoint: %w", err)
+	}
+	return walPages, done, nil
 }
 
 // Tx runs fn in one write transaction (BEGIN IMMEDIATE on the single write connection):
@@ -153,12 +221,18 @@ func (s *Store) Tx(ctx context.Context, fn func(tx bay.Tx) error) error {
 			_ = sqlTx.Rollback()
 		}
 	}()
-	if err := fn(&txn{queries{q: sqlTx}}); err != nil {
+	if err := fn(&txn{queries{q: sqlTx, tx: sqlTx, stmts: s.wstmts}}); err != nil {
 		return err
 	}
 	done = true
 	if err := sqlTx.Commit(); err != nil {
 		return fmt.Errorf("commit write transaction: %w", err)
+	}
+	if s.wal && s.commits.Add(1)%checkpointEvery == 0 {
+		select {
+		case s.kick <- struct{}{}:
+		default: // one is pending already
+		}
 	}
 	return nil
 }

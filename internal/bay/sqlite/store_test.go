@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"testing/fstest"
@@ -14,7 +15,7 @@ import (
 
 func openFile(t *testing.T, path string) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), Options{Path: path})
+	s, err := Open(t.Context(), Options{Path: path, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,10 +238,16 @@ func TestTwoStoresShareOneFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "bay.db")
 	a, b := openFile(t, path), openFile(t, path)
 	ok1, ok2 := false, false
-	if err := a.Tx(ctx, func(tx bay.Tx) (err error) { ok1, err = tx.AcquireLease(ctx, "gc", "A", time.Unix(0, 0), time.Minute); return err }); err != nil {
+	if err := a.Tx(ctx, func(tx bay.Tx) (err error) {
+		ok1, err = tx.AcquireLease(ctx, "gc", "A", time.Unix(0, 0), time.Minute)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Tx(ctx, func(tx bay.Tx) (err error) { ok2, err = tx.AcquireLease(ctx, "gc", "B", time.Unix(1, 0), time.Minute); return err }); err != nil {
+	if err := b.Tx(ctx, func(tx bay.Tx) (err error) {
+		ok2, err = tx.AcquireLease(ctx, "gc", "B", time.Unix(1, 0), time.Minute)
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if !ok1 || ok2 {
@@ -293,5 +300,31 @@ func TestOpenURL(t *testing.T) {
 	}
 	if _, err := Open(t.Context(), Options{Path: filepath.Join(dir, "missing-dir", "bay.db")}); err == nil {
 		t.Fatal("a path in a missing directory was opened")
+	}
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func TestCheckpointOnReadPool(t *testing.T) {
+	ctx := t.Context()
+	s := openFile(t, filepath.Join(t.TempDir(), "bay.db"))
+	for i := range 10 {
+		sb := &bay.Sandbox{ID: bay.NewID(bay.PrefixSandbox), Owner: "a", ProfileID: "p", WarmAttempts: i}
+		if err := s.Tx(ctx, func(tx bay.Tx) error { return tx.InsertSandbox(ctx, sb) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wal, done, err := s.checkpoint(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wal == 0 || done != wal {
+		t.Fatalf("checkpoint moved %d of %d WAL pages", done, wal)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // idempotent
+		t.Fatal(err)
 	}
 }

@@ -470,7 +470,9 @@ func testSessionUpdateDeleteList(t *testing.T, s bay.Store) {
 	got, _ := s.GetSession(ctx, upd.ID)
 	equal(t, "updated session", fmtSession(got), fmtSession(upd))
 
-	err := s.Tx(ctx, func(tx bay.Tx) error { return tx.UpdateSession(ctx, mk("sess-zzz", "sandbox-1", 0, bay.SessionPending)) })
+	err := s.Tx(ctx, func(tx bay.Tx) error {
+		return tx.UpdateSession(ctx, mk("sess-zzz", "sandbox-1", 0, bay.SessionPending))
+	})
 	wantCode(t, err, bay.ErrNotFound)
 
 	mustTx(t, s, func(tx bay.Tx) error {
