@@ -1,0 +1,64 @@
+// Command bay is Shipyard's control plane daemon: `bay serve` (the default) runs the REST API
+// v1; `bay image build` builds the sandbox image locally without a registry.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shipyard-dev/shipyard/internal/bay/app"
+	"github.com/shipyard-dev/shipyard/internal/imagebuild"
+)
+
+// Version is bay's version, set at link time with -ldflags "-X main.Version=...".
+var Version = "0.1.0-dev"
+
+func main() {
+	if err := root().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "bay:", err)
+		os.Exit(1)
+	}
+}
+
+func root() *cobra.Command {
+	var configFile, addr, logLevel string
+	serve := func(cmd *cobra.Command, _ []string) error {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(strings.ToUpper(logLevel))); err != nil {
+			return fmt.Errorf("--log-level: %w", err)
+		}
+		log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		m := &app.Main{ConfigFile: configFile, Addr: addr, Log: log, Version: Version}
+		return m.Run(ctx)
+	}
+	addServeFlags := func(c *cobra.Command) {
+		c.Flags().StringVarP(&configFile, "config", "c", "", "config file (default: $BAY_CONFIG_FILE, ./config.yaml, /etc/bay/config.yaml)")
+		c.Flags().StringVar(&addr, "addr", "", "listen address host:port (overrides server.host/server.port)")
+		c.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	}
+	rootCmd := &cobra.Command{
+		Use:           "bay",
+		Short:         "Shipyard control plane (REST API v1)",
+		Version:       Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE:          serve,
+	}
+	addServeFlags(rootCmd)
+	serveCmd := &cobra.Command{Use: "serve", Short: "Run the bay daemon (default)", Args: cobra.NoArgs, RunE: serve}
+	addServeFlags(serveCmd)
+
+	rootCmd.AddCommand(serveCmd, imagebuild.Command())
+	rootCmd.SetContext(context.Background())
+	return rootCmd
+}

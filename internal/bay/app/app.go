@@ -1,0 +1,302 @@
+// Package app wires the bay daemon: configuration -> store -> driver -> authentication ->
+// lifecycle service -> background loops (GC, warm pool, idempotency sweep) -> HTTP server.
+// Main.Run serves until its context ends, then drains in-flight requests and stops the loops.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/auth"
+	"github.com/shipyard-dev/shipyard/internal/bay/config"
+	"github.com/shipyard-dev/shipyard/internal/bay/docker"
+	"github.com/shipyard-dev/shipyard/internal/bay/gc"
+	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
+	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
+	"github.com/shipyard-dev/shipyard/internal/bay/warmpool"
+)
+
+var (
+	_ gc.Lifecycle        = (*sandbox.Service)(nil)
+	_ warmpool.Lifecycle  = (*sandbox.Service)(nil)
+	_ sandbox.WarmClaimer = (*warmpool.Pool)(nil)
+	_ httpapi.GCAdmin     = (*gc.Scheduler)(nil)
+)
+
+// Main is the bay daemon. Zero fields take defaults; tests set Addr to 127.0.0.1:0 and may
+// inject Config, Store or Driver.
+type Main struct {
+	// ConfigFile is the --config flag ("" = BAY_CONFIG_FILE or the search paths).
+	ConfigFile string
+	// Env is the environment ("KEY=value"); nil = os.Environ().
+	Env []string
+	// Config, when set, is used instead of loading one.
+	Config *config.Config
+	// Addr overrides server.host:server.port (e.g. "127.0.0.1:0").
+	Addr string
+	// Store and Driver, when set, are used instead of opening the configured ones (the caller
+	// closes them).
+	Store  bay.Store
+	Driver bay.Driver
+	// Log receives every component's logs (default: JSON on stderr at info).
+	Log *slog.Logger
+	// Version is reported by /health.
+	Version string
+	// ShutdownTimeout bounds the drain of in-flight requests (default 30 s).
+	ShutdownTimeout time.Duration
+	// MountMCP, when set, mounts the MCP server returned at /mcp (authenticated). The lead
+	// wires internal/mcp here.
+	MountMCP func(m *Main) http.Handler
+
+	mu      sync.Mutex
+	addr    net.Addr
+	ready   chan struct{}
+	service *sandbox.Service
+	server  *httpapi.Server
+}
+
+// Ready is closed once the server listens (Addr is valid then).
+func (m *Main) Ready() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ready == nil {
+		m.ready = make(chan struct{})
+	}
+	return m.ready
+}
+
+// ListenAddr returns the address the server listens on (after Ready).
+func (m *Main) ListenAddr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.addr == nil {
+		return ""
+	}
+	return m.addr.String()
+}
+
+// Service returns the lifecycle service (after Ready).
+func (m *Main) Service() *sandbox.Service {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.service
+}
+
+// Server returns the HTTP API (after Ready).
+func (m *Main) Server() *httpapi.Server {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.server
+}
+
+// Run builds everything and serves until ctx ends, then shuts down gracefully: the listener
+// closes, in-flight requests drain (bounded by ShutdownTimeout), background loops stop, and
+// the store and driver are closed.
+func (m *Main) Run(ctx context.Context) (err error) {
+	log := m.Log
+	if log == nil {
+		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	env := m.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cfg := m.Config
+	if cfg == nil {
+		cfg, err = config.Load(config.LoadOptions{File: m.ConfigFile, Env: env})
+		if err != nil {
+			return err
+		}
+	}
+	if cfg.File != "" {
+		log.Info("configuration loaded", "file", cfg.File)
+	}
+
+	store := m.Store
+	if store == nil {
+		if !strings.HasPrefix(cfg.Database.URL, "sqlite") {
+			return fmt.Errorf("database.url %q: only SQLite is supported by this build", cfg.Database.URL)
+		}
+		s, err := sqlite.OpenURL(ctx, cfg.Database.URL)
+		if err != nil {
+			return fmt.Errorf("open database: %w", err)
+		}
+		defer s.Close()
+		store = s
+	}
+
+	drv := m.Driver
+	if drv == nil {
+		if cfg.Driver.Type != "docker" {
+			return fmt.Errorf("driver.type %q: only docker is supported by this build", cfg.Driver.Type)
+		}
+		dc := docker.DefaultConfig()
+		dc.Socket = cfg.Driver.Docker.Socket
+		dc.Network = cfg.Driver.Docker.Network
+		dc.ConnectMode = docker.ConnectMode(cfg.Driver.Docker.ConnectMode)
+		dc.HostAddress = cfg.Driver.Docker.HostAddress
+		dc.PublishPorts = cfg.Driver.Docker.PublishPorts
+		dc.HostPort = cfg.Driver.Docker.HostPort
+		d, err := docker.New(dc, log)
+		if err != nil {
+			return fmt.Errorf("docker driver: %w", err)
+		}
+		defer d.Close()
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = d.Ping(pctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("docker engine at %s is not reachable: %w", dc.Socket, err)
+		}
+		drv = d
+	}
+
+	dataDir := lookup(env, config.EnvDataDir)
+	authn, _, err := auth.Provision(ctx, store, cfg, env, dataDir, log)
+	if err != nil {
+		return fmt.Errorf("provision api keys: %w", err)
+	}
+
+	instanceID := cfg.InstanceID()
+	ship := shipclient.New(nil, log)
+	var proxy *bay.Proxy
+	if cfg.Proxy.Enabled {
+		proxy = &bay.Proxy{Enabled: true, HTTPProxy: cfg.Proxy.HTTPProxy, HTTPSProxy: cfg.Proxy.HTTPSProxy,
+			NoProxy: cfg.Proxy.NoProxy, DefaultNoProxy: cfg.Proxy.DefaultNoProxy}
+	}
+	svc := sandbox.New(store, drv, ship, nil, log, sandbox.Config{
+		Profiles:           cfg.Profiles,
+		InstanceID:         instanceID,
+		ReadinessTimeout:   cfg.Session.ReadinessTimeout,
+		DefaultCargoSizeMB: cfg.Cargo.DefaultSizeLimitMB,
+		Proxy:              proxy,
+		SkillsRoot:         cfg.Skills.RootPath,
+	})
+	idem := idempotency.New(store, nil, idempotency.Config{Enabled: cfg.Idempotency.Enabled, TTL: cfg.Idempotency.TTL()}, log)
+
+	gcc := gc.Config{
+		Enabled: cfg.GC.Enabled, RunOnStartup: cfg.GC.RunOnStartup, Interval: cfg.GC.Interval,
+		InstanceID: instanceID, BootID: svc.BootID(),
+		Tasks: map[string]bool{
+			gc.TaskIdleSession: cfg.GC.IdleSession.Enabled, gc.TaskExpiredSandbox: cfg.GC.ExpiredSandbox.Enabled,
+			gc.TaskOrphanCargo: cfg.GC.OrphanCargo.Enabled, gc.TaskOrphanContainer: cfg.GC.OrphanContainer.Enabled,
+		},
+		OrphanGrace:           cfg.GC.OrphanContainer.Grace,
+		OrphanContainerDryRun: cfg.GC.OrphanContainer.DryRun,
+		StaleStartAfter:       svc.Config().ReadinessTimeout + svc.Config().StaleStartMargin,
+	}
+	sched := gc.New(store, drv, svc, nil, log, gcc)
+
+	wpc := warmpool.Config{
+		Enabled: cfg.WarmPool.Enabled, InstanceID: instanceID, Interval: cfg.WarmPool.Interval,
+		RunOnStartup: cfg.WarmPool.RunOnStartup, Workers: cfg.WarmPool.WarmupQueueWorkers,
+		QueueSize: cfg.WarmPool.WarmupQueueMaxSize, DropPolicy: cfg.WarmPool.WarmupQueueDropPolicy,
+	}
+	for _, p := range cfg.Profiles {
+		pc := warmpool.ProfileConfig{ProfileID: p.ID, Size: p.WarmPoolSize, RotateTTL: p.WarmRotateTTL, IdleTimeout: p.IdleTimeout}
+		if spec, ok := cfg.ProfileSpec(p.ID); ok {
+			pc.MaxAttempts = spec.WarmupRetryMaxAttempts
+			pc.BackoffBase = time.Duration(spec.WarmupRetryBackoffBaseMS) * time.Millisecond
+			pc.BackoffMax = time.Duration(spec.WarmupRetryBackoffMaxMS) * time.Millisecond
+		}
+		wpc.Profiles = append(wpc.Profiles, pc)
+	}
+	pool := warmpool.New(store, drv, svc, nil, log, wpc)
+	svc.SetWarmClaimer(pool)
+
+	api := httpapi.New(httpapi.Options{
+		Service: svc, Idempotency: idem, Auth: authn, GC: sched, Log: log,
+		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
+	})
+	if m.MountMCP != nil {
+		// MCP spot: the lead mounts internal/mcp here (authenticated like every endpoint).
+		if h := m.MountMCP(m); h != nil {
+			api.Mount("/mcp", h, true)
+		}
+	}
+
+	addr := m.Addr
+	if addr == "" {
+		addr = net.JoinHostPort(cfg.Server.Host, strconv.Itoa(cfg.Server.Port))
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+
+	// Background loops run until bgCtx ends (after the HTTP drain).
+	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	for name, run := range map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(bgCtx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("background loop stopped", "loop", name, "err", err)
+			}
+		}()
+	}
+
+	m.mu.Lock()
+	m.addr, m.service, m.server = ln.Addr(), svc, api
+	if m.ready == nil {
+		m.ready = make(chan struct{})
+	}
+	close(m.ready)
+	m.mu.Unlock()
+	log.Info("bay listening", "addr", ln.Addr().String(), "instance_id", instanceID, "version", m.Version)
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err = <-serveErr:
+		stopBG()
+		wg.Wait()
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: draining in-flight requests")
+	timeout := m.ShutdownTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("drain incomplete, closing remaining connections", "err", err)
+		_ = srv.Close()
+	}
+	stopBG()
+	wg.Wait()
+	log.Info("bay stopped")
+	return nil
+}
+
+func lookup(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,148 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// maxJSONBody bounds a JSON request body (file content of PUT filesystem/files included).
+const maxJSONBody = 64 << 20
+
+var intType = reflect.TypeFor[bayapi.Int]()
+
+// decodeBody decodes a required JSON object body into dst (a pointer to a bayapi request
+// struct) field by field, like the reference's pydantic lax mode: unknown fields are ignored,
+// integers may be integral floats or numeric strings (bayapi.Int), and every problem is
+// reported as a FastAPI-style issue with its location (422). required lists JSON names that
+// must be present and non-null.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required ...string) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return bay.Errorf(bay.CodePayloadTooLarge, "Request body exceeds %d bytes", maxJSONBody)
+		}
+		return bay.Errorf(bay.CodeValidation, "Request body could not be read").WithCause(err)
+	}
+	var is issues
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		is.missing("body")
+		return is.err()
+	}
+	if !json.Valid(raw) {
+		var off int64
+		var se *json.SyntaxError
+		if err := json.Unmarshal(raw, new(any)); errors.As(err, &se) {
+			off = se.Offset
+		}
+		msg := "JSON decode error"
+		is.add("json_invalid", []any{"body", off}, msg, map[string]any{}, map[string]any{"error": "Invalid JSON"})
+		return is.err()
+	}
+	var fields map[string]json.RawMessage
+	if raw[0] != '{' || json.Unmarshal(raw, &fields) != nil {
+		var in any
+		_ = json.Unmarshal(raw, &in)
+		is.add("model_attributes_type", []any{"body"}, "Input should be a valid dictionary or object to extract fields from", in, nil)
+		return is.err()
+	}
+	v := reflect.ValueOf(dst).Elem()
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		if name == "" || name == "-" {
+			continue
+		}
+		fr, ok := fields[name]
+		if !ok {
+			continue
+		}
+		fv := v.Field(i)
+		if string(fr) == "null" {
+			if fv.Kind() != reflect.Pointer && fv.Kind() != reflect.Slice && fv.Kind() != reflect.Map {
+				typ, msg := typeIssue(f.Type)
+				is.add(typ, []any{"body", name}, msg, nil, nil)
+			}
+			continue
+		}
+		if err := json.Unmarshal(fr, fv.Addr().Interface()); err != nil {
+			typ, msg := typeIssue(f.Type)
+			var in any
+			_ = json.Unmarshal(fr, &in)
+			is.add(typ, []any{"body", name}, msg, in, nil)
+		}
+	}
+	for _, name := range required {
+		if fr, ok := fields[name]; !ok || string(fr) == "null" {
+			if !ok {
+				is.missing("body", name)
+			} else {
+				is.add("missing", []any{"body", name}, "Field required", nil, nil)
+			}
+		}
+	}
+	return is.err()
+}
+
+// typeIssue returns the pydantic error type and message for a field of type t.
+func typeIssue(t reflect.Type) (string, string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == intType:
+		return "int_parsing", "Input should be a valid integer"
+	case t.Kind() == reflect.String:
+		return "string_type", "Input should be a valid string"
+	case t.Kind() == reflect.Bool:
+		return "bool_type", "Input should be a valid boolean"
+	case t.Kind() == reflect.Slice:
+		return "list_type", "Input should be a valid list"
+	}
+	return "value_error", "Input is not valid"
+}
+
+// queryInt parses an optional integer query parameter within lo..hi (def when absent).
+func queryInt(r *http.Request, is *issues, name string, def, lo, hi int64) int64 {
+	s, ok := r.URL.Query()[name]
+	if !ok || len(s) == 0 {
+		return def
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(s[0]), 10, 64)
+	if err != nil {
+		is.add("int_parsing", []any{"query", name}, "Input should be a valid integer, unable to parse string as an integer", s[0], nil)
+		return def
+	}
+	is.intRange(v, lo, hi, "query", name)
+	return v
+}
+
+// queryBool parses an optional boolean query parameter (pydantic's accepted spellings).
+func queryBool(r *http.Request, is *issues, name string) *bool {
+	s, ok := r.URL.Query()[name]
+	if !ok || len(s) == 0 {
+		return nil
+	}
+	var v bool
+	switch strings.ToLower(strings.TrimSpace(s[0])) {
+	case "1", "true", "t", "yes", "y", "on":
+		v = true
+	case "0", "false", "f", "no", "n", "off":
+		v = false
+	default:
+		is.add("bool_parsing", []any{"query", name}, "Input should be a valid boolean, unable to interpret input", s[0], nil)
+		return nil
+	}
+	return &v
+}

@@ -1,0 +1,103 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// schemaError is a request that failed schema validation (malformed JSON, missing or badly
+// typed fields, out-of-range values, bad query parameters): 422 validation_error with
+// FastAPI's "detail" list next to the envelope.
+type schemaError struct {
+	issues []bayapi.ValidationIssue
+}
+
+func (e *schemaError) Error() string { return fmt.Sprintf("request validation failed: %d issue(s)", len(e.issues)) }
+
+// issues collects validation issues.
+type issues []bayapi.ValidationIssue
+
+func (is *issues) add(typ string, loc []any, msg string, input any, ctx map[string]any) {
+	*is = append(*is, bayapi.ValidationIssue{Type: typ, Loc: loc, Msg: msg, Input: input, Ctx: ctx})
+}
+
+func (is *issues) missing(loc ...any) {
+	is.add("missing", loc, "Field required", nil, nil)
+}
+
+// intRange checks lo <= v <= hi.
+func (is *issues) intRange(v int64, lo, hi int64, loc ...any) {
+	if v < lo {
+		is.add("greater_than_equal", loc, fmt.Sprintf("Input should be greater than or equal to %d", lo), v, map[string]any{"ge": lo})
+	} else if v > hi {
+		is.add("less_than_equal", loc, fmt.Sprintf("Input should be less than or equal to %d", hi), v, map[string]any{"le": hi})
+	}
+}
+
+func (is issues) err() error {
+	if len(is) == 0 {
+		return nil
+	}
+	return &schemaError{issues: is}
+}
+
+// statusOf is the ONE translation of an error into an HTTP status and envelope: a schema
+// error is 422; a classified *bay.Error gets bayapi.StatusOf(code); anything else is a 500
+// internal_error with a generic message (the cause is logged, never sent).
+func statusOf(err error) (int, bayapi.ErrorEnvelope) {
+	var se *schemaError
+	if errors.As(err, &se) {
+		return http.StatusUnprocessableEntity, bayapi.ErrorEnvelope{
+			Error:  bayapi.ErrorBody{Code: bayapi.CodeValidation, Message: "Request validation failed"},
+			Detail: se.issues,
+		}
+	}
+	var be *bay.Error
+	if errors.As(err, &be) {
+		return bayapi.StatusOf(be.Code), bayapi.ErrorEnvelope{Error: bayapi.ErrorBody{Code: be.Code, Message: be.Message, Details: be.Details}}
+	}
+	return http.StatusInternalServerError, bayapi.ErrorEnvelope{Error: bayapi.ErrorBody{Code: bayapi.CodeInternal, Message: "Internal server error"}}
+}
+
+// writeError writes err in the one envelope with the request id, and logs it (server errors
+// at error level with the cause, client errors at debug).
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	status, env := statusOf(err)
+	env.Error.RequestID = requestID(r.Context())
+	if status >= 500 {
+		log.Error("request failed", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
+			"status", status, "code", env.Error.Code, "err", err)
+	} else {
+		log.Debug("request refused", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
+			"status", status, "code", env.Error.Code, "err", err)
+	}
+	if status == http.StatusServiceUnavailable {
+		if ms, ok := env.Error.Details["retry_after_ms"].(int); ok {
+			w.Header().Set("Retry-After", fmt.Sprint((ms+999)/1000))
+		}
+	}
+	writeJSON(w, status, env)
+}
+
+// writeJSON marshals v and writes it with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal_error","message":"Failed to encode response","request_id":""}}`)
+	}
+	writeRaw(w, status, b)
+}
+
+// writeRaw writes an already encoded JSON body.
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

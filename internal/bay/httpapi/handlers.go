@@ -1,0 +1,599 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+)
+
+// HeaderReplayed is set to "true" on a response replayed from an Idempotency-Key record.
+const HeaderReplayed = "Idempotent-Replayed"
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, s.log, err) }
+
+// ---- meta ----
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, bayapi.HealthResponse{Status: "ok", Version: s.opts.Version})
+}
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+	writeRaw(w, http.StatusOK, s.openapi)
+}
+
+func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
+	var is issues
+	detail := queryBool(r, &is, "detail")
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.svc.ProfileList(detail != nil && *detail))
+}
+
+// ---- idempotent helpers ----
+
+func (s *Server) writeIdem(w http.ResponseWriter, r *http.Request, res idempotency.Response, err error) {
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if res.Replayed {
+		w.Header().Set(HeaderReplayed, "true")
+	}
+	writeRaw(w, res.Status, res.Body)
+}
+
+func (s *Server) idemRequest(r *http.Request, body any) idempotency.Request {
+	return idempotency.Request{
+		Owner: Owner(r.Context()), Key: strings.TrimSpace(r.Header.Get(bayapi.HeaderIdempotencyKey)),
+		Method: r.Method, Path: r.URL.Path, Body: body,
+	}
+}
+
+// ---- sandboxes ----
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.CreateSandboxRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p := sandbox.CreateParams{ProfileID: bayapi.DefaultProfile, CargoID: req.CargoID}
+	if req.Profile != nil {
+		p.ProfileID = *req.Profile
+	}
+	if req.TTL != nil {
+		v := int64(*req.TTL)
+		p.TTL = &v
+	}
+	canon := struct {
+		Profile string  `json:"profile"`
+		CargoID *string `json:"cargo_id"`
+		TTL     *int64  `json:"ttl"`
+	}{p.ProfileID, p.CargoID, p.TTL}
+	owner := Owner(r.Context())
+	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
+		return s.svc.CreateSandbox(ctx, owner, p, hook)
+	})
+	s.writeIdem(w, r, res, err)
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	var is issues
+	limit := queryInt(r, &is, "limit", bayapi.DefaultListLimit, 1, bayapi.MaxListLimit)
+	status := r.URL.Query().Get("status")
+	if !sandbox.ValidStatus(status) {
+		is.add("enum", []any{"query", "status"}, "Input should be 'idle', 'starting', 'ready', 'failed', 'expired' or 'deleted'", status,
+			map[string]any{"expected": "'idle', 'starting', 'ready', 'failed', 'expired' or 'deleted'"})
+	}
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.svc.ListSandboxes(r.Context(), Owner(r.Context()), sandbox.ListParams{Limit: int(limit), Cursor: r.URL.Query().Get("cursor"), Status: status})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	out, err := s.svc.GetSandbox(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.DeleteSandbox(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) extendTTL(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.ExtendTTLRequest
+	if err := decodeBody(w, r, &req, "extend_by"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	by := int64(*req.ExtendBy)
+	if by <= 0 {
+		s.fail(w, r, bay.Errorf(bay.CodeValidation, "extend_by must be a positive integer"))
+		return
+	}
+	id := r.PathValue("sandbox_id")
+	owner := Owner(r.Context())
+	canon := struct {
+		ExtendBy int64 `json:"extend_by"`
+	}{by}
+	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusOK, func(ctx context.Context, hook idempotency.Hook) (any, error) {
+		return s.svc.ExtendTTL(ctx, owner, id, by, hook)
+	})
+	s.writeIdem(w, r, res, err)
+}
+
+func (s *Server) keepalive(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Keepalive(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bayapi.StatusResponse{Status: "ok"})
+}
+
+func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.StopSandbox(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bayapi.StatusResponse{Status: "stopped"})
+}
+
+// ---- capabilities ----
+
+// execTimeout validates an optional timeout (default 30, 1..300).
+func execTimeout(t *bayapi.Int, is *issues) int {
+	if t == nil {
+		return bayapi.DefaultExecTimeout
+	}
+	is.intRange(int64(*t), 1, bayapi.MaxExecTimeout, "body", "timeout")
+	return int(*t)
+}
+
+func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.PythonExecRequest
+	if err := decodeBody(w, r, &req, "code"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var is issues
+	timeout := execTimeout(req.Timeout, &is)
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.svc.ExecPython(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.PythonParams{
+		Code: *req.Code, Timeout: timeout, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.ShellExecRequest
+	if err := decodeBody(w, r, &req, "command"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var is issues
+	timeout := execTimeout(req.Timeout, &is)
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var cwd *string
+	if req.Cwd != nil {
+		c, err := sandbox.ValidatePath("cwd", *req.Cwd)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		cwd = &c
+	}
+	out, err := s.svc.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.ShellParams{
+		Command: *req.Command, Timeout: timeout, Cwd: cwd, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// pathParam reads and validates the path query parameter; def "" = required.
+func pathParam(r *http.Request, def string) (string, error) {
+	vals, ok := r.URL.Query()["path"]
+	if !ok || len(vals) == 0 {
+		if def != "" {
+			return def, nil
+		}
+		var is issues
+		is.missing("query", "path")
+		return "", is.err()
+	}
+	return sandbox.ValidatePath("path", vals[0])
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r, "")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	content, err := s.svc.ReadFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bayapi.FileContentResponse{Content: content})
+}
+
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.WriteFileRequest
+	if err := decodeBody(w, r, &req, "path", "content"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p, err := sandbox.ValidatePath("path", *req.Path)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.svc.WriteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, *req.Content); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bayapi.StatusResponse{Status: "ok"})
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r, "")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.svc.DeleteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bayapi.StatusResponse{Status: "ok"})
+}
+
+func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r, ".")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	entries, err := s.svc.ListDir(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, bayapi.DirectoryResponse{Entries: entries})
+}
+
+// maxFormField bounds a text field of the upload form (spooled in memory).
+const maxFormField = 8 << 10
+
+// upload streams a multipart upload to ship end to end: the request is read part by part
+// (r.MultipartReader); small text fields before the file are kept, the file part is piped
+// into ship's upload request without buffering. The target path is the "path" field (which
+// must precede the file part) or the ?path= query parameter.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	max := s.opts.MaxUploadBytes
+	if max > 0 && r.ContentLength > max+1<<20 {
+		s.fail(w, r, sandbox.ErrTooLarge(max))
+		return
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		var is issues
+		is.add("missing", []any{"body", bayapi.UploadFileField}, "Expected multipart/form-data with a file part", nil, nil)
+		s.fail(w, r, is.err())
+		return
+	}
+	var rawPath *string
+	if v, ok := r.URL.Query()["path"]; ok && len(v) > 0 {
+		rawPath = &v[0]
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var is issues
+			is.add("value_error", []any{"body"}, "Malformed multipart body", nil, nil)
+			s.fail(w, r, is.err())
+			return
+		}
+		switch part.FormName() {
+		case bayapi.UploadPathField:
+			b, err := io.ReadAll(io.LimitReader(part, maxFormField+1))
+			if err != nil || len(b) > maxFormField {
+				s.fail(w, r, bay.Errorf(bay.CodeValidation, "path field unreadable or too long"))
+				return
+			}
+			v := string(b)
+			rawPath = &v
+		case bayapi.UploadFileField:
+			if rawPath == nil {
+				var is issues
+				is.add("missing", []any{"body", bayapi.UploadPathField}, "Field required (send the path field before the file part, or ?path=)", nil, nil)
+				s.fail(w, r, is.err())
+				return
+			}
+			p, err := sandbox.ValidatePath("path", *rawPath)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			n, err := s.svc.Upload(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, part, max)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			// Drain the rest of the form so the client sees our answer, not a reset.
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+			writeJSON(w, http.StatusOK, bayapi.UploadResponse{Status: "ok", Path: p, Size: n})
+			return
+		default:
+			_, _ = io.Copy(io.Discard, io.LimitReader(part, maxFormField))
+		}
+		part.Close()
+	}
+	var is issues
+	if rawPath == nil {
+		is.missing("body", bayapi.UploadPathField)
+	}
+	is.missing("body", bayapi.UploadFileField)
+	s.fail(w, r, is.err())
+}
+
+func (s *Server) download(w http.ResponseWriter, r *http.Request) {
+	p, err := pathParam(r, "")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rc, size, err := s.svc.Download(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", contentDisposition(path.Base(p)))
+	if size >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.Copy(w, rc); err != nil {
+		s.log.Warn("download interrupted", "request_id", requestID(r.Context()), "err", err)
+	}
+}
+
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9!#$&+.^_|~-]+$`)
+
+// contentDisposition is an RFC 6266 attachment header: a plain token filename when possible,
+// else a quoted ASCII fallback plus filename* (RFC 5987) for the exact UTF-8 name.
+func contentDisposition(name string) string {
+	if tokenRE.MatchString(name) {
+		return "attachment; filename=" + name
+	}
+	if v := mime.FormatMediaType("attachment", map[string]string{"filename": name}); v != "" && isASCII(name) {
+		return v
+	}
+	var fb strings.Builder
+	for _, c := range name {
+		switch {
+		case c < 0x20 || c > 0x7e || c == '"' || c == '\\':
+			fb.WriteByte('_')
+		default:
+			fb.WriteRune(c)
+		}
+	}
+	ext := mime.FormatMediaType("attachment", map[string]string{"filename": name})
+	if ext == "" {
+		return `attachment; filename="` + fb.String() + `"`
+	}
+	return `attachment; filename="` + fb.String() + `"; ` + strings.TrimPrefix(ext, "attachment; ")
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// ---- history ----
+
+func execTypeParam(r *http.Request, is *issues) string {
+	t := r.URL.Query().Get("exec_type")
+	switch t {
+	case "", bayapi.ExecPython, bayapi.ExecShell, bayapi.ExecBrowser, bayapi.ExecBrowserBatch:
+		return t
+	}
+	is.add("string_pattern_mismatch", []any{"query", "exec_type"}, "String should match pattern '^(python|shell|browser|browser_batch)$'", t,
+		map[string]any{"pattern": "^(python|shell|browser|browser_batch)$"})
+	return ""
+}
+
+func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) {
+	var is issues
+	p := sandbox.HistoryParams{ExecType: execTypeParam(r, &is)}
+	if v := queryBool(r, &is, "success_only"); v != nil {
+		p.SuccessOnly = *v
+	}
+	p.Limit = int(queryInt(r, &is, "limit", bayapi.DefaultHistLimit, 1, bayapi.MaxHistLimit))
+	p.Offset = int(queryInt(r, &is, "offset", 0, 0, 1<<31-1))
+	if v, ok := r.URL.Query()["tags"]; ok && len(v) > 0 {
+		p.Tags = &v[0]
+	}
+	p.HasNotes = queryBool(r, &is, "has_notes")
+	p.HasDescription = queryBool(r, &is, "has_description")
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.svc.ListHistory(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) lastHistory(w http.ResponseWriter, r *http.Request) {
+	var is issues
+	t := execTypeParam(r, &is)
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.svc.LastExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), t)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) {
+	out, err := s.svc.GetExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) annotateHistory(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.AnnotateExecutionRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.svc.AnnotateExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"),
+		req.Description, req.Tags, req.Notes)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ---- cargos ----
+
+func (s *Server) createCargo(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.CreateCargoRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var size *int64
+	if req.SizeLimitMB != nil {
+		var is issues
+		is.intRange(int64(*req.SizeLimitMB), 1, 65536, "body", "size_limit_mb")
+		if err := is.err(); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		v := int64(*req.SizeLimitMB)
+		size = &v
+	}
+	canon := struct {
+		SizeLimitMB *int64 `json:"size_limit_mb"`
+	}{size}
+	owner := Owner(r.Context())
+	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
+		return s.svc.CreateCargo(ctx, owner, size, hook)
+	})
+	s.writeIdem(w, r, res, err)
+}
+
+func (s *Server) listCargos(w http.ResponseWriter, r *http.Request) {
+	var is issues
+	limit := queryInt(r, &is, "limit", bayapi.DefaultListLimit, 1, bayapi.MaxListLimit)
+	managed := queryBool(r, &is, "managed")
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.svc.ListCargos(r.Context(), Owner(r.Context()), managed != nil && *managed, int(limit), r.URL.Query().Get("cursor"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getCargo(w http.ResponseWriter, r *http.Request) {
+	out, err := s.svc.GetCargo(r.Context(), Owner(r.Context()), r.PathValue("cargo_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) deleteCargo(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.DeleteCargo(r.Context(), Owner(r.Context()), r.PathValue("cargo_id")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ---- admin ----
+
+var errGCUnavailable = errors.New("gc unavailable")
+
+func (s *Server) gcRun(w http.ResponseWriter, r *http.Request) {
+	if s.opts.GC == nil {
+		s.fail(w, r, bay.Errorf(bay.CodeUnavailable, "GC scheduler is not available").WithCause(errGCUnavailable))
+		return
+	}
+	s.opts.GC.HandleRun(w, r)
+}
+
+func (s *Server) gcStatus(w http.ResponseWriter, r *http.Request) {
+	if s.opts.GC == nil {
+		s.fail(w, r, bay.Errorf(bay.CodeUnavailable, "GC scheduler is not available").WithCause(errGCUnavailable))
+		return
+	}
+	s.opts.GC.HandleStatus(w, r)
+}

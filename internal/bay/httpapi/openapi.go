@@ -1,0 +1,218 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+)
+
+var (
+	timeType = reflect.TypeFor[bayapi.Time]()
+	anyType  = reflect.TypeFor[any]()
+)
+
+// buildOpenAPI renders the OpenAPI 3.1 document from the route table: every registered route
+// is an operation, and schemas are derived from the Go wire types of api/bayapi by reflection
+// (json tags; pointers and slices are nullable; bayapi.Time is a date-time string without an
+// offset; bayapi.Int is an integer that also accepts numeric strings).
+func (s *Server) buildOpenAPI() []byte {
+	g := &schemaGen{defs: map[string]any{}}
+	paths := map[string]map[string]any{}
+	for _, rt := range s.routes {
+		op := map[string]any{
+			"operationId": rt.doc.id,
+			"summary":     rt.doc.summary,
+			"tags":        []string{rt.doc.tag},
+		}
+		var params []any
+		for _, name := range pathParams(rt.pattern) {
+			params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+		for _, q := range rt.doc.query {
+			sch := map[string]any{"type": q.typ}
+			if len(q.enum) > 0 {
+				sch["enum"] = q.enum
+			}
+			p := map[string]any{"name": q.name, "in": "query", "required": q.required, "schema": sch}
+			if q.desc != "" {
+				p["description"] = q.desc
+			}
+			params = append(params, p)
+		}
+		if rt.doc.idempotent {
+			params = append(params, map[string]any{"name": bayapi.HeaderIdempotencyKey, "in": "header", "required": false,
+				"description": "1-128 characters of A-Z a-z 0-9 _ -; scoped to owner, method and path",
+				"schema":      map[string]any{"type": "string", "pattern": "^[A-Za-z0-9_-]{1,128}$"}})
+		}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		switch {
+		case rt.doc.multipart:
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{"multipart/form-data": map[string]any{
+				"schema": map[string]any{"type": "object", "required": []string{"file"}, "properties": map[string]any{
+					"path": map[string]any{"type": "string"}, "file": map[string]any{"type": "string", "contentMediaType": "application/octet-stream"},
+				}},
+			}}}
+		case rt.doc.request != nil:
+			op["requestBody"] = map[string]any{"required": !rt.doc.optionalReq, "content": map[string]any{
+				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.doc.request))},
+			}}
+		}
+		responses := map[string]any{}
+		code := itoa(rt.doc.status)
+		switch {
+		case rt.doc.websocket:
+			responses[code] = map[string]any{"description": "Switching protocols to a WebSocket proxied to the sandbox terminal"}
+		case rt.doc.binary:
+			responses[code] = map[string]any{"description": "File content", "content": map[string]any{
+				"application/octet-stream": map[string]any{"schema": map[string]any{"type": "string", "contentMediaType": "application/octet-stream"}}}}
+		case rt.doc.response != nil:
+			responses[code] = map[string]any{"description": "Success", "content": map[string]any{
+				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.doc.response))}}}
+		default:
+			responses[code] = map[string]any{"description": "Success (no content)"}
+		}
+		responses["default"] = map[string]any{"description": "Error (the one envelope)", "content": map[string]any{
+			"application/json": map[string]any{"schema": g.schema(reflect.TypeFor[bayapi.ErrorEnvelope]())}}}
+		op["responses"] = responses
+		if rt.auth {
+			op["security"] = []any{map[string]any{"bearer": []string{}}}
+		} else {
+			op["security"] = []any{}
+		}
+		if paths[rt.pattern] == nil {
+			paths[rt.pattern] = map[string]any{}
+		}
+		paths[rt.pattern][strings.ToLower(rt.method)] = op
+	}
+	doc := map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{
+			"title":       "Bay API",
+			"version":     s.opts.Version,
+			"description": "Shipyard control plane, API v1 (wire-compatible with Shipyard Neo).",
+		},
+		"paths": paths,
+		"components": map[string]any{
+			"schemas":         g.defs,
+			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
+		},
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic("httpapi: openapi document: " + err.Error())
+	}
+	return b
+}
+
+var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+func pathParams(pattern string) []string {
+	var out []string
+	for _, m := range pathParamRE.FindAllStringSubmatch(pattern, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+type schemaGen struct{ defs map[string]any }
+
+func (g *schemaGen) schema(t reflect.Type) map[string]any {
+	nullable := false
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+		nullable = true
+	}
+	var s map[string]any
+	switch {
+	case t == timeType:
+		s = map[string]any{"type": "string", "format": "date-time", "description": "UTC, ISO-8601 without offset"}
+	case t == intType:
+		s = map[string]any{"type": "integer"}
+	case t == anyType:
+		return map[string]any{}
+	}
+	if s == nil {
+		switch t.Kind() {
+		case reflect.String:
+			s = map[string]any{"type": "string"}
+		case reflect.Bool:
+			s = map[string]any{"type": "boolean"}
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64:
+			s = map[string]any{"type": "integer"}
+		case reflect.Float32, reflect.Float64:
+			s = map[string]any{"type": "number"}
+		case reflect.Slice:
+			s = map[string]any{"type": "array", "items": g.schema(t.Elem())}
+			nullable = true
+		case reflect.Map:
+			s = map[string]any{"type": "object", "additionalProperties": g.schema(t.Elem())}
+			nullable = nullable || t.Elem() != anyType
+		case reflect.Struct:
+			name := t.Name()
+			if _, ok := g.defs[name]; !ok {
+				g.defs[name] = map[string]any{} // break cycles
+				g.defs[name] = g.structSchema(t)
+			}
+			s = map[string]any{"$ref": "#/components/schemas/" + name}
+		default:
+			s = map[string]any{}
+		}
+	}
+	if nullable {
+		if ref, ok := s["$ref"]; ok {
+			return map[string]any{"anyOf": []any{map[string]any{"$ref": ref}, map[string]any{"type": "null"}}}
+		}
+		if typ, ok := s["type"].(string); ok {
+			s["type"] = []string{typ, "null"}
+		}
+	}
+	return s
+}
+
+func (g *schemaGen) structSchema(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := strings.Split(f.Tag.Get("json"), ",")
+		name := tag[0]
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		props[name] = g.schema(f.Type)
+		omitempty := len(tag) > 1 && strings.Contains(f.Tag.Get("json"), "omitempty")
+		if f.Type.Kind() != reflect.Pointer && !omitempty {
+			required = append(required, name)
+		}
+	}
+	sort.Strings(required)
+	out := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	return out
+}
+
+// Routes lists the registered API routes as "METHOD pattern" (used by tests and tooling).
+func (s *Server) Routes() []string {
+	out := make([]string, 0, len(s.routes))
+	for _, rt := range s.routes {
+		out = append(out, rt.method+" "+rt.pattern)
+	}
+	return out
+}
+
+// OpenAPI returns the served OpenAPI document.
+func (s *Server) OpenAPI() []byte { return s.openapi }

@@ -1,0 +1,253 @@
+// Package httpapi is bay's HTTP API v1: a thin layer that decodes and validates requests,
+// calls the lifecycle service (internal/bay/sandbox) and encodes responses. Errors of every
+// kind (domain errors, schema validation, unknown routes, wrong methods, panics) leave in the
+// one envelope of api/bayapi with the request id; the code-to-status translation lives in
+// statusOf (errors.go) and nowhere else. The routes are declared once (routes.go) and that
+// table drives both the ServeMux and the OpenAPI document served at /openapi.json.
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+)
+
+// Authenticator maps a request to the owner it acts as (internal/bay/auth.Authenticator).
+// Errors should be *bay.Error (unauthorized); others are reported as 401 too.
+type Authenticator interface {
+	Authenticate(r *http.Request) (owner string, err error)
+}
+
+// GCAdmin serves the admin GC endpoints (internal/bay/gc.Scheduler). Without one, both
+// endpoints answer 503 unavailable.
+type GCAdmin interface {
+	HandleRun(w http.ResponseWriter, r *http.Request)
+	HandleStatus(w http.ResponseWriter, r *http.Request)
+}
+
+// Options configures a Server.
+type Options struct {
+	Service     *sandbox.Service
+	Idempotency *idempotency.Manager
+	Auth        Authenticator
+	GC          GCAdmin // nil: admin endpoints answer 503 unavailable
+	Log         *slog.Logger
+	Version     string // reported by /health and the OpenAPI document
+	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
+	MaxUploadBytes int64
+	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
+	// (default 60 s).
+	TerminalTouchInterval time.Duration
+}
+
+// Server is the HTTP API. Create it with New and serve Handler().
+type Server struct {
+	opts Options
+	svc  *sandbox.Service
+	idem *idempotency.Manager
+	log  *slog.Logger
+	mux  *http.ServeMux
+
+	mu      sync.Mutex
+	mounted map[string]http.Handler // extra handlers (e.g. /mcp), by pattern
+	routes  []route
+	openapi []byte
+}
+
+type ctxKey int
+
+const (
+	ctxRequestID ctxKey = iota
+	ctxOwner
+)
+
+func requestID(ctx context.Context) string {
+	s, _ := ctx.Value(ctxRequestID).(string)
+	return s
+}
+
+// Owner returns the authenticated owner of a request handled by the Server ("" if none).
+func Owner(ctx context.Context) string {
+	s, _ := ctx.Value(ctxOwner).(string)
+	return s
+}
+
+// RequestID returns the request id of a request handled by the Server.
+func RequestID(ctx context.Context) string { return requestID(ctx) }
+
+// New returns a server with every route of routes.go registered.
+func New(opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	if opts.TerminalTouchInterval <= 0 {
+		opts.TerminalTouchInterval = time.Minute
+	}
+	if opts.Idempotency == nil {
+		opts.Idempotency = idempotency.New(opts.Service.Store(), nil, idempotency.Config{Enabled: false}, opts.Log)
+	}
+	s := &Server{
+		opts: opts, svc: opts.Service, idem: opts.Idempotency,
+		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
+	}
+	s.routes = s.routeTable()
+	for _, rt := range s.routes {
+		h := http.Handler(rt.handler)
+		if rt.auth {
+			h = s.authenticated(h)
+		}
+		s.mux.Handle(rt.method+" "+rt.pattern, h)
+	}
+	s.openapi = s.buildOpenAPI()
+	return s
+}
+
+// Mount registers an extra handler (for example the MCP server at /mcp). With authenticated
+// set, the owner is resolved first (Owner(r.Context())). Mount must be called before serving.
+func (s *Server) Mount(pattern string, h http.Handler, authenticated bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if authenticated {
+		h = s.authenticated(h)
+	}
+	s.mounted[pattern] = h
+	s.mux.Handle(pattern, h)
+}
+
+// Handler returns the root handler: panic recovery, request ids, the mux, and enveloped 404 /
+// 405 / 307 answers for what the mux does not route.
+func (s *Server) Handler() http.Handler {
+	return s.recoverer(s.withRequestID(http.HandlerFunc(s.route)))
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	// Not routed: find out whether the path exists with another method (405) or exists
+	// without its trailing slash (307, as the reference's Starlette did), else 404.
+	if p := r.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path = strings.TrimRight(p, "/")
+		if _, pat := s.mux.Handler(r2); pat != "" {
+			u := *r.URL
+			u.Path = r2.URL.Path
+			http.Redirect(w, r, u.String(), http.StatusTemporaryRedirect)
+			return
+		}
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, pat := s.mux.Handler(r2); pat != "" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, r, s.log, bay.Errorf(bay.CodeMethodNotAllowed, "Method %s not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	writeError(w, r, s.log, bay.Errorf(bay.CodeNotFound, "Not found: %s", r.URL.Path))
+}
+
+// withRequestID reads X-Request-Id (any non-empty value up to 200 bytes) or generates one,
+// stores it in the context and echoes it on every response.
+func (s *Server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(bayapi.HeaderRequestID)
+		if id == "" || len(id) > 200 {
+			id = newRequestID()
+		}
+		w.Header().Set(bayapi.HeaderRequestID, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
+	})
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// recoverer turns a panic into a 500 internal_error envelope (logged with the stack). A panic
+// after the response started only aborts the connection.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tw := &trackingWriter{ResponseWriter: w}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
+				"request_id", requestID(r.Context()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			if tw.wrote {
+				panic(http.ErrAbortHandler)
+			}
+			writeError(tw, r, s.log, bay.Errorf(bay.CodeInternal, "Internal server error"))
+		}()
+		next.ServeHTTP(tw, r)
+	})
+}
+
+// trackingWriter records whether the response has started.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackingWriter) WriteHeader(code int) { t.wrote = true; t.ResponseWriter.WriteHeader(code) }
+func (t *trackingWriter) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+func (t *trackingWriter) Flush() {
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		t.wrote = true
+		f.Flush()
+	}
+}
+
+// authenticated resolves the owner or answers 401.
+func (s *Server) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Auth == nil {
+			writeError(w, r, s.log, bay.Errorf(bay.CodeUnauthorized, "Authentication required"))
+			return
+		}
+		owner, err := s.opts.Auth.Authenticate(r)
+		if err != nil {
+			if bay.ErrorCode(err) == bay.CodeInternal {
+				err = bay.Errorf(bay.CodeUnauthorized, "Authentication required").WithCause(err)
+			}
+			writeError(w, r, s.log, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxOwner, owner)))
+	})
+}

@@ -1,0 +1,365 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// ValidatePath validates a workspace-relative path exactly as contract 3.5 and returns its
+// normalised form ("." for the root). field names the request field ("path" or "cwd") in the
+// invalid_path error's details {field, reason}; reasons: empty_path, null_byte, absolute_path,
+// path_traversal.
+func ValidatePath(field, p string) (string, error) {
+	bad := func(reason, msg string) error {
+		return bay.Errorf(bay.CodeInvalidPath, "%s", msg).WithDetails(map[string]any{"field": field, "reason": reason})
+	}
+	switch {
+	case p == "":
+		return "", bad("empty_path", field+" cannot be empty")
+	case strings.ContainsRune(p, 0):
+		return "", bad("null_byte", field+" contains invalid characters")
+	case strings.HasPrefix(p, "/"):
+		return "", bad("absolute_path", field+" must be a relative path")
+	}
+	var stack []string
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if len(stack) == 0 {
+				return "", bad("path_traversal", field+" escapes workspace boundary")
+			}
+			stack = stack[:len(stack)-1]
+		default:
+			stack = append(stack, c)
+		}
+	}
+	if len(stack) == 0 {
+		return ".", nil
+	}
+	return strings.Join(stack, "/"), nil
+}
+
+// NormalizeTags normalises a comma-separated tag list: split, trim, drop empty, dedupe, sort,
+// join with ","; empty -> nil.
+func NormalizeTags(tags *string) *string {
+	if tags == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range strings.Split(*tags, ",") {
+		t = strings.TrimSpace(t)
+		if t != "" && !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	sort.Strings(out)
+	j := strings.Join(out, ",")
+	return &j
+}
+
+// target resolves a capability call: the owner's sandbox (not_found), the profile's capability
+// (capability_not_supported), then EnsureRunning.
+func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, error) {
+	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	prof := s.Profile(sb.ProfileID)
+	if prof == nil {
+		return nil, nil, bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
+			WithDetails(map[string]any{"capability": capability})
+	}
+	if !prof.HasCapability(capability) {
+		return nil, nil, bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
+			WithDetails(map[string]any{"capability": capability, "available": prof.Capabilities()})
+	}
+	if sb.Expired(s.now()) {
+		return nil, nil, expiredErr(sb)
+	}
+	sess, err := s.EnsureRunning(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.checkRuntimeCapability(ctx, sess, capability); err != nil {
+		return nil, nil, err
+	}
+	return sb, sess, nil
+}
+
+// checkRuntimeCapability is the level-2 check against the runtime's cached /meta. A runtime
+// whose /meta cannot be read is not refused here (the call itself will tell).
+func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, capability string) error {
+	m, err := s.ship.Meta(ctx, sess.Endpoint)
+	if err != nil {
+		s.runtimeUnreachable(sess, err)
+		s.log.Warn("runtime /meta unavailable", "session_id", sess.ID, "err", err)
+		return nil
+	}
+	if len(m.Capabilities) == 0 {
+		return nil
+	}
+	if _, ok := m.Capabilities[capability]; ok {
+		return nil
+	}
+	avail := make([]string, 0, len(m.Capabilities))
+	for k := range m.Capabilities {
+		avail = append(avail, k)
+	}
+	sort.Strings(avail)
+	return bay.Errorf(bay.CodeCapabilityNotSupported, "Runtime does not support capability: %s", capability).
+		WithDetails(map[string]any{"capability": capability, "available": avail})
+}
+
+// shipFailed records a failed runtime call (unreachable -> re-probe next time) and returns err.
+func (s *Service) shipFailed(sess *bay.Session, err error) error {
+	s.runtimeUnreachable(sess, err)
+	return err
+}
+
+// PythonParams are the inputs of ExecPython (timeout already validated 1..300).
+type PythonParams struct {
+	Code        string
+	Timeout     int
+	IncludeCode bool
+	Description *string
+	Tags        *string
+}
+
+// ExecPython runs code in the sandbox's kernel and records an execution-history row after the
+// call returns (a call that fails with an error records nothing). execution_time_ms covers
+// the runtime call only, not a cold start.
+func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonParams) (*bayapi.PythonExecResponse, error) {
+	sb, sess, err := s.target(ctx, owner, id, bayapi.CapPython)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	r, err := s.ship.ExecPython(ctx, sess.Endpoint, shipapi.ExecPythonRequest{Code: p.Code, Timeout: p.Timeout})
+	if err != nil {
+		return nil, s.shipFailed(sess, err)
+	}
+	ms := time.Since(began).Milliseconds()
+	if r.Output.Images == nil {
+		r.Output.Images = []map[string]string{}
+	}
+	resp := &bayapi.PythonExecResponse{
+		Success: r.Success, Output: r.Output.Text, Error: r.Error,
+		Data:            bayapi.PythonExecData{ExecutionCount: r.ExecutionCount, Output: r.Output},
+		ExecutionTimeMS: ms,
+	}
+	if p.IncludeCode {
+		c := p.Code
+		resp.Code = &c
+	}
+	out := r.Output.Text
+	resp.ExecutionID, err = s.recordExecution(ctx, sb, sess, bayapi.ExecPython, p.Code, r.Success, ms, &out, r.Error, p.Description, p.Tags)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// ShellParams are the inputs of ExecShell (timeout validated; Cwd already normalised).
+type ShellParams struct {
+	Command     string
+	Timeout     int
+	Cwd         *string
+	IncludeCode bool
+	Description *string
+	Tags        *string
+}
+
+// ExecShell runs a command and records an execution-history row. error is ship's error, or its
+// stderr when there is none.
+func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams) (*bayapi.ShellExecResponse, error) {
+	sb, sess, err := s.target(ctx, owner, id, bayapi.CapShell)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	t := p.Timeout
+	r, err := s.ship.ExecShell(ctx, sess.Endpoint, shipapi.ExecShellRequest{Command: p.Command, Timeout: &t, Cwd: p.Cwd})
+	if err != nil {
+		return nil, s.shipFailed(sess, err)
+	}
+	ms := time.Since(began).Milliseconds()
+	errText := r.Error
+	if errText == nil || *errText == "" {
+		errText = nil
+		if se := strings.TrimSpace(r.Stderr); se != "" {
+			errText = &se
+		}
+	}
+	resp := &bayapi.ShellExecResponse{
+		Success: r.ReturnCode == 0 && r.Success, Output: strings.TrimSpace(r.Stdout), Error: errText,
+		ExitCode: r.ReturnCode, ExecutionTimeMS: ms,
+	}
+	if p.IncludeCode {
+		c := p.Command
+		resp.Command = &c
+	}
+	out := resp.Output
+	resp.ExecutionID, err = s.recordExecution(ctx, sb, sess, bayapi.ExecShell, p.Command, resp.Success, ms, &out, errText, p.Description, p.Tags)
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (s *Service) recordExecution(ctx context.Context, sb *bay.Sandbox, sess *bay.Session, typ, code string, ok bool, ms int64, output, errText, desc, tags *string) (string, error) {
+	e := &bay.Execution{
+		ID: bay.NewID(bay.PrefixExecution), Owner: sb.Owner, SandboxID: sb.ID, SessionID: sess.ID,
+		ExecType: typ, Code: code, Success: ok, ExecutionTimeMS: ms, Output: output, Error: errText,
+		Description: desc, Tags: NormalizeTags(tags), CreatedAt: s.now(),
+	}
+	// Detached: the runtime already did the work; the record must not be lost to a client
+	// that hangs up now.
+	dctx, cancel := detached(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.store.Tx(dctx, func(tx bay.Tx) error { return tx.InsertExecution(dctx, e) }); err != nil {
+		return "", internal("Failed to record execution history", err)
+	}
+	return e.ID, nil
+}
+
+// ReadFile returns a text file's content. path is normalised already.
+func (s *Service) ReadFile(ctx context.Context, owner, id, path string) (string, error) {
+	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	if err != nil {
+		return "", err
+	}
+	r, err := s.ship.ReadFile(ctx, sess.Endpoint, path)
+	if err != nil {
+		return "", s.shipFailed(sess, err)
+	}
+	return r.Content, nil
+}
+
+// WriteFile writes a text file (parents created, overwritten).
+func (s *Service) WriteFile(ctx context.Context, owner, id, path, content string) error {
+	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	if err != nil {
+		return err
+	}
+	if _, err := s.ship.WriteFile(ctx, sess.Endpoint, path, content); err != nil {
+		return s.shipFailed(sess, err)
+	}
+	return nil
+}
+
+// DeleteFile deletes a file or a directory tree. The workspace root itself is refused
+// (invalid_path, reason workspace_root): the reference wiped the whole workspace on "." .
+func (s *Service) DeleteFile(ctx context.Context, owner, id, path string) error {
+	if path == "." || path == "" {
+		return bay.Errorf(bay.CodeInvalidPath, "path cannot be the workspace root").
+			WithDetails(map[string]any{"field": "path", "reason": "workspace_root"})
+	}
+	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	if err != nil {
+		return err
+	}
+	if err := s.ship.DeleteFile(ctx, sess.Endpoint, path); err != nil {
+		return s.shipFailed(sess, err)
+	}
+	return nil
+}
+
+// ListDir lists a directory (hidden entries omitted, as the reference).
+func (s *Service) ListDir(ctx context.Context, owner, id, path string) ([]shipapi.FileInfo, error) {
+	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.ship.ListDir(ctx, sess.Endpoint, path, false)
+	if err != nil {
+		return nil, s.shipFailed(sess, err)
+	}
+	if r.Files == nil {
+		r.Files = []shipapi.FileInfo{}
+	}
+	return r.Files, nil
+}
+
+// ErrTooLarge is the error of an upload over the size limit (payload_too_large, 413).
+func ErrTooLarge(limit int64) *bay.Error {
+	return bay.Errorf(bay.CodePayloadTooLarge, "Upload exceeds the limit of %d bytes", limit).WithDetails(map[string]any{"max_bytes": limit})
+}
+
+// limitReader fails with ErrTooLarge once more than n bytes were read.
+type limitReader struct {
+	r     io.Reader
+	n     int64 // remaining
+	limit int64
+	read  int64
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.limit > 0 && int64(len(p)) > l.n+1 {
+		p = p[:l.n+1]
+	}
+	n, err := l.r.Read(p)
+	l.read += int64(n)
+	if l.limit > 0 {
+		l.n -= int64(n)
+		if l.n < 0 {
+			return n, ErrTooLarge(l.limit)
+		}
+	}
+	return n, err
+}
+
+// Upload streams src into the file at path (normalised already), failing with
+// payload_too_large once more than maxBytes (> 0) were read. It returns the byte count.
+func (s *Service) Upload(ctx context.Context, owner, id, path string, src io.Reader, maxBytes int64) (int64, error) {
+	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	if err != nil {
+		return 0, err
+	}
+	lr := &limitReader{r: src, n: maxBytes, limit: maxBytes}
+	if _, err := s.ship.Upload(ctx, sess.Endpoint, path, lr); err != nil {
+		var be *bay.Error
+		if errors.As(err, &be) && be.Code == bay.CodePayloadTooLarge {
+			return 0, err
+		}
+		return 0, s.shipFailed(sess, err)
+	}
+	return lr.read, nil
+}
+
+// Download opens the file at path for streaming; the caller closes the reader. size is -1
+// when unknown.
+func (s *Service) Download(ctx context.Context, owner, id, path string) (io.ReadCloser, int64, error) {
+	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	if err != nil {
+		return nil, 0, err
+	}
+	rc, n, err := s.ship.Download(ctx, sess.Endpoint, path)
+	if err != nil {
+		return nil, 0, s.shipFailed(sess, err)
+	}
+	return rc, n, nil
+}
+
+// TerminalEndpoint ensures the sandbox runs (terminal requires the shell capability) and
+// returns the runtime endpoint whose /term/ws the caller proxies.
+func (s *Service) TerminalEndpoint(ctx context.Context, owner, id string) (string, error) {
+	_, sess, err := s.target(ctx, owner, id, bayapi.CapShell)
+	if err != nil {
+		return "", err
+	}
+	return sess.Endpoint, nil
+}

@@ -1,0 +1,573 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// CreateParams are the inputs of CreateSandbox (already schema-validated).
+type CreateParams struct {
+	ProfileID string  // "" = python-default
+	CargoID   *string // an external cargo of the caller; nil = a new managed cargo
+	TTL       *int64  // seconds; nil, 0 or negative = no expiry
+}
+
+// CreateSandbox creates a sandbox (lazily: no container is started). Without a cargo id it
+// first tries to claim a warm sandbox of the profile; otherwise it creates a managed cargo and
+// its volume (the volume is removed again if the database write fails). hook (may be nil) runs
+// inside the transaction that inserts the rows.
+//
+// Errors: validation_error "Invalid profile: X" (400); not_found "Cargo not found: X"; conflict
+// (409) when cargo_id names a managed cargo (it belongs to another sandbox); internal_error when
+// the volume cannot be created.
+func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParams, hook TxHook) (*bayapi.SandboxResponse, error) {
+	if p.ProfileID == "" {
+		p.ProfileID = bayapi.DefaultProfile
+	}
+	prof := s.Profile(p.ProfileID)
+	if prof == nil {
+		return nil, bay.Errorf(bay.CodeValidation, "Invalid profile: %s", p.ProfileID)
+	}
+	now := s.now()
+	var expires *time.Time
+	if p.TTL != nil && *p.TTL > 0 {
+		t := now.Add(time.Duration(*p.TTL) * time.Second)
+		expires = &t
+	}
+
+	if p.CargoID != nil {
+		return s.createOnCargo(ctx, owner, prof, *p.CargoID, now, expires, hook)
+	}
+	if w := s.warmClaimer(); w != nil && w.WarmPoolEnabled(prof.ID) {
+		resp, sb, err := s.claimWarm(ctx, owner, prof, now, expires, hook)
+		if err != nil {
+			return nil, err
+		}
+		if resp != nil {
+			w.Claimed(context.WithoutCancel(ctx), sb)
+			return resp, nil
+		}
+	}
+
+	sb := &bay.Sandbox{
+		ID: bay.NewID(bay.PrefixSandbox), Owner: owner, ProfileID: prof.ID,
+		ExpiresAt: expires, CreatedAt: now, LastActiveAt: now,
+	}
+	return s.createManaged(ctx, sb, now, hook)
+}
+
+// CreateWarmSandbox creates a warm sandbox of profileID for the warm pool of instanceID: a
+// managed cargo (and its volume) and a sandbox row owned by bay.OwnerWarmPool, IsWarm,
+// WarmState pending, no TTL and no session. It never claims.
+func (s *Service) CreateWarmSandbox(ctx context.Context, profileID, instanceID string) (*bay.Sandbox, error) {
+	prof := s.Profile(profileID)
+	if prof == nil {
+		return nil, bay.Errorf(bay.CodeValidation, "Invalid profile: %s", profileID)
+	}
+	now := s.now()
+	sb := &bay.Sandbox{
+		ID: bay.NewID(bay.PrefixSandbox), Owner: bay.OwnerWarmPool, ProfileID: prof.ID,
+		CreatedAt: now, LastActiveAt: now, IsWarm: true, WarmState: bay.WarmPending, WarmInstanceID: instanceID,
+	}
+	if _, err := s.createManaged(ctx, sb, now, nil); err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+// createManaged inserts sb with a new managed cargo (its volume created first unless
+// LazyVolume; removed again if the database write fails).
+func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.Time, hook TxHook) (*bayapi.SandboxResponse, error) {
+	cargo := &bay.Cargo{
+		ID: bay.NewID(bay.PrefixCargo), Owner: sb.Owner, Backend: bay.BackendDockerVolume,
+		Managed: true, ManagedBySandboxID: sb.ID, SizeLimitMB: s.cfg.DefaultCargoSizeMB,
+		CreatedAt: now, LastAccessedAt: now,
+	}
+	sb.CargoID = cargo.ID
+	if !s.cfg.LazyVolume {
+		ref, err := s.createVolume(ctx, cargo)
+		if err != nil {
+			return nil, err
+		}
+		cargo.DriverRef = ref
+	}
+	resp := s.sandboxResponse(sb, nil, now)
+	err := s.store.Tx(ctx, func(tx bay.Tx) error {
+		if err := tx.InsertCargo(ctx, cargo); err != nil {
+			return err
+		}
+		if err := tx.InsertSandbox(ctx, sb); err != nil {
+			return err
+		}
+		if hook != nil {
+			return hook(ctx, tx, resp)
+		}
+		return nil
+	})
+	if err != nil {
+		if cargo.DriverRef != "" {
+			s.deleteVolume(ctx, cargo.DriverRef)
+		}
+		return nil, classify(err, "Failed to create sandbox")
+	}
+	s.log.Info("sandbox created", "sandbox_id", sb.ID, "owner", sb.Owner, "profile", sb.ProfileID, "cargo_id", cargo.ID, "warm", sb.IsWarm)
+	return resp, nil
+}
+
+func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Profile, cargoID string, now time.Time, expires *time.Time, hook TxHook) (*bayapi.SandboxResponse, error) {
+	sb := &bay.Sandbox{
+		ID: bay.NewID(bay.PrefixSandbox), Owner: owner, ProfileID: prof.ID, CargoID: cargoID,
+		ExpiresAt: expires, CreatedAt: now, LastActiveAt: now,
+	}
+	resp := s.sandboxResponse(sb, nil, now)
+	err := s.store.Tx(ctx, func(tx bay.Tx) error {
+		c, err := tx.GetCargo(ctx, cargoID)
+		if err != nil || c.Owner != owner {
+			if err == nil || bay.IsNotFound(err) {
+				return notFoundCargo(cargoID)
+			}
+			return err
+		}
+		if c.Managed {
+			return bay.Errorf(bay.CodeConflict, "Cargo %s is managed by sandbox %s and cannot be attached to another sandbox", cargoID, c.ManagedBySandboxID).
+				WithDetails(map[string]any{"cargo_id": cargoID, "managed_by_sandbox_id": c.ManagedBySandboxID})
+		}
+		if err := tx.InsertSandbox(ctx, sb); err != nil {
+			return err
+		}
+		if hook != nil {
+			return hook(ctx, tx, resp)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classify(err, "Failed to create sandbox")
+	}
+	s.log.Info("sandbox created", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID, "cargo_id", cargoID)
+	return resp, nil
+}
+
+// claimWarm tries to claim a warm sandbox; (nil, nil, nil) on a miss.
+func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile, now time.Time, expires *time.Time, hook TxHook) (*bayapi.SandboxResponse, *bay.Sandbox, error) {
+	var resp *bayapi.SandboxResponse
+	var sb *bay.Sandbox
+	idle := now.Add(prof.IdleTimeout)
+	err := s.store.Tx(ctx, func(tx bay.Tx) error {
+		var err error
+		sb, err = tx.ClaimWarmSandbox(ctx, bay.WarmClaim{ProfileID: prof.ID, Owner: owner, Now: now, ExpiresAt: expires, IdleExpiresAt: &idle})
+		if err != nil {
+			return err
+		}
+		resp = s.sandboxResponse(sb, nil, now)
+		resp.Status = bayapi.StatusIdle
+		if hook != nil {
+			return hook(ctx, tx, resp)
+		}
+		return nil
+	})
+	if err != nil {
+		if bay.IsNotFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, classify(err, "Failed to claim a warm sandbox")
+	}
+	s.log.Info("warm sandbox claimed", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID)
+	return resp, sb, nil
+}
+
+// sandboxResponse renders a sandbox with the given current session (nil = none).
+func (s *Service) sandboxResponse(sb *bay.Sandbox, cur *bay.Session, now time.Time) *bayapi.SandboxResponse {
+	caps := []string{}
+	if p := s.Profile(sb.ProfileID); p != nil {
+		caps = p.Capabilities()
+	}
+	return &bayapi.SandboxResponse{
+		ID: sb.ID, Status: bay.ComputeStatus(sb, cur, now), Profile: sb.ProfileID, CargoID: sb.CargoID,
+		Capabilities: caps, CreatedAt: bayapi.NewTime(sb.CreatedAt),
+		ExpiresAt: bayapi.TimePtr(sb.ExpiresAt), IdleExpiresAt: bayapi.TimePtr(sb.IdleExpiresAt),
+	}
+}
+
+// ListParams are the inputs of ListSandboxes.
+type ListParams struct {
+	Limit  int    // 1..200
+	Cursor string // a sandbox id; items with a greater id follow
+	Status string // "" = any; idle|starting|ready|failed|expired|deleted
+}
+
+// ValidStatus reports whether status is a known filter value of the list endpoint.
+func ValidStatus(status string) bool {
+	switch status {
+	case "", bay.StatusIdle, bay.StatusStarting, bay.StatusReady, bay.StatusFailed, bay.StatusExpired, bay.StatusDeleted:
+		return true
+	}
+	return false
+}
+
+// ListSandboxes returns one page of the owner's sandboxes ordered by id, filtered on the
+// computed status. Unlike the reference it never returns a short page with a cursor: it scans
+// until the page is full plus one more match (then next_cursor = the last returned id) or the
+// table is exhausted (next_cursor null).
+func (s *Service) ListSandboxes(ctx context.Context, owner string, p ListParams) (*bayapi.SandboxList, error) {
+	if !ValidStatus(p.Status) {
+		return nil, bay.Errorf(bay.CodeValidation, "Invalid status: %s", p.Status)
+	}
+	if p.Limit <= 0 {
+		p.Limit = bayapi.DefaultListLimit
+	}
+	out := &bayapi.SandboxList{Items: []bayapi.SandboxResponse{}}
+	if p.Status == bay.StatusDeleted {
+		return out, nil // deleted sandboxes are invisible
+	}
+	now := s.now()
+	notWarm := false
+	q := bay.SandboxQuery{Owner: owner, AfterID: p.Cursor, Warm: &notWarm}
+	batch := min(max(p.Limit*5, 50), 500)
+	if p.Status == "" {
+		batch = p.Limit + 1
+	}
+	var more bool
+scan:
+	for {
+		q.Limit = batch
+		rows, err := s.store.ListSandboxes(ctx, q)
+		if err != nil {
+			return nil, internal("Failed to list sandboxes", err)
+		}
+		for _, sb := range rows {
+			q.AfterID = sb.ID
+			var cur *bay.Session
+			if p.Status != bay.StatusExpired { // expired needs no session
+				if cur, err = s.currentSession(ctx, s.store, sb); err != nil {
+					return nil, err
+				}
+			}
+			r := s.sandboxResponse(sb, cur, now)
+			if p.Status != "" && r.Status != p.Status {
+				continue
+			}
+			if len(out.Items) == p.Limit {
+				more = true
+				break scan
+			}
+			out.Items = append(out.Items, *r)
+		}
+		if len(rows) < batch {
+			break
+		}
+	}
+	if more {
+		last := out.Items[len(out.Items)-1].ID
+		out.NextCursor = &last
+	}
+	return out, nil
+}
+
+// GetSandbox returns the owner's sandbox. When its current session is ready, containers[] is
+// filled: version from the runtime's cached /meta and healthy from a live /health, all within
+// a 2 s budget (null values on failure). No probe or recovery is done.
+func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.SandboxResponse, error) {
+	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.currentSession(ctx, s.store, sb)
+	if err != nil {
+		return nil, err
+	}
+	resp := s.sandboxResponse(sb, cur, s.now())
+	if cur != nil && cur.Ready() {
+		resp.Containers = s.containerRuntimes(ctx, sb, cur)
+	}
+	return resp, nil
+}
+
+func (s *Service) containerRuntimes(ctx context.Context, sb *bay.Sandbox, cur *bay.Session) []bayapi.ContainerRuntime {
+	caps := []string{}
+	if p := s.Profile(sb.ProfileID); p != nil {
+		caps = append(caps, p.Primary().Capabilities...)
+		sort.Strings(caps)
+	}
+	rt := cur.RuntimeType
+	if rt == "" {
+		rt = bay.RuntimeShip
+	}
+	c := bayapi.ContainerRuntime{Name: rt, RuntimeType: rt, Status: "running", Capabilities: caps}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var version *string
+	var healthy *bool
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if m, err := s.ship.Meta(ctx, cur.Endpoint); err == nil {
+			v := m.Runtime.Version
+			version = &v
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		h := s.ship.Health(ctx, cur.Endpoint) == nil
+		healthy = &h
+	}()
+	wg.Wait()
+	c.Version, c.Healthy = version, healthy
+	return []bayapi.ContainerRuntime{c}
+}
+
+// ExtendTTL extends an expiring sandbox (contract 1.10): extend_by <= 0 -> validation_error;
+// infinite TTL -> sandbox_ttl_infinite; already expired -> sandbox_expired with details;
+// otherwise expires_at = max(expires_at, now) + extend_by. hook runs in the same transaction.
+func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int64, hook TxHook) (*bayapi.SandboxResponse, error) {
+	if extendBy <= 0 {
+		return nil, bay.Errorf(bay.CodeValidation, "extend_by must be a positive integer")
+	}
+	var resp *bayapi.SandboxResponse
+	err := s.store.Tx(ctx, func(tx bay.Tx) error {
+		sb, err := s.ownedSandbox(ctx, tx, owner, id)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if sb.ExpiresAt == nil {
+			return bay.Errorf(bay.CodeSandboxTTLInfinite, "sandbox ttl is infinite, cannot extend ttl").WithDetails(map[string]any{"sandbox_id": id})
+		}
+		if sb.ExpiresAt.Before(now) {
+			return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired, cannot extend ttl").
+				WithDetails(map[string]any{"sandbox_id": id, "expires_at": bayapi.FormatTime(*sb.ExpiresAt)})
+		}
+		base := *sb.ExpiresAt
+		if now.After(base) {
+			base = now
+		}
+		t := base.Add(time.Duration(extendBy) * time.Second)
+		sb.ExpiresAt = &t
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return err
+		}
+		resp = s.sandboxResponse(sb, nil, now)
+		if hook != nil {
+			return hook(ctx, tx, resp)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classify(err, "Failed to extend ttl")
+	}
+	return resp, nil
+}
+
+// Keepalive refreshes the idle deadline without starting compute (idle_expires_at is only set
+// when the sandbox has a session; last_active_at always). Expired -> sandbox_expired.
+func (s *Service) Keepalive(ctx context.Context, owner, id string) error {
+	err := s.store.Tx(ctx, func(tx bay.Tx) error {
+		sb, err := s.ownedSandbox(ctx, tx, owner, id)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if sb.Expired(now) {
+			return expiredErr(sb)
+		}
+		sb.LastActiveAt = now
+		if p := s.Profile(sb.ProfileID); p != nil && sb.CurrentSessionID != "" && p.IdleTimeout > 0 {
+			t := now.Add(p.IdleTimeout)
+			sb.IdleExpiresAt = &t
+		}
+		return tx.UpdateSandbox(ctx, sb)
+	})
+	if err != nil {
+		return classify(err, "Failed to keep the sandbox alive")
+	}
+	return nil
+}
+
+// StopSandbox removes every session of the owner's sandbox (containers removed, not just
+// stopped; rows deleted) and clears current_session_id and idle_expires_at. Idempotent; it
+// does not wait for a start in progress (that start cleans up after itself). Files are kept.
+func (s *Service) StopSandbox(ctx context.Context, owner, id string) error {
+	if _, err := s.ownedSandbox(ctx, s.store, owner, id); err != nil {
+		return err
+	}
+	_, err := s.destroySessions(ctx, id, nil, ReasonStop)
+	return err
+}
+
+// DeleteSandbox deletes the owner's sandbox: sessions destroyed, row soft-deleted, managed
+// cargo (volume + row) deleted, external cargo kept. Deleting an already deleted sandbox is a
+// success; not_found only if no row ever existed for this owner.
+func (s *Service) DeleteSandbox(ctx context.Context, owner, id string) error {
+	sb, err := s.store.GetSandbox(ctx, id)
+	if err != nil {
+		if bay.IsNotFound(err) {
+			return notFoundSandbox(id)
+		}
+		return internal("Failed to load sandbox", err)
+	}
+	if sb.Owner != owner {
+		return notFoundSandbox(id)
+	}
+	if sb.DeletedAt != nil {
+		return nil
+	}
+	_, err = s.deleteSandbox(ctx, id, nil, ReasonDelete)
+	return err
+}
+
+// ReclaimSandbox deletes a sandbox regardless of its owner (the GC's TTL task, warm-pool
+// retirement) if pin.Holds for the sandbox re-read in the acting transaction: sessions
+// destroyed, row soft-deleted, managed cargo deleted. It reports whether it acted; a sandbox
+// that is gone, already deleted or changed is (false, nil).
+func (s *Service) ReclaimSandbox(ctx context.Context, pin bay.Pin) (bool, error) {
+	acted, err := s.deleteSandbox(ctx, pin.SandboxID, func(sb *bay.Sandbox) bool { return pin.Holds(sb, s.now()) }, pin.Reason)
+	if bay.IsNotFound(err) {
+		return false, nil
+	}
+	return acted, err
+}
+
+// deleteSandbox soft-deletes a sandbox if check passes (nil = always) and it is not deleted
+// yet, then removes its containers and managed cargo. If the managed cargo's volume cannot be
+// removed, its row is kept for the orphan-cargo GC to retry.
+func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.Sandbox) bool, reason bay.Reason) (bool, error) {
+	var sessions []*bay.Session
+	var sb *bay.Sandbox
+	already := false
+	err := s.store.Tx(ctx, func(tx bay.Tx) error {
+		var err error
+		sb, err = tx.GetSandbox(ctx, id)
+		if err != nil {
+			return err
+		}
+		if sb.DeletedAt != nil || (check != nil && !check(sb)) {
+			already = true
+			return nil
+		}
+		sessions, err = tx.ListSessions(ctx, bay.SessionQuery{SandboxID: id})
+		if err != nil {
+			return err
+		}
+		for _, ss := range sessions {
+			if err := tx.DeleteSession(ctx, ss.ID); err != nil {
+				return err
+			}
+		}
+		now := s.now()
+		sb.DeletedAt = &now
+		sb.CurrentSessionID = ""
+		sb.IdleExpiresAt = nil
+		return tx.UpdateSandbox(ctx, sb)
+	})
+	if err != nil {
+		if bay.IsNotFound(err) {
+			return false, notFoundSandbox(id)
+		}
+		return false, classify(err, "Failed to delete sandbox")
+	}
+	if already {
+		return false, nil
+	}
+	s.removeSandboxContainers(ctx, id, sessions)
+	s.deleteManagedCargo(ctx, sb)
+	s.log.Info("sandbox deleted", "sandbox_id", id, "reason", string(reason))
+	return true, nil
+}
+
+// deleteManagedCargo removes the sandbox's managed cargo (volume, then row). Failures are
+// logged; the row stays so that the orphan-cargo GC retries.
+func (s *Service) deleteManagedCargo(ctx context.Context, sb *bay.Sandbox) {
+	dctx, cancel := detached(ctx, 30*time.Second)
+	defer cancel()
+	c, err := s.store.GetCargo(dctx, sb.CargoID)
+	if err != nil {
+		if !bay.IsNotFound(err) {
+			s.log.Error("load cargo for deletion", "cargo_id", sb.CargoID, "err", err)
+		}
+		return
+	}
+	if !c.Managed || c.ManagedBySandboxID != sb.ID {
+		return
+	}
+	if err := s.DeleteCargoResources(dctx, c); err != nil {
+		s.log.Error("delete managed cargo", "cargo_id", c.ID, "sandbox_id", sb.ID, "err", err)
+	}
+}
+
+// DeleteCargoResources deletes a cargo's volume and then its row (no reference checks: the GC
+// and the delete paths check first). A volume still in use wraps ErrConflict.
+func (s *Service) DeleteCargoResources(ctx context.Context, c *bay.Cargo) error {
+	ref := c.DriverRef
+	if ref == "" {
+		ref = bay.VolumeName(c.ID) // lazily created volume, possibly never persisted
+	}
+	if err := s.driver.DeleteVolume(ctx, ref); err != nil {
+		return fmt.Errorf("delete volume %s: %w", ref, err)
+	}
+	if err := s.store.Tx(ctx, func(tx bay.Tx) error { return tx.DeleteCargo(ctx, c.ID) }); err != nil {
+		return fmt.Errorf("delete cargo row %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// ---- volumes ----
+
+func (s *Service) volumeLabels(c *bay.Cargo) map[string]string {
+	managed := "false"
+	if c.Managed {
+		managed = "true"
+	}
+	return map[string]string{
+		bay.LabelOwner: c.Owner, bay.LabelCargoID: c.ID, bay.LabelManaged: managed,
+		bay.LabelInstanceID: s.cfg.InstanceID, bay.LabelCreatedAt: s.now().Format(time.RFC3339),
+	}
+}
+
+// createVolume creates the cargo's volume and returns its driver ref.
+func (s *Service) createVolume(ctx context.Context, c *bay.Cargo) (string, error) {
+	ref, err := s.driver.CreateVolume(ctx, bay.VolumeName(c.ID), s.volumeLabels(c))
+	if err != nil {
+		s.log.Error("create volume", "cargo_id", c.ID, "err", err)
+		return "", internal("Failed to create the cargo volume", fmt.Errorf("create volume %s: %w", bay.VolumeName(c.ID), err))
+	}
+	return ref, nil
+}
+
+// ensureVolume returns the cargo's driver ref, creating the volume first when it was created
+// lazily (LazyVolume) and persisting the ref.
+func (s *Service) ensureVolume(ctx context.Context, c *bay.Cargo) (string, error) {
+	if c.DriverRef != "" {
+		return c.DriverRef, nil
+	}
+	ref, err := s.createVolume(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	err = s.store.Tx(ctx, func(tx bay.Tx) error {
+		cur, err := tx.GetCargo(ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		cur.DriverRef = ref
+		return tx.UpdateCargo(ctx, cur)
+	})
+	if err != nil {
+		return "", classify(err, "Failed to record the cargo volume")
+	}
+	c.DriverRef = ref
+	return ref, nil
+}
+
+func (s *Service) deleteVolume(ctx context.Context, ref string) {
+	dctx, cancel := detached(ctx, 30*time.Second)
+	defer cancel()
+	if err := s.driver.DeleteVolume(dctx, ref); err != nil {
+		s.log.Error("delete volume after a failed create", "volume", ref, "err", err)
+	}
+}

@@ -1,0 +1,327 @@
+// Package sandbox is bay's lifecycle service: the only code that sequences Store writes and
+// Driver calls. Every sandbox, session, cargo and execution-history change goes through a
+// *Service; the HTTP layer, the GC and the warm pool call it and never write the Store
+// themselves.
+//
+// Concurrency model:
+//   - Each Store.Tx is serialised and re-reads what it changes, so a read-check-write inside
+//     one Tx is atomic (also across several bay instances sharing the database).
+//   - Starting a session is deduplicated per sandbox in-process (a keyed single flight: any
+//     number of concurrent first calls start exactly one container) and across instances by
+//     the database: a session in state "starting" that belongs to another live instance makes
+//     callers wait (503 session_not_ready, retry_after_ms 1000); one older than the readiness
+//     bound plus a margin is a crash leftover and is destroyed and rebuilt.
+//   - Stop and delete never wait for a start in progress: they delete the session rows first
+//     and remove the containers; a starter that finds its row gone removes what it created.
+//
+// Every error returned is a classified *bay.Error (or wraps one); messages are safe for
+// clients and causes are logged.
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+)
+
+// Config holds the service's settings; zero values take the defaults noted.
+type Config struct {
+	// Profiles are the normalised profiles from configuration (config order).
+	Profiles []bay.Profile
+	// InstanceID is this bay's GC instance id, written as the bay.instance_id label.
+	InstanceID string
+	// ReadinessTimeout bounds the wait for a started runtime's /health (default 60 s).
+	ReadinessTimeout time.Duration
+	// StaleStartMargin is added to ReadinessTimeout to decide that a "starting" session of
+	// another instance is a crash leftover (default 30 s).
+	StaleStartMargin time.Duration
+	// ProbeCacheTTL is how long a successful liveness probe (driver inspect) of a running
+	// session is trusted (default 2 s).
+	ProbeCacheTTL time.Duration
+	// DefaultCargoSizeMB is the size_limit_mb of cargos created without one (default 1024).
+	DefaultCargoSizeMB int
+	// Proxy is the global proxy block (nil = none).
+	Proxy *bay.Proxy
+	// SkillsRoot is the host directory of skill folders; profile skills are mounted read-only
+	// at /skills/<name>. "" = none.
+	SkillsRoot string
+	// LazyVolume creates a managed cargo's volume at the sandbox's first start instead of at
+	// create time (the create is then pure database work).
+	LazyVolume bool
+	// User is the container user (default "1000:1000").
+	User string
+	// StopTimeout bounds container removal of stop and delete (default 4 s, so that stop
+	// answers within 5 s).
+	StopTimeout time.Duration
+}
+
+func (c *Config) applyDefaults() {
+	if c.ReadinessTimeout <= 0 {
+		c.ReadinessTimeout = 60 * time.Second
+	}
+	if c.StaleStartMargin <= 0 {
+		c.StaleStartMargin = 30 * time.Second
+	}
+	if c.ProbeCacheTTL <= 0 {
+		c.ProbeCacheTTL = 2 * time.Second
+	}
+	if c.DefaultCargoSizeMB <= 0 {
+		c.DefaultCargoSizeMB = 1024
+	}
+	if c.User == "" {
+		c.User = "1000:1000"
+	}
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = 4 * time.Second
+	}
+	if c.InstanceID == "" {
+		c.InstanceID = "bay"
+	}
+}
+
+// Reasons of session and sandbox destruction that are not background reclaims (those are
+// bay.Reason* of internal/bay/reclaim.go); all are logged.
+const (
+	ReasonStop   bay.Reason = "stop"
+	ReasonDelete bay.Reason = "delete"
+	ReasonDead   bay.Reason = "dead"
+)
+
+// WarmClaimer is the warm pool as seen by the create path. The service performs the claim
+// itself (Tx.ClaimWarmSandbox, in the same transaction as the idempotency record); the pool
+// only says whether a claim is worth trying and is told about claims to replenish.
+type WarmClaimer interface {
+	// WarmPoolEnabled reports whether profileID has a warm pool.
+	WarmPoolEnabled(profileID string) bool
+	// Claimed is called after a warm sandbox was handed to a caller.
+	Claimed(ctx context.Context, sb *bay.Sandbox)
+}
+
+// TxHook is called inside the transaction that makes an effect durable, with the response
+// the caller will get; the idempotency layer uses it to store its record atomically with the
+// effect. An error aborts the transaction.
+type TxHook func(ctx context.Context, tx bay.Tx, resp any) error
+
+// Service is the lifecycle service. Create it with New.
+type Service struct {
+	store  bay.Store
+	driver bay.Driver
+	ship   *shipclient.Client
+	clock  bay.Clock
+	log    *slog.Logger
+	cfg    Config
+
+	profiles map[string]*bay.Profile
+	// bootID identifies this process on session rows: "<instance_id>/<random>".
+	bootID string
+	// healthCheck is the readiness probe (ship /health); tests replace it.
+	healthCheck func(ctx context.Context, endpoint string) error
+
+	starts flightGroup
+
+	probeMu sync.Mutex
+	probed  map[string]time.Time // session id -> time of the last successful liveness probe
+
+	warmMu sync.RWMutex
+	warm   WarmClaimer
+}
+
+// New returns a service. clock nil = bay.SystemClock; log nil = discard.
+func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.Clock, log *slog.Logger, cfg Config) *Service {
+	cfg.applyDefaults()
+	if clock == nil {
+		clock = bay.SystemClock{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if ship == nil {
+		ship = shipclient.New(nil, log)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	s := &Service{
+		store: store, driver: driver, ship: ship, clock: clock,
+		log:      log.With("component", "sandbox"),
+		cfg:      cfg,
+		profiles: map[string]*bay.Profile{},
+		bootID:   cfg.InstanceID + "/" + hex.EncodeToString(b[:]),
+		probed:   map[string]time.Time{},
+	}
+	for i := range cfg.Profiles {
+		s.profiles[cfg.Profiles[i].ID] = &s.cfg.Profiles[i]
+	}
+	s.healthCheck = ship.Health
+	return s
+}
+
+// SetWarmClaimer installs the warm pool (nil = none). Safe to call while serving.
+func (s *Service) SetWarmClaimer(w WarmClaimer) {
+	s.warmMu.Lock()
+	s.warm = w
+	s.warmMu.Unlock()
+}
+
+func (s *Service) warmClaimer() WarmClaimer {
+	s.warmMu.RLock()
+	defer s.warmMu.RUnlock()
+	return s.warm
+}
+
+// BootID identifies this process on the session rows it starts: "<instance_id>/<random>".
+func (s *Service) BootID() string { return s.bootID }
+
+// SetHealthCheck replaces the readiness probe (tests).
+func (s *Service) SetHealthCheck(f func(ctx context.Context, endpoint string) error) {
+	s.healthCheck = f
+}
+
+// Ship returns the ship client (the HTTP layer uses it for terminal URLs).
+func (s *Service) Ship() *shipclient.Client { return s.ship }
+
+// Store returns the store (read-only use by GC and warm pool; writes go through the service).
+func (s *Service) Store() bay.Store { return s.store }
+
+// Driver returns the driver.
+func (s *Service) Driver() bay.Driver { return s.driver }
+
+// Config returns the effective configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+// Profile returns the profile with id, or nil.
+func (s *Service) Profile(id string) *bay.Profile { return s.profiles[id] }
+
+// Profiles returns the configured profiles in config order.
+func (s *Service) Profiles() []bay.Profile { return s.cfg.Profiles }
+
+// now returns the clock's time in UTC, truncated to microseconds (the wire and DB precision).
+func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
+
+// detached returns a context that survives the caller's cancellation, bounded by d: used for
+// cleanup after a failure so that a cancelled request still undoes its partial work.
+func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// ---- errors ----
+
+func notFoundSandbox(id string) *bay.Error {
+	return bay.Errorf(bay.CodeNotFound, "Sandbox not found: %s", id)
+}
+
+func notFoundCargo(id string) *bay.Error { return bay.Errorf(bay.CodeNotFound, "Cargo not found: %s", id) }
+
+func notReady(msg, sandboxID string, retry bool) *bay.Error {
+	d := map[string]any{"sandbox_id": sandboxID}
+	if retry {
+		d["retry_after_ms"] = 1000
+	}
+	return bay.Errorf(bay.CodeSessionNotReady, "%s", msg).WithDetails(d)
+}
+
+func expiredErr(sb *bay.Sandbox) *bay.Error {
+	return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired").WithDetails(map[string]any{
+		"sandbox_id": sb.ID, "expires_at": bayapi.FormatTime(*sb.ExpiresAt),
+	})
+}
+
+func internal(msg string, cause error) *bay.Error {
+	return bay.Errorf(bay.CodeInternal, "%s", msg).WithCause(cause)
+}
+
+// classify returns err unchanged when it is already classified, else an internal error with a
+// safe message.
+func classify(err error, msg string) error {
+	var be *bay.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return bay.Errorf(bay.CodeTimeout, "%s: timed out", msg).WithCause(err)
+	}
+	return internal(msg, err)
+}
+
+// ---- lookups ----
+
+// ownedSandbox returns the owner's non-deleted sandbox or not_found.
+func (s *Service) ownedSandbox(ctx context.Context, r bay.Reader, owner, id string) (*bay.Sandbox, error) {
+	sb, err := r.GetSandbox(ctx, id)
+	if err != nil {
+		if bay.IsNotFound(err) {
+			return nil, notFoundSandbox(id)
+		}
+		return nil, internal("Failed to load sandbox", fmt.Errorf("get sandbox %s: %w", id, err))
+	}
+	if sb.Owner != owner || sb.DeletedAt != nil || sb.IsWarm {
+		return nil, notFoundSandbox(id)
+	}
+	return sb, nil
+}
+
+// currentSession returns the sandbox's current session or nil (also when the row vanished).
+func (s *Service) currentSession(ctx context.Context, r bay.Reader, sb *bay.Sandbox) (*bay.Session, error) {
+	if sb.CurrentSessionID == "" {
+		return nil, nil
+	}
+	sess, err := r.GetSession(ctx, sb.CurrentSessionID)
+	if err != nil {
+		if bay.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, internal("Failed to load session", fmt.Errorf("get session %s: %w", sb.CurrentSessionID, err))
+	}
+	return sess, nil
+}
+
+// ---- single flight ----
+
+type flight struct {
+	done chan struct{}
+	sess *bay.Session
+	err  error
+}
+
+// flightGroup runs at most one function per key at a time; callers arriving meanwhile wait
+// for its result (or for their own context).
+type flightGroup struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+// do runs fn in its own goroutine (so that it finishes even when every caller gave up) unless
+// one is already running for key, and waits for the result or ctx.
+func (g *flightGroup) do(ctx context.Context, key string, fn func() (*bay.Session, error)) (*bay.Session, error) {
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[string]*flight{}
+	}
+	f, ok := g.m[key]
+	if !ok {
+		f = &flight{done: make(chan struct{})}
+		g.m[key] = f
+		go func() {
+			defer close(f.done)
+			f.sess, f.err = fn()
+			g.mu.Lock()
+			delete(g.m, key)
+			g.mu.Unlock()
+		}()
+	}
+	g.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.sess, f.err
+	case <-ctx.Done():
+		return nil, bay.Errorf(bay.CodeSessionNotReady, "Request cancelled while the session was starting").WithCause(ctx.Err())
+	}
+}
