@@ -155,6 +155,7 @@ gc:
   instance_id: %q
   orphan_container:
     enabled: true
+    grace_seconds: 0
 %s
 %s`, port, dir, apiKey, instance, profiles, o.extraConfig)
 	cfgPath := filepath.Join(dir, "config.yaml")
