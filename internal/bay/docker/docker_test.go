@@ -36,7 +36,7 @@ var engine struct {
 
 // requireEngine returns a raw client and the test image. An unreachable engine fails the test:
 // only SHIPYARD_SKIP_DOCKER=1, set explicitly, turns that into a skip.
-func requireEngine(t *testing.T) (*client.Client, string) {
+func requireEngine(t testing.TB) (*client.Client, string) {
 	t.Helper()
 	engine.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

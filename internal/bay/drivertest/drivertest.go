@@ -385,6 +385,9 @@ func (s *suite) testContainerLifecycle(t *testing.T) {
 	if err := d.RemoveContainer(ctx, id); err != nil {
 		t.Fatalf("RemoveContainer of a removed container: %v, want success", err)
 	}
+	if _, err := d.InspectVolume(ctx, ref); err != nil {
+		t.Fatalf("the named volume must survive its container's removal: %v", err)
+	}
 	list, err = d.ListContainers(ctx, s.labels("bay.session_id", "sess-lifecycle"))
 	if err != nil || len(list) != 0 {
 		t.Fatalf("ListContainers after remove = %+v, %v; want empty", list, err)
