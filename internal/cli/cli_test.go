@@ -1,0 +1,334 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/sdk/sdktest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shipyard-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "shipyard")
+	out, err := exec.Command("go", "build", "-o", binary, "github.com/shipyard-dev/shipyard/cmd/shipyard").CombinedOutput()
+	if err != nil {
+		os.RemoveAll(dir)
+		panic("build shipyard: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run executes the CLI against endpoint with the given stdin.
+func run(t *testing.T, endpoint, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "SHIPYARD_ENDPOINT="+endpoint, "SHIPYARD_TOKEN=", "BAY_ENDPOINT=", "BAY_TOKEN=")
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func newFake(t *testing.T) *sdktest.Server {
+	f := sdktest.New()
+	t.Cleanup(f.Close)
+	return f
+}
+
+func TestSandboxLifecycleJSON(t *testing.T) {
+	fake := newFake(t)
+	r := run(t, fake.URL, "", "sandbox", "create", "--ttl", "600", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("create: %+v", r)
+	}
+	var sb bayapi.SandboxResponse
+	if err := json.Unmarshal([]byte(r.stdout), &sb); err != nil || !strings.HasPrefix(sb.ID, "sandbox-") || sb.ExpiresAt == nil {
+		t.Fatalf("create json: %v %q", err, r.stdout)
+	}
+	// the JSON is the API's: every field present, nulls included
+	var raw map[string]any
+	json.Unmarshal([]byte(r.stdout), &raw)
+	for _, k := range []string{"id", "status", "profile", "cargo_id", "capabilities", "created_at", "expires_at", "idle_expires_at", "containers"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("create json lacks %q", k)
+		}
+	}
+	r = run(t, fake.URL, "", "sandbox", "list", "-o", "json")
+	var list bayapi.SandboxList
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Items) != 1 || list.Items[0].ID != sb.ID {
+		t.Fatalf("list: %v %q", err, r.stdout)
+	}
+	r = run(t, fake.URL, "", "sandbox", "list")
+	if r.code != 0 || !strings.Contains(r.stdout, sb.ID) || !strings.Contains(r.stdout, "STATUS") {
+		t.Fatalf("list text: %+v", r)
+	}
+	r = run(t, fake.URL, "", "sandbox", "extend", sb.ID, "60", "-o", "json")
+	var ext bayapi.SandboxResponse
+	if json.Unmarshal([]byte(r.stdout), &ext); r.code != 0 || !ext.ExpiresAt.Time.Equal(sb.ExpiresAt.Time.Add(60e9)) {
+		t.Fatalf("extend: %+v", r)
+	}
+	for _, sub := range []string{"keepalive", "stop"} {
+		if r = run(t, fake.URL, "", "sandbox", sub, sb.ID); r.code != 0 {
+			t.Fatalf("%s: %+v", sub, r)
+		}
+	}
+	if r = run(t, fake.URL, "", "sandbox", "get", sb.ID); r.code != 0 || !strings.Contains(r.stdout, "profile:") {
+		t.Fatalf("get: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "sandbox", "delete", sb.ID, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"deleted"`) {
+		t.Fatalf("delete: %+v", r)
+	}
+	r = run(t, fake.URL, "", "sandbox", "get", sb.ID)
+	if r.code != 66 || !strings.Contains(r.stderr, "[not_found] Sandbox not found: "+sb.ID) {
+		t.Fatalf("get deleted: %+v", r)
+	}
+	r = run(t, fake.URL, "", "sandbox", "get", sb.ID, "-o", "json")
+	var env bayapi.ErrorEnvelope
+	if r.code != 66 || json.Unmarshal([]byte(r.stderr), &env) != nil || env.Error.Code != "not_found" {
+		t.Fatalf("json error: %+v", r)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	fake := newFake(t)
+	id := fake.AddSandbox("python-default", 0)
+	infinite := id
+	cases := []struct {
+		name string
+		args []string
+		code int
+		err  string
+	}{
+		{"usage: missing args", []string{"python"}, 64, "wrong number of arguments"},
+		{"usage: bad flag", []string{"sandbox", "list", "--nope"}, 64, "unknown flag"},
+		{"usage: bad output", []string{"profiles", "-o", "yaml"}, 64, "--output"},
+		{"usage: unknown command", []string{"frobnicate"}, 64, "unknown command"},
+		{"not found", []string{"sandbox", "get", "sandbox-000000000000"}, 66, "[not_found]"},
+		{"rejected path", []string{"fs", "ls", id, "../x"}, 65, "[invalid_path]"},
+		{"rejected profile", []string{"sandbox", "create", "--profile", "nope"}, 65, "[validation_error] Invalid profile: nope"},
+		{"conflict", []string{"sandbox", "extend", infinite, "10"}, 67, "[sandbox_ttl_infinite]"},
+		{"download missing", []string{"fs", "get", id, "nope.txt", "-"}, 66, "[file_not_found]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, fake.URL, "", tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.err) {
+				t.Fatalf("got %d %q, want %d %q", r.code, r.stderr, tc.code, tc.err)
+			}
+		})
+	}
+	t.Run("ship error", func(t *testing.T) {
+		fake.Fail(sdktest.Fault{Method: "POST", Path: "/v1/sandboxes/" + id + "/shell/exec", Status: 502, Code: "ship_error", Message: "Ship request failed: 500"})
+		if r := run(t, fake.URL, "", "shell", id, "ls"); r.code != 70 || !strings.Contains(r.stderr, "[ship_error] Ship request failed: 500") {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("session not ready", func(t *testing.T) {
+		fake.Fail(sdktest.Fault{Method: "GET", Path: "/v1/sandboxes/" + id, Times: 10, Status: 503, Code: "session_not_ready", Details: map[string]any{"retry_after_ms": 1}})
+		if r := run(t, fake.URL, "", "sandbox", "get", id); r.code != 69 || !strings.Contains(r.stderr, "retry_after_ms") {
+			t.Fatalf("%+v", r)
+		}
+	})
+	t.Run("unauthorized", func(t *testing.T) {
+		fake.Token = "secret"
+		defer func() { fake.Token = "" }()
+		if r := run(t, fake.URL, "", "sandbox", "list"); r.code != 77 || !strings.Contains(r.stderr, "[unauthorized] Authentication required") {
+			t.Fatalf("%+v", r)
+		}
+		if r := run(t, fake.URL, "", "--token", "secret", "sandbox", "list"); r.code != 0 {
+			t.Fatalf("with token: %+v", r)
+		}
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		if r := run(t, "http://127.0.0.1:1", "", "sandbox", "list"); r.code != 69 || !strings.Contains(r.stderr, "cannot reach bay") {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
+
+func TestShellExitCodePropagation(t *testing.T) {
+	fake := newFake(t)
+	id := fake.AddSandbox("python-default", 0)
+	r := run(t, fake.URL, "", "shell", id, "echo hi; >&2 oops; exit 7")
+	if r.code != 7 || r.stdout != "hi\n" || r.stderr != "oops\n" {
+		t.Fatalf("%+v", r)
+	}
+	if r = run(t, fake.URL, "", "shell", id, "echo", "ok"); r.code != 0 || r.stdout != "ok\n" {
+		t.Fatalf("%+v", r)
+	}
+	r = run(t, fake.URL, "", "shell", id, "exit 300", "-o", "json")
+	var res bayapi.ShellExecResponse
+	if json.Unmarshal([]byte(r.stdout), &res); r.code != 300&0xff || res.ExitCode != 300 {
+		t.Fatalf("json: %+v", r)
+	}
+	fake.ShellFunc = func(string, string) sdktest.ShellResult {
+		return sdktest.ShellResult{Stderr: "Command timed out", ExitCode: -1}
+	}
+	if r = run(t, fake.URL, "", "shell", id, "sleep 999"); r.code != 124 || !strings.Contains(r.stderr, "timed out") {
+		t.Fatalf("timeout: %+v", r)
+	}
+}
+
+func TestPythonInputsAndFailure(t *testing.T) {
+	fake := newFake(t)
+	id := fake.AddSandbox("python-default", 0)
+	// argument
+	if r := run(t, fake.URL, "", "python", id, `print("arg")`); r.code != 0 || r.stdout != "arg\n" {
+		t.Fatalf("arg: %+v", r)
+	}
+	// stdin via "-" and via no argument
+	if r := run(t, fake.URL, `print("dash")`, "python", id, "-"); r.code != 0 || r.stdout != "dash\n" {
+		t.Fatalf("dash: %+v", r)
+	}
+	if r := run(t, fake.URL, `print("piped")`, "python", id); r.code != 0 || r.stdout != "piped\n" {
+		t.Fatalf("piped: %+v", r)
+	}
+	// file
+	f := filepath.Join(t.TempDir(), "x.py")
+	os.WriteFile(f, []byte(`print("file")`), 0o644)
+	if r := run(t, fake.URL, "", "python", id, "-f", f); r.code != 0 || r.stdout != "file\n" {
+		t.Fatalf("file: %+v", r)
+	}
+	last := fake.Calls("POST", "/v1/sandboxes/"+id+"/python/exec")
+	if len(last) != 4 {
+		t.Fatalf("calls %d", len(last))
+	}
+	// failure: exit 1, traceback on stderr
+	r := run(t, fake.URL, "", "python", id, "raise ValueError('boom')")
+	if r.code != 1 || !strings.Contains(r.stderr, "ValueError: boom") || strings.Contains(r.stdout, "ValueError") {
+		t.Fatalf("raise: %+v", r)
+	}
+	r = run(t, fake.URL, "", "python", id, "raise X", "-o", "json")
+	var res bayapi.PythonExecResponse
+	if json.Unmarshal([]byte(r.stdout), &res); r.code != 1 || res.Success || res.Error == nil {
+		t.Fatalf("raise json: %+v", r)
+	}
+	// stdin for shell too
+	if r := run(t, fake.URL, "echo from-stdin", "shell", id); r.code != 0 || r.stdout != "from-stdin\n" {
+		t.Fatalf("shell stdin: %+v", r)
+	}
+	// history shows them
+	r = run(t, fake.URL, "", "history", id, "-o", "json", "--type", "python")
+	var hist bayapi.ExecutionHistoryList
+	if json.Unmarshal([]byte(r.stdout), &hist); r.code != 0 || hist.Total != 6 {
+		t.Fatalf("history: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "history", id, "--last"); r.code != 0 || !strings.Contains(r.stdout, "echo from-stdin") {
+		t.Fatalf("history --last: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "history", id, hist.Entries[0].ID, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, hist.Entries[0].ID) {
+		t.Fatalf("history entry: %+v", r)
+	}
+}
+
+func TestFilesRoundTrip(t *testing.T) {
+	fake := newFake(t)
+	id := fake.AddSandbox("python-default", 0)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "blob.bin")
+	data := bytes.Repeat([]byte{0, 1, 2, 0xff, '\n'}, 100000)
+	os.WriteFile(src, data, 0o644)
+	r := run(t, fake.URL, "", "fs", "put", id, src, "data/blob.bin", "-o", "json")
+	var up bayapi.UploadResponse
+	if json.Unmarshal([]byte(r.stdout), &up); r.code != 0 || up.Size != int64(len(data)) || up.Path != "data/blob.bin" {
+		t.Fatalf("put: %+v", r)
+	}
+	if r = run(t, fake.URL, "streamed from stdin", "fs", "put", id, "-", "notes.txt"); r.code != 0 {
+		t.Fatalf("put stdin: %+v", r)
+	}
+	dst := filepath.Join(dir, "back.bin")
+	if r = run(t, fake.URL, "", "fs", "get", id, "data/blob.bin", dst); r.code != 0 {
+		t.Fatalf("get: %+v", r)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
+		t.Fatal("round trip changed the content")
+	}
+	if r = run(t, fake.URL, "", "fs", "cat", id, "notes.txt"); r.code != 0 || r.stdout != "streamed from stdin" {
+		t.Fatalf("cat: %+v", r)
+	}
+	r = run(t, fake.URL, "", "fs", "ls", id)
+	if r.code != 0 || !strings.Contains(r.stdout, "data/") || !strings.Contains(r.stdout, "notes.txt") {
+		t.Fatalf("ls: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "fs", "rm", id, "data"); r.code != 0 {
+		t.Fatalf("rm: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "fs", "get", id, "data/blob.bin", filepath.Join(dir, "gone.bin")); r.code != 66 {
+		t.Fatalf("get removed: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "gone.bin")); !os.IsNotExist(err) {
+		t.Fatal("failed download left a file")
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".part-") {
+			t.Fatalf("temporary file left: %s", e.Name())
+		}
+	}
+}
+
+func TestProfilesCargoHealth(t *testing.T) {
+	fake := newFake(t)
+	r := run(t, fake.URL, "", "profiles", "-o", "json")
+	var pl bayapi.ProfileList
+	if json.Unmarshal([]byte(r.stdout), &pl); r.code != 0 || len(pl.Items) != 2 {
+		t.Fatalf("profiles: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "profiles", "--detail"); r.code != 0 || !strings.Contains(r.stdout, "python-default") {
+		t.Fatalf("profiles text: %+v", r)
+	}
+	r = run(t, fake.URL, "", "cargo", "create", "--size-mb", "64")
+	cid := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(cid, "ws-") {
+		t.Fatalf("cargo create: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "cargo", "list"); !strings.Contains(r.stdout, cid) {
+		t.Fatalf("cargo list: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "cargo", "get", cid); r.code != 0 || !strings.Contains(r.stdout, "size_mb=64") {
+		t.Fatalf("cargo get: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "cargo", "delete", cid); r.code != 0 {
+		t.Fatalf("cargo delete: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "health"); r.code != 0 || !strings.HasPrefix(r.stdout, "ok") {
+		t.Fatalf("health: %+v", r)
+	}
+}
+
+func TestEnvFallbacks(t *testing.T) {
+	fake := newFake(t)
+	fake.Token = "tk"
+	cmd := exec.Command(binary, "sandbox", "list", "-o", "json")
+	cmd.Env = append(os.Environ(), "SHIPYARD_ENDPOINT=", "SHIPYARD_TOKEN=", "BAY_ENDPOINT="+fake.URL, "BAY_TOKEN=tk")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("BAY_* fallback: %v %s", err, out)
+	}
+}

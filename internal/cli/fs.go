@@ -1,0 +1,235 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+)
+
+// progressOut returns stderr when it is a terminal (progress bars), else nil.
+func (a *app) progressOut() io.Writer {
+	if f, ok := a.stderr.(*os.File); ok && isTerminal(f) {
+		return f
+	}
+	return nil
+}
+
+func (a *app) fsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "fs", Short: "Workspace files: ls, cat, put, get, rm (paths relative to /workspace)"}
+
+	ls := &cobra.Command{Use: "ls <sandbox> [path]", Short: "List a directory", Args: rangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := "."
+			if len(args) == 2 {
+				p = args[1]
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			entries, err := c.ListFiles(ctx, args[0], p)
+			if err != nil {
+				return err
+			}
+			if entries == nil {
+				entries = []shipapi.FileInfo{}
+			}
+			if a.json() {
+				return a.printJSON(bayapi.DirectoryResponse{Entries: entries})
+			}
+			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			for _, e := range entries {
+				size, name := "-", e.Name
+				if e.IsDir {
+					name += "/"
+				} else if e.Size != nil {
+					size = fmt.Sprint(*e.Size)
+				}
+				fmt.Fprintf(w, "%s\t%s\n", size, name)
+			}
+			return w.Flush()
+		}}
+
+	cat := &cobra.Command{Use: "cat <sandbox> <path>", Short: "Print a file (binary-safe, streamed)", Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			if a.json() {
+				s, err := c.ReadFile(ctx, args[0], args[1])
+				if err != nil {
+					return err
+				}
+				return a.printJSON(bayapi.FileContentResponse{Content: s})
+			}
+			_, err = c.Download(ctx, args[0], args[1], a.stdout)
+			return err
+		}}
+
+	put := &cobra.Command{Use: "put <sandbox> <local-file | -> [remote-path]", Short: "Upload a file (streamed; '-' reads stdin)", Args: rangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			local := args[1]
+			remote := ""
+			if len(args) == 3 {
+				remote = args[2]
+			}
+			var r io.Reader
+			size := int64(-1)
+			label := local
+			if local == "-" {
+				if remote == "" {
+					return usageErr("a remote path is required when uploading stdin")
+				}
+				r, label = a.stdin, "stdin"
+			} else {
+				f, err := os.Open(local)
+				if err != nil {
+					return usageErr("open %s: %v", local, err)
+				}
+				defer f.Close()
+				st, err := f.Stat()
+				if err != nil {
+					return err
+				}
+				if !st.Mode().IsRegular() {
+					return usageErr("%s is not a regular file", local)
+				}
+				r, size = f, st.Size()
+				if remote == "" {
+					remote = filepath.Base(local)
+				}
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			pb := newProgress(a.progressOut(), "put "+label, size)
+			body := io.Reader(&teeCounting{r: r, p: pb})
+			if rs, ok := r.(io.ReadSeeker); ok {
+				body = &teeSeeker{teeCounting: teeCounting{r: rs, p: pb}, s: rs}
+			}
+			res, err := c.Upload(ctx, args[0], remote, body, size)
+			pb.Done()
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(res)
+			}
+			fmt.Fprintf(a.stdout, "uploaded %s (%d bytes)\n", res.Path, res.Size)
+			return nil
+		}}
+
+	get := &cobra.Command{Use: "get <sandbox> <remote-path> [local-file | -]", Short: "Download a file (streamed; '-' writes stdout)", Args: rangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			remote := args[1]
+			local := path.Base(remote)
+			if len(args) == 3 {
+				local = args[2]
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			if local == "-" {
+				_, err := c.Download(ctx, args[0], remote, a.stdout)
+				return err
+			}
+			if st, err := os.Stat(local); err == nil && st.IsDir() {
+				local = filepath.Join(local, path.Base(remote))
+			}
+			// Download into a temporary file and rename it, so a failure leaves nothing behind.
+			tmp, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".part-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			pb := newProgress(a.progressOut(), "get "+remote, -1)
+			n, err := c.Download(ctx, args[0], remote, io.MultiWriter(tmp, pb))
+			pb.Done()
+			if cerr := tmp.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			if err := os.Rename(tmp.Name(), local); err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(map[string]any{"status": "ok", "path": remote, "local_path": local, "size": n})
+			}
+			fmt.Fprintf(a.stdout, "downloaded %s to %s (%d bytes)\n", remote, local, n)
+			return nil
+		}}
+
+	rm := &cobra.Command{Use: "rm <sandbox> <path>...", Short: "Delete files or directories (recursive)", Args: rangeArgs(2, -1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			for _, p := range args[1:] {
+				if err := c.DeleteFile(ctx, args[0], p); err != nil {
+					return err
+				}
+				if a.json() {
+					a.printJSON(map[string]string{"status": "ok", "path": p})
+				} else {
+					fmt.Fprintf(a.stdout, "deleted %s\n", p)
+				}
+			}
+			return nil
+		}}
+	cmd.AddCommand(ls, cat, put, get, rm)
+	return cmd
+}
+
+// teeCounting feeds the progress bar with what the upload reads.
+type teeCounting struct {
+	r io.Reader
+	p *progress
+}
+
+func (t *teeCounting) Read(b []byte) (int, error) {
+	n, err := t.r.Read(b)
+	if n > 0 {
+		t.p.Write(b[:n])
+	}
+	return n, err
+}
+
+// teeSeeker keeps the upload replayable (the SDK retries seekable bodies).
+type teeSeeker struct {
+	teeCounting
+	s io.Seeker
+}
+
+func (t *teeSeeker) Seek(off int64, whence int) (int64, error) {
+	n, err := t.s.Seek(off, whence)
+	if err == nil && whence == io.SeekStart {
+		t.p.mu.Lock()
+		t.p.n = n
+		t.p.mu.Unlock()
+	}
+	return n, err
+}

@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/sdk"
+)
+
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || (hi >= 0 && len(args) > hi) {
+			return usageErr("%s: wrong number of arguments (usage: %s)", cmd.CommandPath(), cmd.UseLine())
+		}
+		return nil
+	}
+}
+
+func exactArgs(n int) cobra.PositionalArgs { return rangeArgs(n, n) }
+
+func timeStr(t *bayapi.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return bayapi.FormatTime(t.Time)
+}
+
+func (a *app) printSandbox(sb *bayapi.SandboxResponse) error {
+	if a.json() {
+		return a.printJSON(sb)
+	}
+	w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "id:\t%s\n", sb.ID)
+	fmt.Fprintf(w, "status:\t%s\n", sb.Status)
+	fmt.Fprintf(w, "profile:\t%s\n", sb.Profile)
+	fmt.Fprintf(w, "cargo:\t%s\n", sb.CargoID)
+	fmt.Fprintf(w, "capabilities:\t%s\n", strings.Join(sb.Capabilities, ","))
+	fmt.Fprintf(w, "created:\t%s\n", bayapi.FormatTime(sb.CreatedAt.Time))
+	exp := timeStr(sb.ExpiresAt)
+	if sb.ExpiresAt == nil {
+		exp = "never"
+	}
+	fmt.Fprintf(w, "expires:\t%s\n", exp)
+	fmt.Fprintf(w, "idle expires:\t%s\n", timeStr(sb.IdleExpiresAt))
+	for _, c := range sb.Containers {
+		v, h := "?", "?"
+		if c.Version != nil {
+			v = *c.Version
+		}
+		if c.Healthy != nil {
+			h = strconv.FormatBool(*c.Healthy)
+		}
+		fmt.Fprintf(w, "container:\t%s (%s) %s version=%s healthy=%s\n", c.Name, c.RuntimeType, c.Status, v, h)
+	}
+	return w.Flush()
+}
+
+func (a *app) sandboxCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "sandbox", Aliases: []string{"sb"}, Short: "Create, inspect and remove sandboxes"}
+
+	var profile, cargo, idemKey string
+	var ttl int
+	create := &cobra.Command{Use: "create", Short: "Create a sandbox (prints its id)", Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			var opts []sdk.CallOption
+			if idemKey != "" {
+				opts = append(opts, sdk.WithIdempotencyKey(idemKey))
+			}
+			sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl}, opts...)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(sb.SandboxResponse)
+			}
+			fmt.Fprintln(a.stdout, sb.ID)
+			return nil
+		}}
+	create.Flags().StringVar(&profile, "profile", "", "profile id (default: bay's python-default)")
+	create.Flags().IntVar(&ttl, "ttl", 0, "time to live in seconds (0 = no expiry)")
+	create.Flags().StringVar(&cargo, "cargo", "", "attach an existing cargo as /workspace")
+	create.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
+
+	var status, cursor string
+	var limit int
+	var all bool
+	list := &cobra.Command{Use: "list", Aliases: []string{"ls"}, Short: "List sandboxes", Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			out := bayapi.SandboxList{Items: []bayapi.SandboxResponse{}}
+			cur := cursor
+			for {
+				page, err := c.ListSandboxes(ctx, sdk.ListSandboxesRequest{Limit: limit, Cursor: cur, Status: status})
+				if err != nil {
+					return err
+				}
+				out.Items = append(out.Items, page.Items...)
+				out.NextCursor = page.NextCursor
+				if !all || page.NextCursor == nil {
+					break
+				}
+				cur = *page.NextCursor
+			}
+			if a.json() {
+				return a.printJSON(out)
+			}
+			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tSTATUS\tPROFILE\tCREATED\tEXPIRES")
+			for _, sb := range out.Items {
+				exp := timeStr(sb.ExpiresAt)
+				if sb.ExpiresAt == nil {
+					exp = "never"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Status, sb.Profile, bayapi.FormatTime(sb.CreatedAt.Time), exp)
+			}
+			if out.NextCursor != nil {
+				fmt.Fprintf(w, "(more: --cursor %s)\n", *out.NextCursor)
+			}
+			return w.Flush()
+		}}
+	list.Flags().StringVar(&status, "status", "", "filter: idle|starting|ready|failed|expired")
+	list.Flags().IntVar(&limit, "limit", 0, "page size (1-200)")
+	list.Flags().StringVar(&cursor, "cursor", "", "start after this sandbox id")
+	list.Flags().BoolVar(&all, "all", false, "follow next_cursor to list every page")
+
+	get := &cobra.Command{Use: "get <sandbox>", Short: "Show a sandbox", Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			sb, err := c.GetSandbox(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return a.printSandbox(&sb.SandboxResponse)
+		}}
+
+	simple := func(use, short, done string, f func(c *sdk.Client, cmd *cobra.Command, id string) error) *cobra.Command {
+		return &cobra.Command{Use: use + " <sandbox>...", Short: short, Args: rangeArgs(1, -1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := a.client()
+				if err != nil {
+					return err
+				}
+				for _, id := range args {
+					if err := f(c, cmd, id); err != nil {
+						return err
+					}
+					if a.json() {
+						a.printJSON(map[string]string{"id": id, "status": done})
+					} else {
+						fmt.Fprintf(a.stdout, "%s %s\n", id, done)
+					}
+				}
+				return nil
+			}}
+	}
+	stop := simple("stop", "Stop sandboxes (the workspace is kept)", "stopped", func(c *sdk.Client, cmd *cobra.Command, id string) error {
+		ctx, cancel := a.ctx(cmd)
+		defer cancel()
+		return c.StopSandbox(ctx, id)
+	})
+	del := simple("delete", "Delete sandboxes", "deleted", func(c *sdk.Client, cmd *cobra.Command, id string) error {
+		ctx, cancel := a.ctx(cmd)
+		defer cancel()
+		return c.DeleteSandbox(ctx, id)
+	})
+	del.Aliases = []string{"rm"}
+	keep := simple("keepalive", "Refresh sandboxes' idle timers", "ok", func(c *sdk.Client, cmd *cobra.Command, id string) error {
+		ctx, cancel := a.ctx(cmd)
+		defer cancel()
+		return c.Keepalive(ctx, id)
+	})
+
+	extend := &cobra.Command{Use: "extend <sandbox> <seconds>", Short: "Extend a sandbox's TTL", Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			secs, err := strconv.Atoi(args[1])
+			if err != nil {
+				return usageErr("seconds must be an integer, not %q", args[1])
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := a.ctx(cmd)
+			defer cancel()
+			var opts []sdk.CallOption
+			if idemKey != "" {
+				opts = append(opts, sdk.WithIdempotencyKey(idemKey))
+			}
+			sb, err := c.ExtendTTL(ctx, args[0], secs, opts...)
+			if err != nil {
+				return err
+			}
+			if a.json() {
+				return a.printJSON(sb.SandboxResponse)
+			}
+			fmt.Fprintf(a.stdout, "%s expires %s\n", sb.ID, timeStr(sb.ExpiresAt))
+			return nil
+		}}
+	extend.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
+
+	cmd.AddCommand(create, list, get, stop, del, extend, keep)
+	return cmd
+}

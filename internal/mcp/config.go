@@ -1,0 +1,118 @@
+package mcp
+
+import (
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+)
+
+// Defaults of Options (the reference MCP server's).
+const (
+	DefaultTTL                  = 3600
+	DefaultMaxToolTextChars     = 12000
+	DefaultMaxWriteFileBytes    = 5 << 20
+	DefaultMaxTransferFileBytes = 50 << 20
+	DefaultCallTimeout          = 600 * time.Second
+)
+
+// Options configures the tools.
+type Options struct {
+	// DefaultProfile is create_sandbox's profile when none is given.
+	DefaultProfile string
+	// DefaultTTL is create_sandbox's ttl (seconds) when none is given; 0 = no expiry.
+	DefaultTTL int
+	// MaxToolTextChars bounds every text result (characters); longer texts are truncated.
+	MaxToolTextChars int
+	// MaxWriteFileBytes bounds write_file's content.
+	MaxWriteFileBytes int64
+	// MaxTransferFileBytes bounds upload_file and download_file.
+	MaxTransferFileBytes int64
+	// CallTimeout bounds one tool call.
+	CallTimeout time.Duration
+	// Version is reported as the server implementation version.
+	Version string
+	// Logger receives one line per tool failure; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the reference's defaults.
+func DefaultOptions() Options {
+	return Options{
+		DefaultProfile:       bayapi.DefaultProfile,
+		DefaultTTL:           DefaultTTL,
+		MaxToolTextChars:     DefaultMaxToolTextChars,
+		MaxWriteFileBytes:    DefaultMaxWriteFileBytes,
+		MaxTransferFileBytes: DefaultMaxTransferFileBytes,
+		CallTimeout:          DefaultCallTimeout,
+		Version:              "dev",
+	}
+}
+
+// OptionsFromEnv returns DefaultOptions overridden by the SHIPYARD_* variables; invalid
+// values keep the default.
+func OptionsFromEnv() Options {
+	o := DefaultOptions()
+	if v := strings.TrimSpace(os.Getenv("SHIPYARD_DEFAULT_PROFILE")); v != "" {
+		o.DefaultProfile = v
+	}
+	if n, ok := envInt("SHIPYARD_DEFAULT_TTL"); ok && n >= 0 {
+		o.DefaultTTL = int(n)
+	}
+	if n, ok := envInt("SHIPYARD_MAX_TOOL_TEXT_CHARS"); ok && n > 0 {
+		o.MaxToolTextChars = int(n)
+	}
+	if n, ok := envInt("SHIPYARD_MAX_WRITE_FILE_BYTES"); ok && n > 0 {
+		o.MaxWriteFileBytes = n
+	}
+	if n, ok := envInt("SHIPYARD_MAX_TRANSFER_FILE_BYTES"); ok && n > 0 {
+		o.MaxTransferFileBytes = n
+	}
+	if v := strings.TrimSpace(os.Getenv("SHIPYARD_SDK_CALL_TIMEOUT")); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 {
+			o.CallTimeout = time.Duration(f * float64(time.Second))
+		}
+	}
+	return o
+}
+
+func envInt(name string) (int64, bool) {
+	v := strings.TrimSpace(os.Getenv(name))
+	if v == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.DefaultProfile == "" {
+		o.DefaultProfile = d.DefaultProfile
+	}
+	if o.DefaultTTL < 0 {
+		o.DefaultTTL = d.DefaultTTL
+	}
+	if o.MaxToolTextChars <= 0 {
+		o.MaxToolTextChars = d.MaxToolTextChars
+	}
+	if o.MaxWriteFileBytes <= 0 {
+		o.MaxWriteFileBytes = d.MaxWriteFileBytes
+	}
+	if o.MaxTransferFileBytes <= 0 {
+		o.MaxTransferFileBytes = d.MaxTransferFileBytes
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = d.CallTimeout
+	}
+	if o.Version == "" {
+		o.Version = d.Version
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}

@@ -1,0 +1,37 @@
+// Package mcp is Shipyard's MCP server: the tools of the reference Shipyard Neo MCP server
+// (contract section 8.1), with the same names, arguments and markdown results, implemented
+// over the public Go SDK (package sdk) with the official Go MCP SDK. It links nothing of
+// bay's implementation.
+//
+// Tools (reference names and arguments): create_sandbox, delete_sandbox, execute_python,
+// execute_shell, read_file, write_file, list_files, delete_file, upload_file, download_file,
+// get_execution_history, get_execution, get_last_execution, annotate_execution,
+// list_profiles. Ours, not in the reference: get_sandbox, list_sandboxes, stop_sandbox,
+// extend_ttl, keepalive. The reference's skill tools (create_skill_payload, ...) and browser
+// tools (execute_browser, execute_browser_batch) are not offered because bay does not serve
+// the skills and browser APIs.
+//
+// Results are markdown TextContent like the reference's; images produced by python are
+// returned as ImageContent (image/png). Texts longer than Options.MaxToolTextChars are cut
+// with the marker "…[truncated N chars; original=M]". Failures are tool errors
+// (IsError: true) whose text starts with "**Validation Error:**" (argument checks: sandbox_id
+// must match ^[A-Za-z0-9_-]{1,128}$, workspace paths must be non-empty, relative and free of
+// ".." components, timeouts 1..300, ...), "**API Error:** [<code>] <message>" (an error
+// answer of bay, followed by "details: <json>"), "**Timeout Error:**" or "**Error:**".
+//
+// Two ways to serve it:
+//
+//   - NewServer(client, opts) returns an *mcp.Server bound to one SDK client; `shipyard mcp`
+//     runs it over stdio (mcp.StdioTransport).
+//   - NewHTTPHandler(newClient) returns the streamable-HTTP handler bay mounts at /mcp. The
+//     SDK client of every tool call is built by newClient from that call's HTTP request
+//     headers (the Authorization header in particular), so MCP over HTTP is subject to the
+//     same API-key authentication as the REST API: a call without a valid key yields the tool
+//     error "**API Error:** [unauthorized] ...". Over HTTP the server runs inside bay, so the
+//     two tools that touch the local filesystem (upload_file, download_file) are not offered.
+//
+// Configuration (OptionsFromEnv, same variables as the reference): SHIPYARD_DEFAULT_PROFILE
+// (python-default), SHIPYARD_DEFAULT_TTL (3600; 0 = no expiry; invalid or negative → 3600),
+// SHIPYARD_MAX_TOOL_TEXT_CHARS (12000), SHIPYARD_MAX_WRITE_FILE_BYTES (5 MiB),
+// SHIPYARD_MAX_TRANSFER_FILE_BYTES (50 MiB), SHIPYARD_SDK_CALL_TIMEOUT (600 s per tool call).
+package mcp

@@ -1,0 +1,803 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/sdk"
+)
+
+var (
+	sandboxIDProp = prop{name: "sandbox_id", typ: "string", desc: "The sandbox ID."}
+	descProp      = prop{name: "description", typ: "string", desc: "Optional description for execution history annotation."}
+	tagsProp      = prop{name: "tags", typ: "string", desc: "Optional comma-separated tags for execution history."}
+	execTypeProp  = prop{name: "exec_type", typ: "string", desc: "Optional execution type filter: python / shell / browser / browser_batch."}
+)
+
+func timeoutProp() prop {
+	return prop{name: "timeout", typ: "integer", desc: "Execution timeout in seconds (1-300). Defaults to 30.", min: f64(1), max: f64(bayapi.MaxExecTimeout), def: bayapi.DefaultExecTimeout}
+}
+
+func (s *server) tools() []toolDef {
+	return []toolDef{
+		{name: "create_sandbox", desc: "Create a new sandbox environment for executing code. Returns the sandbox ID which must be used for subsequent operations.",
+			props: []prop{
+				{name: "profile", typ: "string", desc: fmt.Sprintf("Runtime profile (e.g., 'python-default'). Defaults to '%s'.", s.opts.DefaultProfile)},
+				{name: "ttl", typ: "integer", desc: fmt.Sprintf("Time-to-live in seconds. Defaults to %d. Use 0 for no expiration.", s.opts.DefaultTTL), min: f64(0)},
+			}, run: s.createSandbox},
+		{name: "delete_sandbox", desc: "Delete a sandbox and clean up all resources.", destructive: true, idempotent: true,
+			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: s.deleteSandbox},
+		{name: "execute_python", desc: "Execute Python code in a sandbox. Variables persist across calls within the same sandbox session.",
+			props: []prop{sandboxIDProp, {name: "code", typ: "string", desc: "Python code to execute."}, timeoutProp(),
+				{name: "include_code", typ: "boolean", desc: "Include executed code and execution metadata in response."}, descProp, tagsProp},
+			required: []string{"sandbox_id", "code"}, run: s.executePython},
+		{name: "execute_shell", desc: "Execute a shell command in a sandbox.",
+			props: []prop{sandboxIDProp, {name: "command", typ: "string", desc: "Shell command to execute."},
+				{name: "cwd", typ: "string", desc: "Working directory (relative to /workspace). Defaults to workspace root."}, timeoutProp(),
+				{name: "include_code", typ: "boolean", desc: "Include executed command and execution metadata in response."}, descProp, tagsProp},
+			required: []string{"sandbox_id", "command"}, run: s.executeShell},
+		{name: "read_file", desc: "Read a file from the sandbox workspace.", readOnly: true,
+			props:    []prop{sandboxIDProp, {name: "path", typ: "string", desc: "File path relative to /workspace."}},
+			required: []string{"sandbox_id", "path"}, run: s.readFile},
+		{name: "write_file", desc: "Write content to a file in the sandbox workspace. Creates parent directories automatically.", idempotent: true,
+			props: []prop{sandboxIDProp, {name: "path", typ: "string", desc: "File path relative to /workspace."},
+				{name: "content", typ: "string", desc: fmt.Sprintf("Content to write (at most %d bytes).", s.opts.MaxWriteFileBytes)}},
+			required: []string{"sandbox_id", "path", "content"}, run: s.writeFile},
+		{name: "list_files", desc: "List files and directories in the sandbox workspace.", readOnly: true,
+			props:    []prop{sandboxIDProp, {name: "path", typ: "string", desc: "Directory path relative to /workspace. Defaults to '.' (workspace root).", def: "."}},
+			required: []string{"sandbox_id"}, run: s.listFiles},
+		{name: "delete_file", desc: "Delete a file or directory from the sandbox workspace.", destructive: true,
+			props:    []prop{sandboxIDProp, {name: "path", typ: "string", desc: "Path to delete, relative to /workspace."}},
+			required: []string{"sandbox_id", "path"}, run: s.deleteFile},
+		{name: "upload_file", desc: "Upload a local file (on the machine running this MCP server) to the sandbox workspace.", local: true,
+			props: []prop{sandboxIDProp,
+				{name: "local_path", typ: "string", desc: fmt.Sprintf("Path of the local file to upload (at most %d bytes).", s.opts.MaxTransferFileBytes)},
+				{name: "sandbox_path", typ: "string", desc: "Destination path relative to /workspace. Defaults to the local file name."}},
+			required: []string{"sandbox_id", "local_path"}, run: s.uploadFile},
+		{name: "download_file", desc: "Download a file from the sandbox workspace to the local filesystem (of the machine running this MCP server).", local: true,
+			props: []prop{sandboxIDProp,
+				{name: "sandbox_path", typ: "string", desc: "File path relative to /workspace."},
+				{name: "local_path", typ: "string", desc: "Local destination path. Defaults to the file name in the current directory."}},
+			required: []string{"sandbox_id", "sandbox_path"}, run: s.downloadFile},
+		{name: "get_execution_history", desc: "Get execution history for a sandbox with optional filters.", readOnly: true,
+			props: []prop{sandboxIDProp, execTypeProp,
+				{name: "success_only", typ: "boolean", desc: "Return only successful executions."},
+				{name: "limit", typ: "integer", desc: "Max number of entries (1-500). Defaults to 50.", min: f64(1), max: f64(bayapi.MaxHistLimit), def: 50},
+				{name: "tags", typ: "string", desc: "Optional comma-separated tags filter."},
+				{name: "has_notes", typ: "boolean", desc: "Return only entries that have notes."},
+				{name: "has_description", typ: "boolean", desc: "Return only entries that have description."}},
+			required: []string{"sandbox_id"}, run: s.getExecutionHistory},
+		{name: "get_execution", desc: "Get one execution record by execution ID.", readOnly: true,
+			props:    []prop{sandboxIDProp, {name: "execution_id", typ: "string", desc: "Execution record ID."}},
+			required: []string{"sandbox_id", "execution_id"}, run: s.getExecution},
+		{name: "get_last_execution", desc: "Get the latest execution record in a sandbox.", readOnly: true,
+			props: []prop{sandboxIDProp, execTypeProp}, required: []string{"sandbox_id"}, run: s.getLastExecution},
+		{name: "annotate_execution", desc: "Add or update description/tags/notes for one execution record.", idempotent: true,
+			props: []prop{sandboxIDProp, {name: "execution_id", typ: "string", desc: "Execution record ID."},
+				{name: "description", typ: "string", desc: "Description text."},
+				{name: "tags", typ: "string", desc: "Comma-separated tags."},
+				{name: "notes", typ: "string", desc: "Agent notes."}},
+			required: []string{"sandbox_id", "execution_id"}, run: s.annotateExecution},
+		{name: "list_profiles", desc: "List available sandbox profiles with their capabilities.", readOnly: true, run: s.listProfiles},
+
+		// Ours: not in the reference MCP server.
+		{name: "get_sandbox", desc: "Get a sandbox's status, profile, capabilities, expiry and (when running) its containers. (Shipyard extension.)", readOnly: true,
+			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: s.getSandbox},
+		{name: "list_sandboxes", desc: "List your sandboxes. (Shipyard extension.)", readOnly: true,
+			props: []prop{
+				{name: "status", typ: "string", desc: "Optional status filter: idle / starting / ready / failed / expired."},
+				{name: "limit", typ: "integer", desc: "Max number of sandboxes (1-200). Defaults to 50.", min: f64(1), max: f64(bayapi.MaxListLimit), def: 50},
+				{name: "cursor", typ: "string", desc: "next_cursor of a previous call, to get the next page."}},
+			run: s.listSandboxes},
+		{name: "stop_sandbox", desc: "Stop a sandbox's runtime to free resources; the workspace is kept and the next execution restarts it. (Shipyard extension.)", idempotent: true,
+			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: s.stopSandbox},
+		{name: "extend_ttl", desc: "Extend a sandbox's time-to-live. (Shipyard extension.)",
+			props:    []prop{sandboxIDProp, {name: "extend_by", typ: "integer", desc: "Seconds to add to the current expiry (>= 1).", min: f64(1)}},
+			required: []string{"sandbox_id", "extend_by"}, run: s.extendTTL},
+		{name: "keepalive", desc: "Refresh a sandbox's idle timer without running anything. (Shipyard extension.)", idempotent: true,
+			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: s.keepalive},
+	}
+}
+
+func orNone(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func (s *server) createSandbox(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	profile := s.opts.DefaultProfile
+	if a.has("profile") {
+		p, err := a.requireStr("profile")
+		if err != nil {
+			return nil, invalid("field 'profile' must be a non-empty string")
+		}
+		profile = p
+	}
+	ttl, err := a.integer("ttl", int64(s.opts.DefaultTTL), 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, TTL: int(ttl)})
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	b.WriteString("Sandbox created successfully.\n\n")
+	fmt.Fprintf(&b, "**Sandbox ID:** `%s`\n**Profile:** %s\n**Status:** %s\n**Capabilities:** %s\n**TTL:** %d seconds\n",
+		sb.ID, sb.Profile, sb.Status, strings.Join(sb.Capabilities, ", "), ttl)
+	b.WriteString(containersText(sb.Containers))
+	b.WriteString("\nUse this sandbox_id for subsequent operations.")
+	return textResult(s.truncate(b.String())), nil
+}
+
+func containersText(cs []bayapi.ContainerRuntime) string {
+	if len(cs) == 0 {
+		return ""
+	}
+	lines := []string{"**Containers:**"}
+	for _, c := range cs {
+		ver := "unknown"
+		if c.Version != nil {
+			ver = *c.Version
+		}
+		health := "?"
+		if c.Healthy != nil {
+			health = map[bool]string{true: "✅", false: "❌"}[*c.Healthy]
+		}
+		lines = append(lines, fmt.Sprintf("  - %s (%s) v%s %s [%s]", c.Name, c.RuntimeType, ver, health, strings.Join(c.Capabilities, ", ")))
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func (s *server) deleteSandbox(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.DeleteSandbox(ctx, id); err != nil {
+		return nil, err
+	}
+	return textResult(fmt.Sprintf("Sandbox `%s` deleted successfully.", id)), nil
+}
+
+type execArgs struct {
+	id      string
+	timeout int
+	include bool
+	desc    string
+	tags    string
+}
+
+func (a args) execArgs() (execArgs, error) {
+	var e execArgs
+	var err error
+	if e.id, err = a.sandboxID(); err != nil {
+		return e, err
+	}
+	t, err := a.integer("timeout", bayapi.DefaultExecTimeout, 1, bayapi.MaxExecTimeout)
+	if err != nil {
+		return e, err
+	}
+	e.timeout = int(t)
+	if e.include, err = a.boolean("include_code", false); err != nil {
+		return e, err
+	}
+	if e.desc, err = a.optStr("description"); err != nil {
+		return e, err
+	}
+	if e.tags, err = a.optStr("tags"); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+func (s *server) executePython(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	e, err := a.execArgs()
+	if err != nil {
+		return nil, err
+	}
+	code, err := a.requireStr("code")
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.ExecPython(ctx, e.id, sdk.PythonRequest{Code: code, ExecOptions: sdk.ExecOptions{
+		Timeout: e.timeout, IncludeCode: e.include, Description: e.desc, Tags: e.tags}})
+	if err != nil {
+		return nil, err
+	}
+	var text string
+	if res.Success {
+		out := res.Output
+		if out == "" {
+			out = "(no output)"
+		}
+		suffix := ""
+		if res.ExecutionID != "" {
+			suffix += "\n\nexecution_id: " + res.ExecutionID
+		}
+		suffix += fmt.Sprintf("\nexecution_time_ms: %d", res.ExecutionTimeMS)
+		if e.include && res.Code != nil {
+			suffix += "\n\ncode:\n" + s.truncate(*res.Code)
+		}
+		text = fmt.Sprintf("**Execution successful**\n\n```\n%s\n```%s", s.truncate(out), suffix)
+	} else {
+		errText := orNone(res.Error)
+		if errText == "" {
+			errText = "Unknown error"
+		}
+		if res.Output != "" {
+			errText = res.Output + "\n" + errText
+		}
+		suffix := ""
+		if res.ExecutionID != "" {
+			suffix = "\n\nexecution_id: " + res.ExecutionID
+		}
+		text = fmt.Sprintf("**Execution failed**\n\n```\n%s\n```%s", s.truncate(errText), suffix)
+	}
+	result := textResult(text)
+	for i, img := range res.Data.Output.Images {
+		for mime, b64 := range img {
+			data, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil {
+				result.Content = append(result.Content, &mcpsdk.TextContent{Text: fmt.Sprintf("(image %d: undecodable %s data)", i, mime)})
+				continue
+			}
+			result.Content = append(result.Content, &mcpsdk.ImageContent{Data: data, MIMEType: mime})
+		}
+	}
+	return result, nil
+}
+
+func (s *server) executeShell(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	e, err := a.execArgs()
+	if err != nil {
+		return nil, err
+	}
+	command, err := a.requireStr("command")
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := a.path("cwd", false, "")
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.ExecShell(ctx, e.id, sdk.ShellRequest{Command: command, Cwd: cwd, ExecOptions: sdk.ExecOptions{
+		Timeout: e.timeout, IncludeCode: e.include, Description: e.desc, Tags: e.tags}})
+	if err != nil {
+		return nil, err
+	}
+	out := res.Output
+	if res.Error != nil && *res.Error != "" {
+		if out != "" {
+			out += "\n"
+		}
+		out += *res.Error
+	}
+	if out == "" {
+		out = "(no output)"
+	}
+	status := "successful"
+	if !res.Success {
+		status = "failed"
+	}
+	suffix := ""
+	if res.ExecutionID != "" {
+		suffix += "\n\nexecution_id: " + res.ExecutionID
+	}
+	suffix += fmt.Sprintf("\nexecution_time_ms: %d", res.ExecutionTimeMS)
+	if e.include && res.Command != nil {
+		suffix += "\n\ncommand:\n" + s.truncate(*res.Command)
+	}
+	return textResult(fmt.Sprintf("**Command %s** (exit code: %d)\n\n```\n%s\n```%s", status, res.ExitCode, s.truncate(out), suffix)), nil
+}
+
+func (s *server) readFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.path("path", true, "")
+	if err != nil {
+		return nil, err
+	}
+	content, err := c.ReadFile(ctx, id, p)
+	if err != nil {
+		return nil, err
+	}
+	return textResult(fmt.Sprintf("**File: %s**\n\n```\n%s\n```", p, s.truncate(content))), nil
+}
+
+func (s *server) writeFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.path("path", true, "")
+	if err != nil {
+		return nil, err
+	}
+	content, ok, err := a.str("content")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, invalid("missing required field: content")
+	}
+	if n := int64(len(content)); n > s.opts.MaxWriteFileBytes {
+		return nil, invalid("write_file content too large: %d bytes exceeds limit of %d bytes", n, s.opts.MaxWriteFileBytes)
+	}
+	if err := c.WriteFile(ctx, id, p, content); err != nil {
+		return nil, err
+	}
+	return textResult(fmt.Sprintf("File `%s` written successfully (%d bytes).", p, len(content))), nil
+}
+
+func (s *server) listFiles(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.path("path", false, ".")
+	if err != nil {
+		return nil, err
+	}
+	entries, err := c.ListFiles(ctx, id, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 {
+		return textResult(fmt.Sprintf("Directory `%s` is empty.", p)), nil
+	}
+	lines := []string{fmt.Sprintf("**Directory: %s**\n", p)}
+	for _, e := range entries {
+		if e.IsDir {
+			lines = append(lines, "📁 "+e.Name+"/")
+		} else if e.Size != nil {
+			lines = append(lines, fmt.Sprintf("📄 %s (%d bytes)", e.Name, *e.Size))
+		} else {
+			lines = append(lines, "📄 "+e.Name)
+		}
+	}
+	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
+}
+
+func (s *server) deleteFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.path("path", true, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.DeleteFile(ctx, id, p); err != nil {
+		return nil, err
+	}
+	return textResult(fmt.Sprintf("Deleted `%s` successfully.", p)), nil
+}
+
+func localPath(k, p string) (string, error) {
+	if strings.TrimSpace(p) == "" || strings.ContainsRune(p, 0) {
+		return "", invalid("field '%s' must be a non-empty path", k)
+	}
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			p = filepath.Join(home, p[2:])
+		}
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", invalid("field '%s': %v", k, err)
+	}
+	return abs, nil
+}
+
+func (s *server) uploadFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	lp, err := a.requireStr("local_path")
+	if err != nil {
+		return nil, err
+	}
+	local, err := localPath("local_path", lp)
+	if err != nil {
+		return nil, err
+	}
+	target, err := a.path("sandbox_path", false, "")
+	if err != nil {
+		return nil, err
+	}
+	if target == "" {
+		target = filepath.Base(local)
+	}
+	f, err := os.Open(local)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, invalid("local file not found: %s", local)
+		}
+		return nil, invalid("cannot open local file %s: %v", local, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, invalid("local path is not a file: %s", local)
+	}
+	if st.Size() > s.opts.MaxTransferFileBytes {
+		return nil, invalid("file too large: %d bytes exceeds limit of %d bytes", st.Size(), s.opts.MaxTransferFileBytes)
+	}
+	res, err := c.Upload(ctx, id, target, f, st.Size())
+	if err != nil {
+		return nil, err
+	}
+	return textResult(fmt.Sprintf("File uploaded successfully.\n\n**Local:** `%s`\n**Sandbox:** `%s`\n**Size:** %d bytes", local, res.Path, res.Size)), nil
+}
+
+// errTooLarge aborts a download that exceeds MaxTransferFileBytes.
+var errTooLarge = errors.New("too large")
+
+type capWriter struct {
+	w     io.Writer
+	n     int64
+	limit int64
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	if c.n+int64(len(p)) > c.limit {
+		return 0, errTooLarge
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (s *server) downloadFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	src, err := a.path("sandbox_path", true, "")
+	if err != nil {
+		return nil, err
+	}
+	lp, err := a.optStr("local_path")
+	if err != nil {
+		return nil, err
+	}
+	var local string
+	if lp != "" {
+		if local, err = localPath("local_path", lp); err != nil {
+			return nil, err
+		}
+	} else {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		local = filepath.Join(wd, filepath.Base(src))
+	}
+	if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+		return nil, fmt.Errorf("create %s: %w", filepath.Dir(local), err)
+	}
+	// Write to a temporary file next to the target and rename it on success, so that a
+	// failed or oversized download leaves nothing behind.
+	tmp, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".part-*")
+	if err != nil {
+		return nil, fmt.Errorf("create temporary file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	n, err := c.Download(ctx, id, src, &capWriter{w: tmp, limit: s.opts.MaxTransferFileBytes})
+	if cerr := tmp.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if errors.Is(err, errTooLarge) {
+		return nil, invalid("downloaded file too large: exceeds limit of %d bytes", s.opts.MaxTransferFileBytes)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp.Name(), local); err != nil {
+		return nil, fmt.Errorf("move download into place: %w", err)
+	}
+	return textResult(fmt.Sprintf("File downloaded successfully.\n\n**Sandbox:** `%s`\n**Local:** `%s`\n**Size:** %d bytes", src, local, n)), nil
+}
+
+func (a args) execType() (string, error) {
+	t, err := a.optStr("exec_type")
+	if err != nil {
+		return "", err
+	}
+	switch t {
+	case "", bayapi.ExecPython, bayapi.ExecShell, bayapi.ExecBrowser, bayapi.ExecBrowserBatch:
+		return t, nil
+	}
+	return "", invalid("field 'exec_type' must be one of python, shell, browser, browser_batch")
+}
+
+func entryLine(e bayapi.ExecutionHistoryEntry) string {
+	line := fmt.Sprintf("- %s | %s | success=%t | %dms", e.ID, e.ExecType, e.Success, e.ExecutionTimeMS)
+	if e.Tags != nil {
+		line += " | tags=" + *e.Tags
+	}
+	if e.Description != nil && *e.Description != "" {
+		line += " | desc=" + *e.Description
+	}
+	if e.Notes != nil && *e.Notes != "" {
+		line += " | notes=" + *e.Notes
+	}
+	return line
+}
+
+func (s *server) getExecutionHistory(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	var req sdk.HistoryRequest
+	if req.ExecType, err = a.execType(); err != nil {
+		return nil, err
+	}
+	if req.SuccessOnly, err = a.boolean("success_only", false); err != nil {
+		return nil, err
+	}
+	limit, err := a.integer("limit", 50, 1, bayapi.MaxHistLimit)
+	if err != nil {
+		return nil, err
+	}
+	req.Limit = int(limit)
+	if req.Tags, err = a.optStr("tags"); err != nil {
+		return nil, err
+	}
+	if req.HasNotes, err = a.optBool("has_notes"); err != nil {
+		return nil, err
+	}
+	if req.HasDescription, err = a.optBool("has_description"); err != nil {
+		return nil, err
+	}
+	list, err := c.ListHistory(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Entries) == 0 {
+		return textResult("No execution history found."), nil
+	}
+	lines := []string{fmt.Sprintf("Total: %d", list.Total)}
+	for _, e := range list.Entries {
+		lines = append(lines, entryLine(e))
+	}
+	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
+}
+
+func (s *server) entryText(e *bayapi.ExecutionHistoryEntry) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Execution %s**\n\n", e.ID)
+	fmt.Fprintf(&b, "- type: %s\n- success: %t\n- execution_time_ms: %d\n- created_at: %s\n", e.ExecType, e.Success, e.ExecutionTimeMS, bayapi.FormatTime(e.CreatedAt.Time))
+	if e.Description != nil {
+		fmt.Fprintf(&b, "- description: %s\n", *e.Description)
+	}
+	if e.Tags != nil {
+		fmt.Fprintf(&b, "- tags: %s\n", *e.Tags)
+	}
+	if e.Notes != nil {
+		fmt.Fprintf(&b, "- notes: %s\n", *e.Notes)
+	}
+	fmt.Fprintf(&b, "\ncode:\n```\n%s\n```\n", e.Code)
+	if e.Output != nil && *e.Output != "" {
+		fmt.Fprintf(&b, "\noutput:\n```\n%s\n```\n", *e.Output)
+	}
+	if e.Error != nil && *e.Error != "" {
+		fmt.Fprintf(&b, "\nerror:\n```\n%s\n```\n", *e.Error)
+	}
+	return s.truncate(strings.TrimRight(b.String(), "\n"))
+}
+
+func (s *server) getExecution(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	execID, err := a.id("execution_id")
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.GetExecution(ctx, id, execID)
+	if err != nil {
+		return nil, err
+	}
+	return textResult(s.entryText(e)), nil
+}
+
+func (s *server) getLastExecution(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	t, err := a.execType()
+	if err != nil {
+		return nil, err
+	}
+	e, err := c.LastExecution(ctx, id, t)
+	if err != nil {
+		return nil, err
+	}
+	return textResult(s.entryText(e)), nil
+}
+
+func (s *server) annotateExecution(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	execID, err := a.id("execution_id")
+	if err != nil {
+		return nil, err
+	}
+	var req bayapi.AnnotateExecutionRequest
+	for k, dst := range map[string]**string{"description": &req.Description, "tags": &req.Tags, "notes": &req.Notes} {
+		v, ok, err := a.str(k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			*dst = &v
+		}
+	}
+	if req.Description == nil && req.Tags == nil && req.Notes == nil {
+		return nil, invalid("at least one of description, tags, notes must be given")
+	}
+	e, err := c.AnnotateExecution(ctx, id, execID, req)
+	if err != nil {
+		return nil, err
+	}
+	return textResult("Execution annotated.\n\n" + s.entryText(e)), nil
+}
+
+func (s *server) listProfiles(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	profiles, err := c.ListProfiles(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(profiles.Items) == 0 {
+		return textResult("No profiles available."), nil
+	}
+	lines := []string{fmt.Sprintf("**Available Profiles** (%d)\n", len(profiles.Items))}
+	for _, p := range profiles.Items {
+		caps := "none"
+		if len(p.Capabilities) > 0 {
+			caps = strings.Join(p.Capabilities, ", ")
+		}
+		desc := ""
+		if p.Description != nil && *p.Description != "" {
+			desc = " — " + *p.Description
+		}
+		lines = append(lines, fmt.Sprintf("- **%s**%s: capabilities=[%s], idle_timeout=%ds", p.ID, desc, caps, p.IdleTimeout))
+		for _, ct := range p.Containers {
+			cc := "none"
+			if len(ct.Capabilities) > 0 {
+				cc = strings.Join(ct.Capabilities, ", ")
+			}
+			lines = append(lines, fmt.Sprintf("    └ %s (%s): [%s]", ct.Name, ct.RuntimeType, cc))
+		}
+	}
+	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
+}
+
+func timeOr(t *bayapi.Time, none string) string {
+	if t == nil {
+		return none
+	}
+	return bayapi.FormatTime(t.Time)
+}
+
+func (s *server) sandboxText(sb *bayapi.SandboxResponse) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**Sandbox ID:** `%s`\n**Status:** %s\n**Profile:** %s\n**Cargo:** %s\n**Capabilities:** %s\n**Created:** %s\n**Expires:** %s\n**Idle expires:** %s\n",
+		sb.ID, sb.Status, sb.Profile, sb.CargoID, strings.Join(sb.Capabilities, ", "), bayapi.FormatTime(sb.CreatedAt.Time),
+		timeOr(sb.ExpiresAt, "never"), timeOr(sb.IdleExpiresAt, "-"))
+	b.WriteString(containersText(sb.Containers))
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func (s *server) getSandbox(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	sb, err := c.GetSandbox(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return textResult(s.sandboxText(&sb.SandboxResponse)), nil
+}
+
+func (s *server) listSandboxes(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	var req sdk.ListSandboxesRequest
+	var err error
+	if req.Status, err = a.optStr("status"); err != nil {
+		return nil, err
+	}
+	switch req.Status {
+	case "", bayapi.StatusIdle, bayapi.StatusStarting, bayapi.StatusReady, bayapi.StatusFailed, bayapi.StatusExpired:
+	default:
+		return nil, invalid("field 'status' must be one of idle, starting, ready, failed, expired")
+	}
+	limit, err := a.integer("limit", bayapi.DefaultListLimit, 1, bayapi.MaxListLimit)
+	if err != nil {
+		return nil, err
+	}
+	req.Limit = int(limit)
+	if req.Cursor, err = a.optStr("cursor"); err != nil {
+		return nil, err
+	}
+	list, err := c.ListSandboxes(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return textResult("No sandboxes found."), nil
+	}
+	lines := []string{fmt.Sprintf("**Sandboxes** (%d)\n", len(list.Items))}
+	for _, sb := range list.Items {
+		lines = append(lines, fmt.Sprintf("- `%s` | %s | profile=%s | expires=%s", sb.ID, sb.Status, sb.Profile, timeOr(sb.ExpiresAt, "never")))
+	}
+	if list.NextCursor != nil {
+		lines = append(lines, "\nnext_cursor: "+*list.NextCursor)
+	}
+	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
+}
+
+func (s *server) stopSandbox(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.StopSandbox(ctx, id); err != nil {
+		return nil, err
+	}
+	return textResult(fmt.Sprintf("Sandbox `%s` stopped. Its workspace is kept; the next execution starts it again.", id)), nil
+}
+
+func (s *server) extendTTL(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	if !a.has("extend_by") {
+		return nil, invalid("missing required field: extend_by")
+	}
+	by, err := a.integer("extend_by", 0, 1, -1)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := c.ExtendTTL(ctx, id, int(by))
+	if err != nil {
+		return nil, err
+	}
+	return textResult(fmt.Sprintf("TTL of `%s` extended by %d seconds.\n\n**Expires:** %s", id, by, timeOr(sb.ExpiresAt, "never"))), nil
+}
+
+func (s *server) keepalive(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+	id, err := a.sandboxID()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Keepalive(ctx, id); err != nil {
+		return nil, err
+	}
+	return textResult(fmt.Sprintf("Sandbox `%s` kept alive.", id)), nil
+}
