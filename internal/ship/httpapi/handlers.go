@@ -229,8 +229,11 @@ func (s *Server) receiveFile(w http.ResponseWriter, r *http.Request, part io.Rea
 	if limit <= 0 {
 		limit = 1<<63 - 1
 	}
+	// Part.Read yields at most a few KiB per call; gather them into 1 MiB
+	// writes. writeOnly hides bufio.Writer.ReadFrom, which would hand the
+	// small reads straight to the file.
 	bw := bufio.NewWriterSize(up.File, 1<<20)
-	n, err := io.Copy(bw, io.LimitReader(part, limit+1))
+	n, err := io.CopyBuffer(writeOnly{bw}, io.LimitReader(part, limit+1), make([]byte, 256<<10))
 	if err == nil {
 		err = bw.Flush()
 	}
@@ -258,6 +261,10 @@ func (s *Server) receiveFile(w http.ResponseWriter, r *http.Request, part io.Rea
 	}
 	writeJSON(w, http.StatusOK, shipapi.UploadResponse{Success: true, Message: "File uploaded successfully", FilePath: abs, Size: n})
 }
+
+type writeOnly struct{ w io.Writer }
+
+func (w writeOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Query().Get(shipapi.DownloadPathParam)
