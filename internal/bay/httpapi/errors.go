@@ -18,7 +18,9 @@ type schemaError struct {
 	issues []bayapi.ValidationIssue
 }
 
-func (e *schemaError) Error() string { return fmt.Sprintf("request validation failed: %d issue(s)", len(e.issues)) }
+func (e *schemaError) Error() string {
+	return fmt.Sprintf("request validation failed: %d issue(s)", len(e.issues))
+}
 
 // issues collects validation issues.
 type issues []bayapi.ValidationIssue

@@ -20,7 +20,9 @@ import (
 // HeaderReplayed is set to "true" on a response replayed from an Idempotency-Key record.
 const HeaderReplayed = "Idempotent-Replayed"
 
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) { writeError(w, r, s.log, err) }
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	writeError(w, r, s.log, err)
+}
 
 // ---- meta ----
 

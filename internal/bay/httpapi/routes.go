@@ -44,8 +44,10 @@ type param struct {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 var (
-	pathQuery   = param{name: "path", typ: "string", required: true, desc: "workspace-relative path"}
-	limitParam  = func(def, max int) param { return param{name: "limit", typ: "integer", desc: "page size (1.." + itoa(max) + ", default " + itoa(def) + ")"} }
+	pathQuery  = param{name: "path", typ: "string", required: true, desc: "workspace-relative path"}
+	limitParam = func(def, max int) param {
+		return param{name: "limit", typ: "integer", desc: "page size (1.." + itoa(max) + ", default " + itoa(def) + ")"}
+	}
 	cursorParam = param{name: "cursor", typ: "string", desc: "id after which the page starts (next_cursor of the previous page)"}
 	execTypes   = []string{bayapi.ExecPython, bayapi.ExecShell, bayapi.ExecBrowser, bayapi.ExecBrowserBatch}
 )

@@ -89,4 +89,3 @@ func relay(ctx context.Context, dst, src *websocket.Conn) error {
 		}
 	}
 }
-

@@ -218,7 +218,9 @@ func notFoundSandbox(id string) *bay.Error {
 	return bay.Errorf(bay.CodeNotFound, "Sandbox not found: %s", id)
 }
 
-func notFoundCargo(id string) *bay.Error { return bay.Errorf(bay.CodeNotFound, "Cargo not found: %s", id) }
+func notFoundCargo(id string) *bay.Error {
+	return bay.Errorf(bay.CodeNotFound, "Cargo not found: %s", id)
+}
 
 func notReady(msg, sandboxID string, retry bool) *bay.Error {
 	d := map[string]any{"sandbox_id": sandboxID}

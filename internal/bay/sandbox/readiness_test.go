@@ -1,0 +1,67 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/fake"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
+)
+
+// TestReadinessTimeoutRemovesTheContainer runs the readiness wait in a synctest bubble: the
+// runtime never becomes healthy, the wait gives up after exactly ReadinessTimeout with the
+// 20 ms..250 ms backoff, the container is removed and the caller gets 503 session_not_ready.
+func TestReadinessTimeoutRemovesTheContainer(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, "bay.db"), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		drv := fake.New()
+		svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{
+			Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 10 * time.Second,
+		})
+		var probes atomic.Int64
+		svc.SetHealthCheck(func(ctx context.Context, endpoint string) error {
+			probes.Add(1)
+			return errors.New("connection refused")
+		})
+		r, err := svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = svc.EnsureRunning(ctx, r.ID)
+		elapsed := time.Since(start)
+		var be *bay.Error
+		if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Message != "Runtime failed to become ready" || be.Details["retry_after_ms"] != 1000 {
+			t.Fatalf("err = %v", err)
+		}
+		if elapsed != 10*time.Second {
+			t.Fatalf("gave up after %v, want the 10 s bound", elapsed)
+		}
+		// 20, 40, 80, 160, then every 250 ms: about 5 + (10 s - 0.3 s)/250 ms probes.
+		if n := probes.Load(); n < 40 || n > 45 {
+			t.Fatalf("%d probes", n)
+		}
+		if c := drv.Containers(); len(c) != 0 {
+			t.Fatalf("container left: %+v", c)
+		}
+		got, err := svc.GetSandbox(ctx, "alice", r.ID)
+		if err != nil || got.Status != "failed" {
+			t.Fatalf("status: %v %v", got, err)
+		}
+	})
+}

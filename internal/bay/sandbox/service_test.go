@@ -1,0 +1,661 @@
+package sandbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/fake"
+	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient/shipstub"
+	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
+)
+
+// clock is a settable bay.Clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type env struct {
+	svc   *sandbox.Service
+	store *sqlite.Store
+	drv   *fake.Driver
+	ship  *shipstub.Stub
+	clock *clock
+}
+
+func testProfiles() []bay.Profile {
+	return []bay.Profile{{
+		ID: "python-default",
+		Containers: []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123,
+			Resources: bay.Resources{CPUs: 1, Memory: "1g", MemoryBytes: 1 << 30}, Capabilities: bay.DefaultCapabilities, PrimaryFor: bay.DefaultCapabilities,
+			Env: map[string]string{"FOO": "bar:baz"}}},
+		Env:         map[string]string{"PROFILE_VAR": "1"},
+		IdleTimeout: 30 * time.Minute,
+	}, {
+		ID:          "shell-only",
+		Containers:  []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"shell"}}},
+		IdleTimeout: 30 * time.Minute,
+	}}
+}
+
+func newEnv(t *testing.T, mod ...func(*sandbox.Config)) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	stub := shipstub.New()
+	t.Cleanup(stub.Close)
+	drv := fake.New(fake.WithEndpointFunc(func(bay.ContainerSpec) string { return stub.URL() }))
+	clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
+	cfg := sandbox.Config{Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 5 * time.Second}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	svc := sandbox.New(st, drv, shipclient.New(nil, nil), clk, nil, cfg)
+	return &env{svc: svc, store: st, drv: drv, ship: stub, clock: clk}
+}
+
+func (e *env) create(t *testing.T, owner string, p sandbox.CreateParams) *bayapi.SandboxResponse {
+	t.Helper()
+	r, err := e.svc.CreateSandbox(context.Background(), owner, p, nil)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	return r
+}
+
+func code(err error) string { return bay.ErrorCode(err) }
+
+func TestCreateIsLazyAndRendersTheReferenceShape(t *testing.T) {
+	e := newEnv(t)
+	ttl := int64(3600)
+	r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl})
+	if r.Status != "idle" || r.Profile != "python-default" || r.Containers != nil || r.IdleExpiresAt != nil {
+		t.Fatalf("unexpected response %+v", r)
+	}
+	if r.ExpiresAt == nil || !r.ExpiresAt.Equal(e.clock.Now().Add(time.Hour)) {
+		t.Fatalf("expires_at = %v", r.ExpiresAt)
+	}
+	if n := e.drv.CallCount(fake.MethodCreateContainer); n != 0 {
+		t.Fatalf("create started %d containers, want lazy", n)
+	}
+	if vols := e.drv.Volumes(); len(vols) != 1 || vols[0].Labels[bay.LabelOwner] != "alice" || vols[0].Labels[bay.LabelManaged] != "true" {
+		t.Fatalf("volumes %+v", vols)
+	}
+	for _, ttl := range []int64{0, -5} {
+		if r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl}); r.ExpiresAt != nil {
+			t.Fatalf("ttl %d gave expiry %v", ttl, r.ExpiresAt)
+		}
+	}
+	if _, err := e.svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{ProfileID: "nope"}, nil); code(err) != bay.CodeValidation {
+		t.Fatalf("invalid profile: %v", err)
+	}
+}
+
+func TestCreateVolumeFailureLeavesNoRows(t *testing.T) {
+	e := newEnv(t)
+	e.drv.Fail(fake.MethodCreateVolume, errors.New("disk full"), 1)
+	_, err := e.svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{}, nil)
+	if code(err) != bay.CodeInternal {
+		t.Fatalf("err = %v", err)
+	}
+	var be *bay.Error
+	if !errors.As(err, &be) || be.Message == "" || contains(be.Message, "disk full") {
+		t.Fatalf("message leaks the cause or is empty: %q", be.Message)
+	}
+	assertEmpty(t, e)
+}
+
+func TestCreateDatabaseFailureRemovesTheVolume(t *testing.T) {
+	e := newEnv(t)
+	hookErr := errors.New("boom")
+	_, err := e.svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{}, func(context.Context, bay.Tx, any) error { return hookErr })
+	if !errors.Is(err, hookErr) {
+		t.Fatalf("err = %v", err)
+	}
+	assertEmpty(t, e)
+	if v := e.drv.Volumes(); len(v) != 0 {
+		t.Fatalf("volume left behind: %+v", v)
+	}
+}
+
+func assertEmpty(t *testing.T, e *env) {
+	t.Helper()
+	sbs, _ := e.store.ListSandboxes(context.Background(), bay.SandboxQuery{IncludeDeleted: true})
+	cs, _ := e.store.ListCargos(context.Background(), bay.CargoQuery{})
+	if len(sbs) != 0 || len(cs) != 0 {
+		t.Fatalf("rows left: %d sandboxes, %d cargos", len(sbs), len(cs))
+	}
+}
+
+func contains(s, sub string) bool { return len(sub) > 0 && len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0) }
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestCreateOnCargo(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ext, err := e.svc.CreateCargo(ctx, "alice", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.create(t, "alice", sandbox.CreateParams{CargoID: &ext.ID})
+	if r.CargoID != ext.ID {
+		t.Fatalf("cargo %s", r.CargoID)
+	}
+	// Another owner's cargo is invisible.
+	if _, err := e.svc.CreateSandbox(ctx, "bob", sandbox.CreateParams{CargoID: &ext.ID}, nil); code(err) != bay.CodeNotFound {
+		t.Fatalf("bob: %v", err)
+	}
+	// A managed cargo (another sandbox's workspace) is refused: reference defect 3.
+	other := e.create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{CargoID: &other.CargoID}, nil); code(err) != bay.CodeConflict {
+		t.Fatalf("managed cargo: %v", err)
+	}
+	// Deleting the sandbox keeps the external cargo; the cargo is then deletable.
+	if err := e.svc.DeleteCargo(ctx, "alice", ext.ID); code(err) != bay.CodeConflict {
+		t.Fatalf("delete used cargo: %v", err)
+	}
+	if err := e.svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.GetCargo(ctx, "alice", ext.ID); err != nil {
+		t.Fatalf("external cargo gone: %v", err)
+	}
+	if err := e.svc.DeleteCargo(ctx, "alice", other.CargoID); code(err) != bay.CodeConflict {
+		t.Fatalf("delete managed cargo of a live sandbox: %v", err)
+	}
+	if err := e.svc.DeleteCargo(ctx, "alice", ext.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnsureRunningStartsOneContainerForConcurrentCalls(t *testing.T) {
+	e := newEnv(t)
+	e.drv.SetLatency(fake.MethodCreateContainer, 50*time.Millisecond)
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.svc.ExecPython(context.Background(), "alice", r.ID, sandbox.PythonParams{Code: "1", Timeout: 30})
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.drv.CallCount(fake.MethodCreateContainer); n != 1 {
+		t.Fatalf("CreateContainer called %d times", n)
+	}
+	c := e.drv.Containers()
+	if len(c) != 1 {
+		t.Fatalf("containers: %d", len(c))
+	}
+	spec := c[0].Spec
+	if spec.Name != "bay-session-"+spec.Labels[bay.LabelSessionID] || spec.Labels[bay.LabelOwner] != "alice" ||
+		spec.Labels[bay.LabelInstanceID] != "test" || spec.Labels[bay.LabelManaged] != "true" || spec.Labels[bay.LabelCreatedAt] == "" ||
+		spec.User != "1000:1000" || spec.MountPath != "/workspace" || spec.Env["FOO"] != "bar:baz" || spec.Env["PROFILE_VAR"] != "1" ||
+		spec.Env["BAY_SANDBOX_ID"] != r.ID || spec.Env["BAY_WORKSPACE_PATH"] != "/workspace" || spec.NanoCPUs != 1e9 || spec.MemoryBytes != 1<<30 {
+		t.Fatalf("spec %+v", spec)
+	}
+	got, err := e.svc.GetSandbox(context.Background(), "alice", r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != "ready" || got.IdleExpiresAt == nil || len(got.Containers) != 1 || got.Containers[0].Healthy == nil || !*got.Containers[0].Healthy {
+		b, _ := json.Marshal(got)
+		t.Fatalf("get: %s", b)
+	}
+}
+
+func TestContainerCreateFailureMarksFailedAndLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	e.drv.Fail(fake.MethodCreateContainer, errors.New("no such image"), 1)
+	_, err := e.svc.ExecShell(context.Background(), "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30})
+	if code(err) != bay.CodeInternal {
+		t.Fatalf("err = %v", err)
+	}
+	if c := e.drv.Containers(); len(c) != 0 {
+		t.Fatalf("containers left: %d", len(c))
+	}
+	got, _ := e.svc.GetSandbox(context.Background(), "alice", r.ID)
+	if got.Status != "failed" {
+		t.Fatalf("status %s", got.Status)
+	}
+	// The next call rebuilds.
+	if _, err := e.svc.ExecShell(context.Background(), "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStartFailureRemovesTheContainer(t *testing.T) {
+	e := newEnv(t)
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	e.drv.Fail(fake.MethodStartContainer, errors.New("port in use"), 1)
+	if _, err := e.svc.EnsureRunning(context.Background(), r.ID); code(err) != bay.CodeInternal {
+		t.Fatalf("err = %v", err)
+	}
+	if c := e.drv.Containers(); len(c) != 0 {
+		t.Fatalf("containers left: %d", len(c))
+	}
+}
+
+func TestStopRemovesContainersAndResumeKeepsTheCargo(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	s1, err := e.svc.EnsureRunning(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent
+		if err := e.svc.StopSandbox(ctx, "alice", r.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := e.drv.Containers(); len(c) != 0 {
+		t.Fatalf("stop left %d containers", len(c))
+	}
+	sess, _ := e.store.ListSessions(ctx, bay.SessionQuery{SandboxID: r.ID})
+	got, _ := e.svc.GetSandbox(ctx, "alice", r.ID)
+	if len(sess) != 0 || got.Status != "idle" || got.IdleExpiresAt != nil {
+		t.Fatalf("after stop: %d sessions, %+v", len(sess), got)
+	}
+	s2, err := e.svc.EnsureRunning(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.ID == s1.ID || e.drv.Containers()[0].Spec.VolumeRef != bay.VolumeName(r.CargoID) {
+		t.Fatalf("resume: %s vs %s, %+v", s1.ID, s2.ID, e.drv.Containers()[0].Spec)
+	}
+}
+
+func TestDeleteRemovesEverythingAndIsIdempotent(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.DeleteSandbox(ctx, "bob", r.ID); code(err) != bay.CodeNotFound {
+		t.Fatalf("other owner: %v", err)
+	}
+	for range 2 {
+		if err := e.svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(e.drv.Containers()) != 0 || len(e.drv.Volumes()) != 0 {
+		t.Fatalf("left: %d containers %d volumes", len(e.drv.Containers()), len(e.drv.Volumes()))
+	}
+	if _, err := e.store.GetCargo(ctx, r.CargoID); !bay.IsNotFound(err) {
+		t.Fatalf("cargo row: %v", err)
+	}
+	if _, err := e.svc.GetSandbox(ctx, "alice", r.ID); code(err) != bay.CodeNotFound {
+		t.Fatalf("get deleted: %v", err)
+	}
+	if err := e.svc.DeleteSandbox(ctx, "alice", "sandbox-000000000000"); code(err) != bay.CodeNotFound {
+		t.Fatalf("never existed: %v", err)
+	}
+}
+
+func TestExpiredSandboxIsRefusedByCapabilities(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ttl := int64(60)
+	r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl})
+	e.clock.Advance(61 * time.Second)
+	_, err := e.svc.ExecPython(ctx, "alice", r.ID, sandbox.PythonParams{Code: "1", Timeout: 30})
+	var be *bay.Error
+	if !errors.As(err, &be) || be.Code != bay.CodeSandboxExpired || be.Details["sandbox_id"] != r.ID {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeSandboxExpired {
+		t.Fatalf("ensure: %v", err)
+	}
+	if _, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 10, nil); code(err) != bay.CodeSandboxExpired {
+		t.Fatalf("extend: %v", err)
+	}
+	if e.drv.CallCount(fake.MethodCreateContainer) != 0 {
+		t.Fatal("expired sandbox got compute")
+	}
+}
+
+func TestExtendTTL(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	inf := e.create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.svc.ExtendTTL(ctx, "alice", inf.ID, 10, nil); code(err) != bay.CodeSandboxTTLInfinite {
+		t.Fatalf("infinite: %v", err)
+	}
+	ttl := int64(100)
+	r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl})
+	if _, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 0, nil); code(err) != bay.CodeValidation {
+		t.Fatalf("zero: %v", err)
+	}
+	got, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 50, nil)
+	if err != nil || !got.ExpiresAt.Equal(e.clock.Now().Add(150*time.Second)) {
+		t.Fatalf("extend: %v %v", got, err)
+	}
+	if _, err := e.svc.ExtendTTL(ctx, "bob", r.ID, 50, nil); code(err) != bay.CodeNotFound {
+		t.Fatalf("other owner: %v", err)
+	}
+}
+
+func TestDeadContainerIsRebuiltAfterTheProbeCache(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	s1, err := e.svc.EnsureRunning(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.drv.Kill(s1.ContainerID)
+	// Within the probe cache the session is trusted (no inspect per call).
+	inspects := e.drv.CallCount(fake.MethodInspectContainer)
+	if s, err := e.svc.EnsureRunning(ctx, r.ID); err != nil || s.ID != s1.ID {
+		t.Fatalf("cached: %v %v", s, err)
+	}
+	if e.drv.CallCount(fake.MethodInspectContainer) != inspects {
+		t.Fatal("probed although the cache is fresh")
+	}
+	e.clock.Advance(3 * time.Second)
+	s2, err := e.svc.EnsureRunning(ctx, r.ID)
+	if err != nil || s2.ID == s1.ID {
+		t.Fatalf("rebuilt: %v %v", s2, err)
+	}
+	if len(e.drv.Containers()) != 1 {
+		t.Fatalf("containers: %d", len(e.drv.Containers()))
+	}
+}
+
+func TestStartingSessionOfAnotherInstance(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	now := e.clock.Now()
+	sess := &bay.Session{ID: bay.NewID(bay.PrefixSession), SandboxID: r.ID, ProfileID: "python-default", RuntimeType: "ship",
+		DesiredState: bay.SessionRunning, ObservedState: bay.SessionStarting, InstanceID: "other/1234", CreatedAt: now, StartedAt: &now}
+	err := e.store.Tx(ctx, func(tx bay.Tx) error {
+		if err := tx.InsertSession(ctx, sess); err != nil {
+			return err
+		}
+		sb, err := tx.GetSandbox(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		sb.CurrentSessionID = sess.ID
+		return tx.UpdateSandbox(ctx, sb)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.svc.EnsureRunning(ctx, r.ID)
+	var be *bay.Error
+	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Details["retry_after_ms"] != 1000 {
+		t.Fatalf("fresh start elsewhere: %v", err)
+	}
+	// A crash leftover (older than readiness bound + margin) is discarded and rebuilt.
+	e.clock.Advance(5*time.Second + 31*time.Second)
+	s, err := e.svc.EnsureRunning(ctx, r.ID)
+	if err != nil || s.ID == sess.ID {
+		t.Fatalf("stale: %v %v", s, err)
+	}
+}
+
+func TestIdempotentCreateRaceExecutesOnce(t *testing.T) {
+	e := newEnv(t)
+	idem := idempotency.New(e.store, e.clock, idempotency.Config{Enabled: true}, nil)
+	const n = 16
+	bodies := make([][]byte, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := idem.Do(context.Background(), idempotency.Request{Owner: "alice", Key: "k-1", Method: "POST", Path: "/v1/sandboxes", Body: map[string]any{"profile": "python-default"}},
+				201, func(ctx context.Context, hook idempotency.Hook) (any, error) {
+					return e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, hook)
+				})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			bodies[i] = res.Body
+		}()
+	}
+	wg.Wait()
+	for i := 1; i < n; i++ {
+		if string(bodies[i]) != string(bodies[0]) {
+			t.Fatalf("responses differ:\n%s\n%s", bodies[0], bodies[i])
+		}
+	}
+	if sbs, _ := e.store.ListSandboxes(context.Background(), bay.SandboxQuery{}); len(sbs) != 1 {
+		t.Fatalf("%d sandboxes created", len(sbs))
+	}
+	// Same key, different body: 409 with details.
+	_, err := idem.Do(context.Background(), idempotency.Request{Owner: "alice", Key: "k-1", Method: "POST", Path: "/v1/sandboxes", Body: map[string]any{"profile": "x"}},
+		201, func(ctx context.Context, hook idempotency.Hook) (any, error) { t.Fatal("executed"); return nil, nil })
+	var be *bay.Error
+	if !errors.As(err, &be) || be.Code != bay.CodeConflict || be.Details["key"] != "k-1" {
+		t.Fatalf("mismatch: %v", err)
+	}
+	// Another owner's identical key is independent; an invalid key is 400.
+	if _, err := idem.Do(context.Background(), idempotency.Request{Owner: "alice", Key: "bad key!", Method: "POST", Path: "/v1/sandboxes"},
+		201, func(context.Context, idempotency.Hook) (any, error) { return 1, nil }); code(err) != bay.CodeValidation {
+		t.Fatalf("invalid key: %v", err)
+	}
+}
+
+func TestIdempotencyDoesNotCacheErrors(t *testing.T) {
+	e := newEnv(t)
+	idem := idempotency.New(e.store, e.clock, idempotency.Config{Enabled: true}, nil)
+	req := idempotency.Request{Owner: "alice", Key: "k", Method: "POST", Path: "/v1/sandboxes", Body: 1}
+	calls := 0
+	for i := range 2 {
+		_, err := idem.Do(context.Background(), req, 201, func(ctx context.Context, hook idempotency.Hook) (any, error) {
+			calls++
+			if i == 0 {
+				return nil, bay.Errorf(bay.CodeValidation, "nope")
+			}
+			return e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, hook)
+		})
+		if (err != nil) != (i == 0) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if calls != 2 {
+		t.Fatalf("calls %d", calls)
+	}
+	e.clock.Advance(2 * time.Hour)
+	if n, err := idem.Sweep(context.Background()); err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+}
+
+func TestListPagingNeverShortWithCursor(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ttl := int64(10)
+	var ids []string
+	for i := range 7 {
+		p := sandbox.CreateParams{}
+		if i%2 == 0 {
+			p.TTL = &ttl
+		}
+		ids = append(ids, e.create(t, "alice", p).ID)
+	}
+	e.create(t, "bob", sandbox.CreateParams{})
+	e.clock.Advance(time.Minute) // the 4 with a TTL are expired now
+	seen := 0
+	cursor := ""
+	for page := 0; ; page++ {
+		out, err := e.svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Limit: 3, Cursor: cursor, Status: "idle"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen += len(out.Items)
+		if out.NextCursor == nil {
+			break
+		}
+		if len(out.Items) != 3 {
+			t.Fatalf("short page with cursor: %d", len(out.Items))
+		}
+		cursor = *out.NextCursor
+	}
+	if seen != 3 {
+		t.Fatalf("idle seen %d", seen)
+	}
+	out, _ := e.svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Limit: 4, Status: "expired"})
+	if len(out.Items) != 4 || out.NextCursor != nil {
+		t.Fatalf("expired: %d %v", len(out.Items), out.NextCursor)
+	}
+	if _, err := e.svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Status: "bogus"}); code(err) != bay.CodeValidation {
+		t.Fatalf("bogus status: %v", err)
+	}
+	_ = ids
+}
+
+func TestPathValidation(t *testing.T) {
+	ok := map[string]string{"./a/./b/": "a/b", "a//b": "a/b", "subdir/../file.txt": "file.txt", "a/..": ".", ".hidden": ".hidden", "...file": "...file", "file..txt": "file..txt"}
+	for in, want := range ok {
+		got, err := sandbox.ValidatePath("path", in)
+		if err != nil || got != want {
+			t.Errorf("%q -> %q, %v; want %q", in, got, err, want)
+		}
+	}
+	bad := map[string]string{"": "empty_path", "a\x00b": "null_byte", "/etc": "absolute_path", "//x": "absolute_path", "../x": "path_traversal", "a/../../b": "path_traversal", "./../x": "path_traversal"}
+	for in, reason := range bad {
+		_, err := sandbox.ValidatePath("cwd", in)
+		var be *bay.Error
+		if !errors.As(err, &be) || be.Code != bay.CodeInvalidPath || be.Details["reason"] != reason || be.Details["field"] != "cwd" {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+}
+
+func TestFilesystemAndHistory(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	if err := e.svc.WriteFile(ctx, "alice", r.ID, "a.txt", "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := e.svc.ReadFile(ctx, "alice", r.ID, "a.txt"); err != nil || c != "hi" {
+		t.Fatalf("read: %q %v", c, err)
+	}
+	for _, f := range []func() error{
+		func() error { _, err := e.svc.ReadFile(ctx, "alice", r.ID, "missing"); return err },
+		func() error { return e.svc.DeleteFile(ctx, "alice", r.ID, "missing") },
+		func() error { _, _, err := e.svc.Download(ctx, "alice", r.ID, "missing"); return err },
+	} {
+		if err := f(); code(err) != bay.CodeFileNotFound {
+			t.Fatalf("missing file: %v", err)
+		}
+	}
+	if err := e.svc.DeleteFile(ctx, "alice", r.ID, "."); code(err) != bay.CodeInvalidPath {
+		t.Fatalf("delete root: %v", err)
+	}
+	tags := " b, a ,a"
+	desc := "d"
+	py, err := e.svc.ExecPython(ctx, "alice", r.ID, sandbox.PythonParams{Code: "print(1)", Timeout: 30, Tags: &tags, Description: &desc, IncludeCode: true})
+	if err != nil || py.ExecutionID == "" || py.Code == nil {
+		t.Fatalf("python: %+v %v", py, err)
+	}
+	e.clock.Advance(time.Second)
+	sh, err := e.svc.ExecShell(ctx, "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30})
+	if err != nil || sh.Output != "ls" || sh.Error == nil || *sh.Error != "warn" || !sh.Success {
+		t.Fatalf("shell: %+v %v", sh, err)
+	}
+	h, err := e.svc.ListHistory(ctx, "alice", r.ID, sandbox.HistoryParams{Limit: 10})
+	if err != nil || h.Total != 2 || h.Entries[0].ID != sh.ExecutionID {
+		t.Fatalf("history: %+v %v", h, err)
+	}
+	got, err := e.svc.GetExecution(ctx, "alice", r.ID, py.ExecutionID)
+	if err != nil || got.Tags == nil || *got.Tags != "a,b" {
+		t.Fatalf("entry: %+v %v", got, err)
+	}
+	if _, err := e.svc.GetExecution(ctx, "bob", r.ID, py.ExecutionID); code(err) != bay.CodeNotFound {
+		t.Fatalf("bob: %v", err)
+	}
+	notes := "works"
+	empty := ""
+	a, err := e.svc.AnnotateExecution(ctx, "alice", r.ID, py.ExecutionID, nil, &empty, &notes)
+	if err != nil || a.Tags != nil || a.Notes == nil || *a.Notes != "works" || a.Description == nil {
+		t.Fatalf("annotate: %+v %v", a, err)
+	}
+	last, err := e.svc.LastExecution(ctx, "alice", r.ID, "python")
+	if err != nil || last.ID != py.ExecutionID {
+		t.Fatalf("last: %v %v", last, err)
+	}
+	// A capability the profile lacks.
+	so := e.create(t, "alice", sandbox.CreateParams{ProfileID: "shell-only"})
+	if _, err := e.svc.ExecPython(ctx, "alice", so.ID, sandbox.PythonParams{Code: "1", Timeout: 1}); code(err) != bay.CodeCapabilityNotSupported {
+		t.Fatalf("capability: %v", err)
+	}
+}
+
+func TestReclaimComputeIsPinned(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	s1, err := e.svc.EnsureRunning(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acted, err := e.svc.DestroySessions(ctx, r.ID, "sess-other", bay.ReasonIdle); err != nil || acted {
+		t.Fatalf("changed session acted: %v %v", acted, err)
+	}
+	if len(e.drv.Containers()) != 1 {
+		t.Fatal("container removed by a stale decision")
+	}
+	if acted, err := e.svc.DestroySessions(ctx, r.ID, s1.ID, bay.ReasonIdle); err != nil || !acted {
+		t.Fatalf("pinned: %v %v", acted, err)
+	}
+	if len(e.drv.Containers()) != 0 {
+		t.Fatal("container kept")
+	}
+	sb, _ := e.store.GetSandbox(ctx, r.ID)
+	pin := bay.Pin{SandboxID: r.ID, Reason: bay.ReasonTTL}
+	if acted, err := e.svc.ReclaimSandbox(ctx, pin); err != nil || acted {
+		t.Fatalf("ttl on infinite sandbox acted: %v %v", acted, err)
+	}
+	_ = sb
+	_ = fmt.Sprint()
+}
