@@ -132,7 +132,7 @@ func (s *Server) Mount(pattern string, h http.Handler, authenticated bool) {
 // Handler returns the root handler: panic recovery, request ids, the mux, and enveloped 404 /
 // 405 / 307 answers for what the mux does not route.
 func (s *Server) Handler() http.Handler {
-	return s.recoverer(s.withRequestID(http.HandlerFunc(s.route)))
+	return s.withRequestID(s.recoverer(http.HandlerFunc(s.route)))
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
