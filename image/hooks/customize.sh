@@ -33,8 +33,11 @@ ln -sf /opt/shipyard/bin/ship "$root/usr/local/bin/ship"
 install -d -m 0755 -o 1000 -g 1000 "$root/opt/shipyard/mplconfig"
 
 # Reproducible output: mmdebstrap copies the host's resolv.conf and hostname.
-# Docker bind-mounts its own versions over both at run time.
-rm -f "$root/etc/resolv.conf" "$root/etc/hostname"
+# Docker bind-mounts its own versions over both at run time (and during a
+# `docker build`, where they cannot be removed).
+if [ "$root" != / ]; then
+	rm -f "$root/etc/resolv.conf" "$root/etc/hostname"
+fi
 
 if [ "$flavour" = full ]; then
 	# Prebuild matplotlib's font list as the sandbox user (otherwise the first

@@ -60,20 +60,11 @@ func TestMain(m *testing.M) {
 
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := ModuleRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // setup connects to the engine and builds the ship binary, once per test
@@ -109,19 +100,17 @@ func buildShip(ctx context.Context, root, dir string) (path string, fake bool, e
 	if p := os.Getenv("SHIPYARD_SHIP_BINARY"); p != "" {
 		return p, false, nil
 	}
-	pkg := "./cmd/ship"
-	matches, _ := filepath.Glob(filepath.Join(root, "cmd", "ship", "*.go"))
-	if len(matches) == 0 {
-		pkg, fake = "./internal/imagebuild/testdata/fakeship", true
-	}
 	out := filepath.Join(dir, "ship")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	if matches, _ := filepath.Glob(filepath.Join(root, "cmd", "ship", "*.go")); len(matches) > 0 {
+		return out, false, BuildShip(ctx, root, out)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./internal/imagebuild/testdata/fakeship")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", false, fmt.Errorf("build ship (%s): %w\n%s", pkg, err, b)
+		return "", false, fmt.Errorf("build fakeship: %w\n%s", err, b)
 	}
-	return out, fake, nil
+	return out, true, nil
 }
 
 type testWriter struct{ t *testing.T }
@@ -193,7 +182,6 @@ func startSandbox(t *testing.T, image string) *sandbox {
 		Name:  randomName("shipyard-imagetest-"),
 		Image: image,
 		Config: &container.Config{
-			Image:  image,
 			User:   "1000:1000",
 			Labels: labels,
 		},
