@@ -135,7 +135,10 @@ func (p *Pool) warm(ctx context.Context, id string) {
 	}
 
 	wctx, wcancel := context.WithTimeout(ctx, p.cfg.WarmupTimeout)
-	_, err = p.lc.EnsureRunning(wctx, id)
+	sess, err := p.lc.EnsureRunning(wctx, id)
+	if err == nil && p.cfg.Prime != nil {
+		err = p.cfg.Prime(wctx, sess)
+	}
 	wcancel()
 	if ctx.Err() != nil {
 		return // shutting down: the next run retries it

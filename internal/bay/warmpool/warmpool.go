@@ -91,7 +91,11 @@ type Config struct {
 	// CleanupOnShutdown deletes this instance's warm sandboxes when Run returns (default
 	// false: they are kept and reused after a restart).
 	CleanupOnShutdown bool
-	// WarmupTimeout bounds one warm-up (EnsureRunning) (default 3 min).
+	// Prime, when set, runs after a warm sandbox's session is ready and before it is made
+	// available (e.g. one python exec so the kernel is started before the first claim); an
+	// error counts as a failed warm-up.
+	Prime func(ctx context.Context, sess *bay.Session) error
+	// WarmupTimeout bounds one warm-up (EnsureRunning, then Prime) (default 3 min).
 	WarmupTimeout time.Duration
 	// AdoptAfter: a warming sandbox of another instance untouched for this long belongs to a
 	// dead bay and is adopted (default 10 min).

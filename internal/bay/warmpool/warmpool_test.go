@@ -1,6 +1,7 @@
 package warmpool_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -365,6 +366,39 @@ func TestEnqueue(t *testing.T) {
 		}
 		if e.lc.count() != 1 {
 			t.Fatal("a disabled pool created warm sandboxes")
+		}
+	})
+}
+
+// Prime runs on every warm-up before the sandbox becomes available; its failure is a failed
+// warm-up.
+func TestPrime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		var mu sync.Mutex
+		primed := map[string]int{}
+		p := e.pool(func(c *warmpool.Config) {
+			c.Profiles[0].Size = 1
+			c.Prime = func(_ context.Context, sess *bay.Session) error {
+				mu.Lock()
+				defer mu.Unlock()
+				primed[sess.SandboxID]++
+				if primed[sess.SandboxID] == 1 {
+					return errors.New("kernel not up yet")
+				}
+				return nil
+			}
+		})
+		e.start(p)
+		synctest.Wait()
+		if len(e.warm()[bay.WarmAvailable]) != 0 {
+			t.Fatal("available although priming failed")
+		}
+		time.Sleep(time.Second) // the first backoff
+		synctest.Wait()
+		w := e.warm()[bay.WarmAvailable]
+		if len(w) != 1 || primed[w[0].ID] != 2 || w[0].WarmAttempts != 0 {
+			t.Fatalf("after retry: %v primed %v", w, primed)
 		}
 	})
 }
