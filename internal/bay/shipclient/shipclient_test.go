@@ -1,0 +1,215 @@
+package shipclient_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+	"github.com/shipyard-dev/shipyard/internal/ship/shiptest"
+)
+
+var shipBinary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "shipclient-test")
+	if err != nil {
+		panic(err)
+	}
+	shipBinary = filepath.Join(dir, "ship")
+	out, err := exec.Command("go", "build", "-o", shipBinary, "github.com/shipyard-dev/shipyard/cmd/ship").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build ship: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startShip runs the real ship binary on a free loopback port and returns its endpoint and
+// workspace.
+func startShip(t *testing.T) (string, string) {
+	t.Helper()
+	py := shiptest.Python(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ws := t.TempDir()
+	cmd := exec.Command(shipBinary, "--listen", addr, "--workspace", ws, "--python", py, "--skills-dir", t.TempDir(), "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	endpoint := "http://" + addr
+	c := shipclient.New(nil, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Health(context.Background(), endpoint) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("ship did not become healthy")
+		}
+		time.Sleep(20 * time.Millisecond) // polling a real process, not timing logic
+	}
+	return endpoint, ws
+}
+
+func code(err error) string { return bay.ErrorCode(err) }
+
+func TestAgainstRealShip(t *testing.T) {
+	ep, ws := startShip(t)
+	ctx := context.Background()
+	c := shipclient.New(nil, nil)
+
+	m, err := c.Meta(ctx, ep)
+	if err != nil || m.Runtime.Name != "ship" || m.Capabilities["python"].Endpoints == nil {
+		t.Fatalf("meta: %+v %v", m, err)
+	}
+	py, err := c.ExecPython(ctx, ep, shipapi.ExecPythonRequest{Code: "x = 41\nprint(x + 1)", Timeout: 30})
+	if err != nil || !py.Success || strings.TrimSpace(py.Output.Text) != "42" {
+		t.Fatalf("python: %+v %v", py, err)
+	}
+	to := 10
+	sh, err := c.ExecShell(ctx, ep, shipapi.ExecShellRequest{Command: "echo hi; echo err >&2", Timeout: &to})
+	if err != nil || strings.TrimSpace(sh.Stdout) != "hi" || sh.ReturnCode != 0 {
+		t.Fatalf("shell: %+v %v", sh, err)
+	}
+	if _, err := c.WriteFile(ctx, ep, "d/a.txt", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	rf, err := c.ReadFile(ctx, ep, "d/a.txt")
+	if err != nil || rf.Content != "hello" {
+		t.Fatalf("read: %+v %v", rf, err)
+	}
+	ls, err := c.ListDir(ctx, ep, "d", false)
+	if err != nil || len(ls.Files) != 1 || ls.Files[0].Name != "a.txt" {
+		t.Fatalf("list: %+v %v", ls, err)
+	}
+	if _, err := c.ReadFile(ctx, ep, "nope.txt"); code(err) != bay.CodeFileNotFound {
+		t.Fatalf("missing read: %v", err)
+	}
+	if err := c.DeleteFile(ctx, ep, "nope.txt"); code(err) != bay.CodeFileNotFound {
+		t.Fatalf("missing delete: %v", err)
+	}
+	if _, _, err := c.Download(ctx, ep, "nope.txt"); code(err) != bay.CodeFileNotFound {
+		t.Fatalf("missing download: %v", err)
+	}
+	// A symlink escaping the workspace: ship refuses (403) -> invalid_path.
+	if err := os.Symlink("/etc", filepath.Join(ws, "esc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReadFile(ctx, ep, "esc/hostname"); code(err) != bay.CodeInvalidPath {
+		t.Fatalf("escape: %v", err)
+	}
+	// Reading a directory: another ship error, passed on with ship's detail.
+	_, err = c.ReadFile(ctx, ep, "d")
+	var be *bay.Error
+	if !errors.As(err, &be) || be.Code != bay.CodeShipError || !strings.Contains(be.Message, "Ship request failed: 400") || be.Details["ship_code"] == nil {
+		t.Fatalf("directory read: %v", err)
+	}
+	// Streamed upload and download of 8 MiB.
+	data := make([]byte, 8<<20)
+	rand.Read(data)
+	up, err := c.Upload(ctx, ep, "big/blob.bin", bytes.NewReader(data))
+	if err != nil || up.Size != int64(len(data)) {
+		t.Fatalf("upload: %+v %v", up, err)
+	}
+	rc, n, err := c.Download(ctx, ep, "big/blob.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.Equal(got, data) || (n != -1 && n != int64(len(data))) {
+		t.Fatalf("download: %d bytes (len %d)", len(got), n)
+	}
+	if err := c.DeleteFile(ctx, ep, "big"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUploadSourceErrorIsReturnedAsIs(t *testing.T) {
+	ep, _ := startShip(t)
+	c := shipclient.New(nil, nil)
+	tooBig := bay.Errorf(bay.CodePayloadTooLarge, "too large")
+	src := io.MultiReader(strings.NewReader("partial"), errReader{tooBig})
+	if _, err := c.Upload(context.Background(), ep, "x.bin", src); !errors.Is(err, tooBig) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func TestErrorClassification(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case shipapi.PathPythonExec:
+			w.WriteHeader(500)
+			w.Write([]byte(`{"detail":"Execution error: kernel exploded","code":"internal_error"}`))
+		case shipapi.PathShellExec:
+			<-block
+		case shipapi.PathFSRead:
+			w.WriteHeader(503)
+			w.Write([]byte(`{"detail":"kernel starting","code":"kernel_starting"}`))
+		default:
+			w.WriteHeader(502)
+			w.Write([]byte(`not json`))
+		}
+	}))
+	defer srv.Close()
+	defer close(block)
+	c := shipclient.New(nil, nil)
+	ctx := context.Background()
+	_, err := c.ExecPython(ctx, srv.URL, shipapi.ExecPythonRequest{Code: "1", Timeout: 1})
+	var be *bay.Error
+	if !errors.As(err, &be) || be.Code != bay.CodeShipError || be.Message != "Ship request failed: 500: Execution error: kernel exploded" {
+		t.Fatalf("500: %v", err)
+	}
+	if _, err := c.Meta(ctx, srv.URL); code(err) != bay.CodeShipError {
+		t.Fatalf("non-json: %v", err)
+	}
+	if _, err := c.ReadFile(ctx, srv.URL, "a"); code(err) != bay.CodeSessionNotReady {
+		t.Fatalf("kernel starting: %v", err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := c.ExecShell(tctx, srv.URL, shipapi.ExecShellRequest{Command: "x"}); code(err) != bay.CodeTimeout {
+		t.Fatalf("timeout: %v", err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	err = c.Health(ctx, dead)
+	if code(err) != bay.CodeShipError || !errors.Is(err, shipclient.ErrUnreachable) {
+		t.Fatalf("refused: %v", err)
+	}
+}
+
+func TestTerminalURL(t *testing.T) {
+	if u := shipclient.TerminalURL("http://10.0.0.2:8123", 100, 30); u != "ws://10.0.0.2:8123/term/ws?cols=100&rows=30" {
+		t.Fatal(u)
+	}
+	if u := shipclient.TerminalURL("https://h", 1, 2); !strings.HasPrefix(u, "wss://h/") {
+		t.Fatal(u)
+	}
+}
