@@ -60,6 +60,9 @@ type Main struct {
 	// MountMCP, when set, mounts the MCP server returned at /mcp (authenticated). The lead
 	// wires internal/mcp here.
 	MountMCP func(m *Main) http.Handler
+	// Tune, when set, adjusts the lifecycle service's configuration before it is built
+	// (benchmarks and tests).
+	Tune func(*sandbox.Config)
 
 	mu      sync.Mutex
 	addr    net.Addr
@@ -130,7 +133,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if !strings.HasPrefix(cfg.Database.URL, "sqlite") {
 			return fmt.Errorf("database.url %q: only SQLite is supported by this build", cfg.Database.URL)
 		}
-		s, err := sqlite.OpenURL(ctx, cfg.Database.URL)
+		path, err := sqlite.ParseURL(cfg.Database.URL)
+		if err != nil {
+			return fmt.Errorf("database.url: %w", err)
+		}
+		s, err := sqlite.Open(ctx, sqlite.Options{Path: path, Logger: log})
 		if err != nil {
 			return fmt.Errorf("open database: %w", err)
 		}
@@ -177,14 +184,18 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		proxy = &bay.Proxy{Enabled: true, HTTPProxy: cfg.Proxy.HTTPProxy, HTTPSProxy: cfg.Proxy.HTTPSProxy,
 			NoProxy: cfg.Proxy.NoProxy, DefaultNoProxy: cfg.Proxy.DefaultNoProxy}
 	}
-	svc := sandbox.New(store, drv, ship, nil, log, sandbox.Config{
+	scfg := sandbox.Config{
 		Profiles:           cfg.Profiles,
 		InstanceID:         instanceID,
 		ReadinessTimeout:   cfg.Session.ReadinessTimeout,
 		DefaultCargoSizeMB: cfg.Cargo.DefaultSizeLimitMB,
 		Proxy:              proxy,
 		SkillsRoot:         cfg.Skills.RootPath,
-	})
+	}
+	if m.Tune != nil {
+		m.Tune(&scfg)
+	}
+	svc := sandbox.New(store, drv, ship, nil, log, scfg)
 	idem := idempotency.New(store, nil, idempotency.Config{Enabled: cfg.Idempotency.Enabled, TTL: cfg.Idempotency.TTL()}, log)
 
 	gcc := gc.Config{

@@ -20,7 +20,8 @@ type CreateParams struct {
 
 // CreateSandbox creates a sandbox (lazily: no container is started). Without a cargo id it
 // first tries to claim a warm sandbox of the profile; otherwise it creates a managed cargo and
-// its volume (the volume is removed again if the database write fails). hook (may be nil) runs
+// its volume (eagerly with EagerVolume, else at the first start; an eagerly created volume
+// is removed again if the database write fails). hook (may be nil) runs
 // inside the transaction that inserts the rows.
 //
 // Errors: validation_error "Invalid profile: X" (400); not_found "Cargo not found: X"; conflict
@@ -81,8 +82,8 @@ func (s *Service) CreateWarmSandbox(ctx context.Context, profileID, instanceID s
 	return sb, nil
 }
 
-// createManaged inserts sb with a new managed cargo (its volume created first unless
-// LazyVolume; removed again if the database write fails).
+// createManaged inserts sb with a new managed cargo (with EagerVolume its volume is created
+// first and removed again if the database write fails; else at the first start).
 func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.Time, hook TxHook) (*bayapi.SandboxResponse, error) {
 	cargo := &bay.Cargo{
 		ID: bay.NewID(bay.PrefixCargo), Owner: sb.Owner, Backend: bay.BackendDockerVolume,
@@ -90,7 +91,7 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 		CreatedAt: now, LastAccessedAt: now,
 	}
 	sb.CargoID = cargo.ID
-	if !s.cfg.LazyVolume {
+	if s.cfg.EagerVolume {
 		ref, err := s.createVolume(ctx, cargo)
 		if err != nil {
 			return nil, err
@@ -539,8 +540,8 @@ func (s *Service) createVolume(ctx context.Context, c *bay.Cargo) (string, error
 	return ref, nil
 }
 
-// ensureVolume returns the cargo's driver ref, creating the volume first when it was created
-// lazily (LazyVolume) and persisting the ref.
+// ensureVolume returns the cargo's driver ref, creating the volume first when it does not
+// exist yet (managed cargos without EagerVolume) and persisting the ref.
 func (s *Service) ensureVolume(ctx context.Context, c *bay.Cargo) (string, error) {
 	if c.DriverRef != "" {
 		return c.DriverRef, nil

@@ -88,8 +88,10 @@ func (e *env) create(t *testing.T, owner string, p sandbox.CreateParams) *bayapi
 
 func code(err error) string { return bay.ErrorCode(err) }
 
+func eager(c *sandbox.Config) { c.EagerVolume = true }
+
 func TestCreateIsLazyAndRendersTheReferenceShape(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, eager)
 	ttl := int64(3600)
 	r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl})
 	if r.Status != "idle" || r.Profile != "python-default" || r.Containers != nil || r.IdleExpiresAt != nil {
@@ -115,7 +117,7 @@ func TestCreateIsLazyAndRendersTheReferenceShape(t *testing.T) {
 }
 
 func TestCreateVolumeFailureLeavesNoRows(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, eager)
 	e.drv.Fail(fake.MethodCreateVolume, errors.New("disk full"), 1)
 	_, err := e.svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{}, nil)
 	if code(err) != bay.CodeInternal {
@@ -129,7 +131,7 @@ func TestCreateVolumeFailureLeavesNoRows(t *testing.T) {
 }
 
 func TestCreateDatabaseFailureRemovesTheVolume(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, eager)
 	hookErr := errors.New("boom")
 	_, err := e.svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{}, func(context.Context, bay.Tx, any) error { return hookErr })
 	if !errors.Is(err, hookErr) {
@@ -160,6 +162,42 @@ func indexOf(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// TestLazyVolume: by default a create makes no Docker call at all; the first start creates the
+// managed volume (labelled) right before the container, and a failure there leaves no
+// container and a failed session that the next call retries.
+func TestLazyVolume(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	if calls := e.drv.Calls(); len(calls) != 0 {
+		t.Fatalf("create made driver calls: %+v", calls)
+	}
+	e.drv.Fail(fake.MethodCreateVolume, errors.New("disk full"), 1)
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeInternal {
+		t.Fatalf("err = %v", err)
+	}
+	if len(e.drv.Containers()) != 0 || len(e.drv.Volumes()) != 0 {
+		t.Fatal("left-overs after a failed volume create")
+	}
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	vols := e.drv.Volumes()
+	if len(vols) != 1 || vols[0].Name != bay.VolumeName(r.CargoID) || vols[0].Labels[bay.LabelOwner] != "alice" || vols[0].Labels[bay.LabelCargoID] != r.CargoID {
+		t.Fatalf("volumes %+v", vols)
+	}
+	c, _ := e.store.GetCargo(ctx, r.CargoID)
+	if c.DriverRef == "" || e.drv.Containers()[0].Spec.VolumeRef != c.DriverRef {
+		t.Fatalf("ref %q", c.DriverRef)
+	}
+	if err := e.svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.drv.Volumes()) != 0 {
+		t.Fatal("volume kept after delete")
+	}
 }
 
 func TestCreateOnCargo(t *testing.T) {
