@@ -699,3 +699,45 @@ func TestReclaimComputeIsPinned(t *testing.T) {
 	_ = sb
 	_ = fmt.Sprint()
 }
+
+// TestIdempotencyAcrossInstances: two bays (two managers, two services) share one database;
+// concurrent requests with the same key through both execute the effect once: the loser's
+// transaction fails on the record and is rolled back, and it replays the winner's response.
+func TestIdempotencyAcrossInstances(t *testing.T) {
+	e := newEnv(t, eager)
+	other := sandbox.New(e.store, e.drv, shipclient.New(nil, nil), e.clock, nil, sandbox.Config{Profiles: testProfiles(), InstanceID: "other", EagerVolume: true})
+	svcs := []*sandbox.Service{e.svc, other}
+	mgrs := []*idempotency.Manager{
+		idempotency.New(e.store, e.clock, idempotency.Config{Enabled: true}, nil),
+		idempotency.New(e.store, e.clock, idempotency.Config{Enabled: true}, nil),
+	}
+	const n = 12
+	bodies := make([][]byte, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := mgrs[i%2].Do(context.Background(), idempotency.Request{Owner: "alice", Key: "cross", Method: "POST", Path: "/v1/sandboxes", Body: 1},
+				201, func(ctx context.Context, hook idempotency.Hook) (any, error) {
+					return svcs[i%2].CreateSandbox(ctx, "alice", sandbox.CreateParams{}, hook)
+				})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			bodies[i] = res.Body
+		}()
+	}
+	wg.Wait()
+	for i := 1; i < n; i++ {
+		if string(bodies[i]) != string(bodies[0]) {
+			t.Fatalf("responses differ:\n%s\n%s", bodies[0], bodies[i])
+		}
+	}
+	sbs, _ := e.store.ListSandboxes(context.Background(), bay.SandboxQuery{})
+	cs, _ := e.store.ListCargos(context.Background(), bay.CargoQuery{})
+	if len(sbs) != 1 || len(cs) != 1 || len(e.drv.Volumes()) != 1 {
+		t.Fatalf("%d sandboxes, %d cargos, %d volumes; calls %+v", len(sbs), len(cs), len(e.drv.Volumes()), e.drv.Calls())
+	}
+}
