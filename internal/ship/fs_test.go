@@ -160,6 +160,9 @@ func TestFilesystemErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The daemon is shared (and -count may rerun this test): start clean.
+	os.Remove(filepath.Join(d.workspace, "escape"))
+	os.Remove(filepath.Join(d.workspace, "escape-file"))
 	if err := os.Symlink(outside, filepath.Join(d.workspace, "escape")); err != nil {
 		t.Fatal(err)
 	}

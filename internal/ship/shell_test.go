@@ -26,6 +26,9 @@ func procsWithArg(arg string) []int {
 		if i := strings.LastIndexByte(string(st), ')'); i >= 0 && strings.HasPrefix(string(st)[i+1:], " Z") {
 			continue // zombie
 		}
+		if strings.HasPrefix(arg, "sleep ") && !strings.HasPrefix(string(b), "sleep\x00") {
+			continue // only the sleep processes themselves, not a shell naming them
+		}
 		if strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), arg) {
 			out = append(out, pid)
 		}
@@ -111,7 +114,10 @@ func TestBackgroundProcess(t *testing.T) {
 	if found != 2 {
 		t.Fatalf("list %v", list)
 	}
-	poll(t, 5*time.Second, "sleeps to start", func() bool { return len(procsWithArg("100.5152")) == 1 })
+	// Both sleeps run (bash may or may not exec the last one: match on argv[0]).
+	poll(t, 5*time.Second, "sleeps to start", func() bool {
+		return len(procsWithArg("sleep 100.5151")) >= 1 && len(procsWithArg("sleep 100.5152")) >= 1
+	})
 	st, info = d.post(t, "/shell/processes/"+id2+"/kill", nil)
 	if st != 200 || info["status"] != "killed" {
 		t.Fatalf("kill %d %v", st, info)

@@ -234,7 +234,10 @@ func (c *Client) Execute(code string, silent bool) (*Execution, error) {
 		"store_history":    !silent,
 		"user_expressions": map[string]any{},
 		"allow_stdin":      false,
-		"stop_on_error":    true,
+		// Calls are serialised, so nothing is ever queued behind a failing
+		// cell. With true, ipykernel aborts requests that arrive shortly
+		// after an error (its abort window races with our next call).
+		"stop_on_error": false,
 	})
 	if err != nil {
 		return nil, err
