@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
@@ -502,5 +504,46 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		if doc.Paths[p] == nil {
 			t.Errorf("bayapi path %s is not in the document", p)
 		}
+	}
+}
+
+func TestTerminalProxy(t *testing.T) {
+	h := newHarness(t)
+	id := h.sandbox("alice")
+	url := "ws" + strings.TrimPrefix(h.srv.URL, "http") + "/v1/sandboxes/" + id + "/terminal?cols=100&rows=30"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Errors come back before the upgrade, in the envelope.
+	_, res, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer bob-key"}}})
+	if err == nil || res == nil || res.StatusCode != 404 {
+		t.Fatalf("other owner: %v %v", err, res)
+	}
+	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer alice-key"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, msg := range []string{"ls\r", `{"type":"resize","cols":120,"rows":40}`} {
+		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+		typ, b, err := c.Read(ctx)
+		if err != nil || typ != websocket.MessageText || string(b) != "100x30: "+msg {
+			t.Fatalf("echo: %v %q %v", typ, b, err)
+		}
+	}
+	if err := c.Write(ctx, websocket.MessageBinary, []byte{0, 1, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if typ, b, err := c.Read(ctx); err != nil || typ != websocket.MessageBinary || len(b) != len("100x30: ")+3 {
+		t.Fatalf("binary: %v %q %v", typ, b, err)
+	}
+	c.Close(websocket.StatusNormalClosure, "bye")
+	// Closing our side closes ship's side.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.ship.TermClosed.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("upstream terminal not closed")
+		}
+		time.Sleep(5 * time.Millisecond) // waiting for another goroutine's effect, not timing logic
 	}
 }

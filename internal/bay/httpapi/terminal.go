@@ -31,7 +31,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	up, _, err := websocket.Dial(dctx, shipclient.TerminalURL(endpoint, int(cols), int(rows)), &websocket.DialOptions{HTTPClient: http.DefaultClient})
+	up, _, err := websocket.Dial(dctx, shipclient.TerminalURL(endpoint, int(cols), int(rows)), &websocket.DialOptions{HTTPClient: s.svc.Ship().HTTPClient()})
 	cancel()
 	if err != nil {
 		s.fail(w, r, bay.Errorf(bay.CodeShipError, "Terminal connection to the runtime failed").WithCause(err))

@@ -91,6 +91,9 @@ func New(hc *http.Client, log *slog.Logger) *Client {
 	return &Client{hc: hc, log: log.With("component", "shipclient"), transfer: DefaultTransfer, meta: map[string]metaEntry{}}
 }
 
+// HTTPClient returns the pooled client (the terminal proxy dials ship's WebSocket with it).
+func (c *Client) HTTPClient() *http.Client { return c.hc }
+
 // SetTransferTimeout sets the bound of a whole upload or download (DefaultTransfer).
 func (c *Client) SetTransferTimeout(d time.Duration) { c.transfer = d }
 

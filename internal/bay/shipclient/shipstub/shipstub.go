@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/coder/websocket"
+
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 )
 
@@ -29,7 +31,9 @@ type Stub struct {
 	// Unhealthy makes /health answer 503.
 	Unhealthy atomic.Bool
 
-	Requests atomic.Int64
+	// TermClosed counts terminal sessions that ended.
+	TermClosed atomic.Int64
+	Requests   atomic.Int64
 	Server   *httptest.Server
 }
 
@@ -77,6 +81,8 @@ func decode(r *http.Request, v any) bool { return json.NewDecoder(r.Body).Decode
 func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.Requests.Add(1)
 	switch r.URL.Path {
+	case shipapi.PathTerminal:
+		s.terminal(w, r)
 	case shipapi.PathHealth:
 		if s.Unhealthy.Load() {
 			fail(w, 503, shipapi.CodeInternal, "starting")
@@ -208,5 +214,26 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(b)
 	default:
 		fail(w, 404, shipapi.CodeNotFound, "no route")
+	}
+}
+
+// terminal is an echo terminal: every message comes back prefixed with "cols x rows: " of the
+// query; it ends when the peer closes.
+func (s *Stub) terminal(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer s.TermClosed.Add(1)
+	defer c.CloseNow()
+	prefix := r.URL.Query().Get("cols") + "x" + r.URL.Query().Get("rows") + ": "
+	for {
+		typ, b, err := c.Read(r.Context())
+		if err != nil {
+			return
+		}
+		if err := c.Write(r.Context(), typ, append([]byte(prefix), b...)); err != nil {
+			return
+		}
 	}
 }
