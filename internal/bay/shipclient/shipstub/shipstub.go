@@ -34,7 +34,7 @@ type Stub struct {
 	// TermClosed counts terminal sessions that ended.
 	TermClosed atomic.Int64
 	Requests   atomic.Int64
-	Server   *httptest.Server
+	Server     *httptest.Server
 }
 
 // New starts a stub server; it is closed when the test ends (t.Cleanup by the caller, or
