@@ -741,3 +741,40 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 		t.Fatalf("%d sandboxes, %d cargos, %d volumes; calls %+v", len(sbs), len(cs), len(e.drv.Volumes()), e.drv.Calls())
 	}
 }
+
+// TestStopDuringStart: stop does not wait for a start in progress; the starter finds its
+// session gone, removes what it created and reports session_not_ready; nothing is left.
+func TestStopDuringStart(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	created := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	e.drv.FailWhen(fake.MethodStartContainer, func(fake.Call) error {
+		once.Do(func() { close(created); <-release })
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { _, err := e.svc.EnsureRunning(ctx, r.ID); done <- err }()
+	<-created
+	if err := e.svc.StopSandbox(ctx, "alice", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	err := <-done
+	var be *bay.Error
+	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady {
+		t.Fatalf("starter: %v", err)
+	}
+	if c := e.drv.Containers(); len(c) != 0 {
+		t.Fatalf("containers left: %+v", c)
+	}
+	if sess, _ := e.store.ListSessions(ctx, bay.SessionQuery{SandboxID: r.ID}); len(sess) != 0 {
+		t.Fatalf("sessions left: %d", len(sess))
+	}
+	// The next call starts normally.
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -241,14 +241,18 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	}
 	ref, err := s.ensureVolume(ctx, cargo)
 	if err != nil {
-		s.failSession(ctx, sess, "")
+		if s.failSession(ctx, sess, "") {
+			return nil, errStoppedWhileStarting(sb.ID)
+		}
 		return nil, err
 	}
 	spec := s.containerSpec(sb, prof, sess, ref)
 	cid, err := s.driver.CreateContainer(ctx, spec)
 	if err != nil {
+		if s.failSession(ctx, sess, cid) {
+			return nil, errStoppedWhileStarting(sb.ID)
+		}
 		log.Error("create runtime container failed", "err", err)
-		s.failSession(ctx, sess, cid)
 		return nil, internal("Failed to create the runtime container", fmt.Errorf("create container %s: %w", spec.Name, err))
 	}
 	if err := s.updateSession(ctx, sess.ID, func(cur *bay.Session) { cur.ContainerID = cid }); err != nil {
@@ -258,13 +262,17 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	sess.ContainerID = cid
 	endpoint, err := s.driver.StartContainer(ctx, cid)
 	if err != nil {
+		if s.failSession(ctx, sess, cid) {
+			return nil, errStoppedWhileStarting(sb.ID)
+		}
 		log.Error("start runtime container failed", "err", err)
-		s.failSession(ctx, sess, cid)
 		return nil, internal("Failed to start the runtime container", fmt.Errorf("start container %s: %w", cid, err))
 	}
 	if err := s.waitReady(ctx, endpoint); err != nil {
+		if s.failSession(ctx, sess, cid) {
+			return nil, errStoppedWhileStarting(sb.ID)
+		}
 		log.Warn("runtime failed to become ready", "endpoint", endpoint, "err", err)
-		s.failSession(ctx, sess, cid)
 		e := notReady("Runtime failed to become ready", sb.ID, true)
 		e.Err = err
 		return nil, e
@@ -285,10 +293,14 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	return sess, nil
 }
 
+func errStoppedWhileStarting(sandboxID string) error {
+	return notReady("Sandbox was stopped while its session was starting", sandboxID, true)
+}
+
 // startAborted classifies a failure to persist start progress.
 func (s *Service) startAborted(ctx context.Context, sandboxID string, sess *bay.Session, err error) error {
 	if errors.Is(err, errSessionGone) {
-		return notReady("Sandbox was stopped while its session was starting", sandboxID, true)
+		return errStoppedWhileStarting(sandboxID)
 	}
 	s.failSession(ctx, sess, "")
 	return classify(err, "Failed to record session state")
@@ -311,8 +323,9 @@ func (s *Service) updateSession(ctx context.Context, id string, fn func(*bay.Ses
 
 // failSession removes the container (if any) on a detached context, then marks the session
 // failed with no container and no endpoint. The failed session stays current (the sandbox
-// shows "failed") until the next EnsureRunning rebuilds it.
-func (s *Service) failSession(ctx context.Context, sess *bay.Session, containerID string) {
+// shows "failed") until the next EnsureRunning rebuilds it. It reports whether the session
+// row was gone (stopped or deleted meanwhile): the failure is then a consequence of the stop.
+func (s *Service) failSession(ctx context.Context, sess *bay.Session, containerID string) (gone bool) {
 	if containerID != "" {
 		s.removeContainer(ctx, containerID)
 	}
@@ -323,9 +336,13 @@ func (s *Service) failSession(ctx context.Context, sess *bay.Session, containerI
 		cur.ContainerID = ""
 		cur.Endpoint = ""
 	})
-	if err != nil && !errors.Is(err, errSessionGone) {
+	if errors.Is(err, errSessionGone) {
+		return true
+	}
+	if err != nil {
 		s.log.Error("mark session failed", "session_id", sess.ID, "err", err)
 	}
+	return false
 }
 
 // removeContainer force-removes a container on a detached, bounded context; errors are logged
