@@ -38,6 +38,9 @@ type Manager struct {
 	cfg ManagerConfig
 	log *slog.Logger
 	sem chan struct{} // capacity 1: one execution at a time
+	// stopping counts retired kernels still being shut down, so Close can
+	// wait for them: a kernel outliving ship would be orphaned.
+	stopping sync.WaitGroup
 
 	mu       sync.Mutex
 	cur      *slot // guarded by mu; nil before the first start
@@ -47,12 +50,13 @@ type Manager struct {
 
 // slot is one start attempt and, once ready, its kernel.
 type slot struct {
-	ready   chan struct{} // closed when the start attempt finished
-	k       *Kernel       // set before ready is closed, nil on failure
-	err     error         // start error, set before ready is closed
-	restart bool          // this start replaces a previous kernel
-	dead    bool          // guarded by Manager.mu
-	retired bool          // replaced or shut down on purpose; guarded by Manager.mu
+	ready   chan struct{}      // closed when the start attempt finished
+	cancel  context.CancelFunc // aborts the start (the process is killed)
+	k       *Kernel            // set before ready is closed, nil on failure
+	err     error              // start error, set before ready is closed
+	restart bool               // this start replaces a previous kernel
+	dead    bool               // guarded by Manager.mu
+	retired bool               // replaced or shut down on purpose; guarded by Manager.mu
 }
 
 // NewManager returns a manager; no kernel is started until Start or Exec.
@@ -83,18 +87,18 @@ func (m *Manager) Start() {
 }
 
 func (m *Manager) startLocked(restart bool) *slot {
-	s := &slot{ready: make(chan struct{}), restart: restart}
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StartTimeout)
+	s := &slot{ready: make(chan struct{}), restart: restart, cancel: cancel}
 	m.cur = s
-	go m.run(s)
+	go m.run(ctx, s)
 	return s
 }
 
 // run starts the kernel of s and then watches its process.
-func (m *Manager) run(s *slot) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.StartTimeout)
+func (m *Manager) run(ctx context.Context, s *slot) {
 	t0 := time.Now()
 	k, err := StartKernel(ctx, m.cfg.Kernel)
-	cancel()
+	s.cancel()
 	s.k, s.err = k, err
 	close(s.ready)
 	if err != nil {
@@ -317,7 +321,11 @@ func (m *Manager) Restart(ctx context.Context) error {
 	s := m.startLocked(old != nil)
 	m.mu.Unlock()
 	if old != nil {
-		go m.stopSlot(old)
+		m.stopping.Add(1)
+		go func() {
+			defer m.stopping.Done()
+			m.stopSlot(old)
+		}()
 	}
 	select {
 	case <-s.ready:
@@ -348,7 +356,9 @@ func (m *Manager) KernelPID() int {
 	return st.PID
 }
 
-// Close shuts the kernel down (bounded by ctx) and stops restarting it.
+// Close shuts the kernel down (gracefully while ctx lasts, then by
+// SIGKILL) and stops restarting it. When it returns no kernel process of this
+// manager is left running.
 func (m *Manager) Close(ctx context.Context) {
 	m.mu.Lock()
 	m.closed = true
@@ -357,15 +367,16 @@ func (m *Manager) Close(ctx context.Context) {
 		s.retired = true
 	}
 	m.mu.Unlock()
-	if s == nil {
-		return
+	if s != nil {
+		select {
+		case <-s.ready:
+		default:
+			s.cancel() // a start in progress kills its process and fails
+			<-s.ready
+		}
+		if s.k != nil {
+			s.k.Shutdown(ctx)
+		}
 	}
-	select {
-	case <-s.ready:
-	case <-ctx.Done():
-		return // run() kills the kernel once its start finishes
-	}
-	if s.k != nil {
-		s.k.Shutdown(ctx)
-	}
+	m.stopping.Wait() // bounded: each stop gives up after 2s and kills
 }
