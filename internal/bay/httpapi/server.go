@@ -191,13 +191,17 @@ func newRequestID() string {
 }
 
 // recoverer turns a panic into a 500 internal_error envelope (logged with the stack). A panic
-// after the response started only aborts the connection.
+// after the response started only aborts the connection. Every request is logged at debug
+// level with its status and duration.
 func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tw := &trackingWriter{ResponseWriter: w}
+		began := time.Now()
 		defer func() {
 			v := recover()
 			if v == nil {
+				s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", tw.status,
+					"duration_ms", float64(time.Since(began).Microseconds())/1000, "request_id", requestID(r.Context()))
 				return
 			}
 			if v == http.ErrAbortHandler {
@@ -214,14 +218,25 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// trackingWriter records whether the response has started.
+// trackingWriter records whether the response has started, and its status.
 type trackingWriter struct {
 	http.ResponseWriter
-	wrote bool
+	wrote  bool
+	status int
 }
 
-func (t *trackingWriter) WriteHeader(code int) { t.wrote = true; t.ResponseWriter.WriteHeader(code) }
+func (t *trackingWriter) WriteHeader(code int) {
+	if !t.wrote {
+		t.status = code
+	}
+	t.wrote = true
+	t.ResponseWriter.WriteHeader(code)
+}
+
 func (t *trackingWriter) Write(b []byte) (int, error) {
+	if !t.wrote {
+		t.status = http.StatusOK
+	}
 	t.wrote = true
 	return t.ResponseWriter.Write(b)
 }
