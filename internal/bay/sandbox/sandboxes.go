@@ -324,7 +324,8 @@ func (s *Service) containerRuntimes(ctx context.Context, sb *bay.Sandbox, cur *b
 }
 
 // ExtendTTL extends an expiring sandbox (contract 1.10): extend_by <= 0 -> validation_error;
-// infinite TTL -> sandbox_ttl_infinite; already expired -> sandbox_expired with details;
+// infinite TTL -> sandbox_ttl_infinite; already expired (also after the expiry GC deleted it)
+// -> sandbox_expired with details;
 // otherwise expires_at = max(expires_at, now) + extend_by. hook runs in the same transaction.
 func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int64, hook TxHook) (*bayapi.SandboxResponse, error) {
 	if extendBy <= 0 {
@@ -332,11 +333,16 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 	}
 	var resp *bayapi.SandboxResponse
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
+		now := s.now()
 		sb, err := s.ownedSandbox(ctx, tx, owner, id)
 		if err != nil {
+			// Expiry is final: a sandbox deleted by the expiry GC still answers sandbox_expired.
+			if old, gerr := tx.GetSandbox(ctx, id); gerr == nil && old.Owner == owner && !old.IsWarm && old.Expired(now) {
+				return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired, cannot extend ttl").
+					WithDetails(map[string]any{"sandbox_id": id, "expires_at": bayapi.FormatTime(*old.ExpiresAt)})
+			}
 			return err
 		}
-		now := s.now()
 		if sb.ExpiresAt == nil {
 			return bay.Errorf(bay.CodeSandboxTTLInfinite, "sandbox ttl is infinite, cannot extend ttl").WithDetails(map[string]any{"sandbox_id": id})
 		}

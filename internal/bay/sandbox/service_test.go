@@ -395,6 +395,19 @@ func TestExpiredSandboxIsRefusedByCapabilities(t *testing.T) {
 	if e.drv.CallCount(fake.MethodCreateContainer) != 0 {
 		t.Fatal("expired sandbox got compute")
 	}
+	// After the expiry GC deleted it: gone for everything, but extend still says expired.
+	if acted, err := e.svc.ReclaimSandbox(ctx, bay.Pin{SandboxID: r.ID, Reason: bay.ReasonTTL}); err != nil || !acted {
+		t.Fatalf("reclaim: %v %v", acted, err)
+	}
+	if _, err := e.svc.GetSandbox(ctx, "alice", r.ID); code(err) != bay.CodeNotFound {
+		t.Fatalf("get after GC: %v", err)
+	}
+	if _, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 10, nil); code(err) != bay.CodeSandboxExpired {
+		t.Fatalf("extend after GC: %v", err)
+	}
+	if _, err := e.svc.ExtendTTL(ctx, "bob", r.ID, 10, nil); code(err) != bay.CodeNotFound {
+		t.Fatalf("extend by another owner after GC: %v", err)
+	}
 }
 
 func TestExtendTTL(t *testing.T) {
