@@ -17,6 +17,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -116,19 +117,20 @@ func measure(ctx context.Context, out string, lazy bool, n, conc int) (result, e
 	}
 	defer os.RemoveAll(dir)
 	mode := map[bool]string{true: "lazy", false: "eager"}[lazy]
+	instance := fmt.Sprintf("bench-lazycreate-%d-%s", os.Getpid(), mode)
 	cfg := fmt.Sprintf(`database:
   url: "sqlite:///%s/bay.db"
 security:
   allow_anonymous: true
 gc:
   enabled: false
-  instance_id: "bench-lazycreate-%d"
+  instance_id: %q
 warm_pool:
   enabled: false
 profiles:
   - id: python-default
     image: "ship:latest"
-`, dir, os.Getpid())
+`, dir, instance)
 	cfgPath := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return result{}, err
@@ -167,12 +169,16 @@ profiles:
 		if resp.StatusCode != http.StatusCreated {
 			return 0, fmt.Errorf("create: %d %s", resp.StatusCode, body)
 		}
+		var sb bayapi.SandboxResponse
+		if err := json.Unmarshal(body, &sb); err != nil || sb.ID == "" {
+			return 0, fmt.Errorf("create: bad body %q: %v", body, err)
+		}
 		mu.Lock()
-		ids = append(ids, string(body[7:31])) // {"id":"sandbox-<12 hex>"
+		ids = append(ids, sb.ID)
 		mu.Unlock()
 		return d, nil
 	}
-	defer cleanup(m, &ids)
+	defer cleanup(m, instance, &ids)
 
 	// Warm-up (connections, prepared statements, page cache): untimed.
 	if _, err := batch(ctx, min(n/5, 200), conc, create); err != nil {
@@ -219,8 +225,9 @@ func batch(ctx context.Context, n, conc int, fn func() (time.Duration, error)) (
 	return lat, nil
 }
 
-// cleanup deletes every sandbox created (with its managed cargo and volume, if any).
-func cleanup(m *app.Main, ids *[]string) {
+// cleanup deletes every sandbox created (with its managed cargo and volume, if any) and any
+// volume left with this run's instance label.
+func cleanup(m *app.Main, instance string, ids *[]string) {
 	svc := m.Service()
 	if svc == nil {
 		return
@@ -239,11 +246,19 @@ func cleanup(m *app.Main, ids *[]string) {
 				if i >= len(list) {
 					return
 				}
-				_, _ = svc.ReclaimSandbox(ctx, bay.Pin{SandboxID: list[i], Reason: bay.ReasonOrphan})
+				if _, err := svc.ReclaimSandbox(ctx, bay.Pin{SandboxID: list[i], Reason: bay.ReasonOrphan}); err != nil {
+					fmt.Fprintln(os.Stderr, "lazycreate: cleanup:", err)
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	drv := svc.Driver()
+	if vols, err := drv.ListVolumes(ctx, map[string]string{bay.LabelInstanceID: instance}); err == nil {
+		for _, v := range vols {
+			_ = drv.DeleteVolume(ctx, v.Name)
+		}
+	}
 }
 
 // volumeCost times Docker volume create (and removes each volume) n times, sequentially.
