@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -69,6 +70,8 @@ func NewHTTPHandler(newClient func(r *http.Request) *sdk.Client, opts ...Options
 	srv := s.build(false)
 	return mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, &mcpsdk.StreamableHTTPOptions{
 		Logger: s.opts.Logger,
+		// Sessions a client abandoned without DELETE are closed after an hour of silence.
+		SessionTimeout: time.Hour,
 	})
 }
 
