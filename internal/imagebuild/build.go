@@ -149,9 +149,7 @@ func (b *builder) run(ctx context.Context, start time.Time) (Result, error) {
 		}
 	}
 	t := time.Now()
-	b.logf("[2/2] adding ship, skills and runtime config (ImageBuild FROM %s)", plan.RootfsTag)
-	id, err := b.buildImage(ctx, plan)
-	if err != nil {
+	if err := b.finalStep(ctx, plan); err != nil {
 		return Result{}, err
 	}
 	img, ok, err := b.inspect(ctx, plan.ContentTag)
@@ -159,7 +157,7 @@ func (b *builder) run(ctx context.Context, start time.Time) (Result, error) {
 		return Result{}, err
 	}
 	if !ok {
-		return Result{}, fmt.Errorf("image build reported %s but %s does not exist", id, plan.ContentTag)
+		return Result{}, fmt.Errorf("the last build step succeeded but %s does not exist", plan.ContentTag)
 	}
 	b.logf("[2/2] done in %s", time.Since(t).Round(100*time.Millisecond))
 	if !b.opts.KeepOld {
@@ -331,6 +329,25 @@ func (b *builder) importTar(ctx context.Context, r io.Reader, plan Plan) error {
 		return fmt.Errorf("import root filesystem into the engine: %w", err)
 	}
 	return nil
+}
+
+// finalStep adds /opt/shipyard, SHIP_IMAGE and the labels to the root
+// filesystem and tags the result with the content and the friendly tags.
+func (b *builder) finalStep(ctx context.Context, plan Plan) error {
+	if !b.opts.ClassicBuild {
+		b.logf("[2/2] adding ship, skills and labels (ImageLoad of one layer on %s)", plan.RootfsTag)
+		err := b.loadImage(ctx, plan)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+		b.logf("    %v\n    falling back to the classic builder", err)
+	}
+	b.logf("[2/2] adding ship, skills and labels (ImageBuild FROM %s)", plan.RootfsTag)
+	_, err := b.buildImage(ctx, plan)
+	return err
 }
 
 // buildImage runs the classic-builder ImageBuild step and returns the image ID.

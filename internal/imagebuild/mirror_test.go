@@ -168,6 +168,7 @@ func TestProgressFilter(t *testing.T) {
 	f.now = func() time.Time { return now }
 	input := strings.Join([]string{
 		"I: running apt-get update...",
+		"I: running apt-get update...",
 		"Get:1 http://deb.debian.org/debian trixie InRelease [140 kB]",
 		"Need to get 30.3 MB of archives.",
 		"Get:2 http://deb.debian.org/debian trixie/main amd64 tini amd64 0.19.0-1 [1,234 B]",
@@ -183,12 +184,15 @@ func TestProgressFilter(t *testing.T) {
 		"    I: running apt-get update...\n",
 		"    fetched 1 files (140.0 kB)\n",
 		"    Need to get 30.3 MB of archives.\n",
-		"    fetched 3 files (2.6 MB)\n",
+		"    fetched 2 files (2.5 MB of 30.3 MB)\n",
 		"    E: some failure\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+	if strings.Count(got, "I: running apt-get update") != 1 {
+		t.Errorf("repeated line not deduplicated:\n%s", got)
 	}
 	if strings.Contains(got, "noise") || strings.Contains(got, "Unpacking") {
 		t.Errorf("noise passed through:\n%s", got)

@@ -51,6 +51,7 @@ type progressFilter struct {
 	errs       []string
 	gets       int
 	getBytes   int64
+	needBytes  int64
 	setups     int
 	lastReport time.Time
 	phase      string
@@ -63,7 +64,10 @@ func newProgressFilter(out io.Writer, verbose bool) *progressFilter {
 	return &progressFilter{out: out, verbose: verbose, every: 5 * time.Second, now: time.Now, seen: map[string]bool{}}
 }
 
-var getSize = regexp.MustCompile(`\[([0-9][0-9,.]*) ?([kMG]?B)\]\s*$`)
+var (
+	getSize   = regexp.MustCompile(`\[([0-9][0-9,.]*) ?([kMG]?B)\]\s*$`)
+	needToGet = regexp.MustCompile(`^Need to get ([0-9][0-9,.]*) ?([kMG]?B)`)
+)
 
 // parseAptSize parses apt's human sizes ("72.4 kB", "1,234 B", "30.3 MB").
 func parseAptSize(num, unit string) int64 {
@@ -115,13 +119,18 @@ func (f *progressFilter) line(l string) {
 	case strings.HasPrefix(l, "I: "), strings.HasPrefix(l, "W: "), strings.HasPrefix(l, "E: "),
 		strings.HasPrefix(l, "Need to get "), strings.HasPrefix(l, "After this operation"),
 		strings.HasPrefix(l, "Fetched "):
-		if strings.HasPrefix(l, "W: ") {
-			if f.seen[l] {
-				return // apt repeats some warnings for every call
-			}
-			f.seen[l] = true
+		if f.seen[l] {
+			return // apt and mmdebstrap repeat some lines
 		}
+		f.seen[l] = true
 		f.reportLocked(true)
+		if strings.HasPrefix(l, "I: ") || strings.HasPrefix(l, "Need to get ") {
+			// A new stage: count its downloads and installs from zero.
+			f.gets, f.getBytes, f.needBytes, f.setups = 0, 0, 0, 0
+		}
+		if m := needToGet.FindStringSubmatch(l); m != nil {
+			f.needBytes = parseAptSize(m[1], m[2])
+		}
 		fmt.Fprintf(f.out, "    %s\n", l)
 		return
 	default:
@@ -149,7 +158,11 @@ func (f *progressFilter) reportLocked(flush bool) {
 	}
 	switch f.phase {
 	case "download":
-		fmt.Fprintf(f.out, "    fetched %d files (%s)\n", f.gets, humanBytes(f.getBytes))
+		if f.needBytes > 0 {
+			fmt.Fprintf(f.out, "    fetched %d files (%s of %s)\n", f.gets, humanBytes(f.getBytes), humanBytes(f.needBytes))
+		} else {
+			fmt.Fprintf(f.out, "    fetched %d files (%s)\n", f.gets, humanBytes(f.getBytes))
+		}
 	case "install":
 		fmt.Fprintf(f.out, "    set up %d packages\n", f.setups)
 	}

@@ -88,6 +88,7 @@ type Engine interface {
 	ImageList(ctx context.Context, options client.ImageListOptions) (client.ImageListResult, error)
 	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (client.ImageInspectResult, error)
 	ImageRemove(ctx context.Context, imageID string, options client.ImageRemoveOptions) (client.ImageRemoveResult, error)
+	ImageLoad(ctx context.Context, input io.Reader, loadOpts ...client.ImageLoadOption) (client.ImageLoadResult, error)
 }
 
 var _ Engine = (*client.Client)(nil)
@@ -119,6 +120,9 @@ type Options struct {
 	// KeepOld keeps older images of the same flavour; by default a
 	// successful build removes their tags (the rootfs images are GBs).
 	KeepOld bool
+	// ClassicBuild makes the last step a classic-builder ImageBuild instead
+	// of an ImageLoad of the new layer (slower: see load.go).
+	ClassicBuild bool
 	// Verbose streams every line mmdebstrap writes instead of a summary.
 	Verbose bool
 	// Recipe is the recipe tree; default the embedded image.Files.

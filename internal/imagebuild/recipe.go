@@ -29,7 +29,7 @@ import (
 // same recipe files, so that the content tags change too.
 const (
 	rootfsFormat = "shipyard-rootfs/1"
-	imageFormat  = "shipyard-image/1"
+	imageFormat  = "shipyard-image/2"
 )
 
 // Recipe paths inside Options.Recipe.
@@ -398,49 +398,76 @@ func (p Plan) Labels() map[string]string {
 }
 
 // WriteContext writes the ImageBuild context as a tar: Dockerfile and
-// shipyard/{bin/ship,matplotlibrc,skills/...}. Entries are sorted, owned by root and dated
-// SOURCE_DATE_EPOCH, so the same plan always gives the same bytes.
+// shipyard/{bin/ship,matplotlibrc,skills/...}. Entries are sorted, owned by
+// root and dated SOURCE_DATE_EPOCH, so the same plan always gives the same
+// bytes.
 func (p Plan) WriteContext(w io.Writer) error {
-	files, err := contextFiles(p.recipe)
+	files, err := p.addedFiles()
 	if err != nil {
 		return err
 	}
+	files = append(files, ctxFile{name: "Dockerfile", data: []byte(p.Dockerfile()), mode: 0o644})
+	return writeTar(w, files, time.Unix(p.sourceDateEpoch, 0))
+}
+
+// WriteLayer writes the image layer added on top of the root filesystem:
+// opt/shipyard/{bin/ship,matplotlibrc,skills/...}, like the ImageBuild
+// context's COPY would, reproducibly.
+func (p Plan) WriteLayer(w io.Writer) error {
+	files, err := p.addedFiles()
+	if err != nil {
+		return err
+	}
+	for i := range files {
+		files[i].name = strings.TrimPrefix(shipyardDir, "/") + strings.TrimPrefix(files[i].name, "shipyard")
+	}
+	return writeTar(w, files, time.Unix(p.sourceDateEpoch, 0))
+}
+
+// addedFiles are the files added on top of the root filesystem, named
+// shipyard/... (their path under /opt).
+func (p Plan) addedFiles() ([]ctxFile, error) {
+	files, err := contextFiles(p.recipe)
+	if err != nil {
+		return nil, err
+	}
 	ship, err := os.ReadFile(p.ShipBinary)
 	if err != nil {
-		return fmt.Errorf("read ship binary: %w", err)
+		return nil, fmt.Errorf("read ship binary: %w", err)
 	}
-	all := append([]ctxFile{
-		{name: "Dockerfile", data: []byte(p.Dockerfile()), mode: 0o644},
-		{name: "shipyard/bin/ship", data: ship, mode: 0o755},
-	}, files...)
-	slices.SortFunc(all, func(a, b ctxFile) int { return strings.Compare(a.name, b.name) })
+	return append(files, ctxFile{name: "shipyard/bin/ship", data: ship, mode: 0o755}), nil
+}
 
-	mtime := time.Unix(p.sourceDateEpoch, 0).UTC()
+// writeTar writes files sorted by name, each preceded by its not yet written
+// parent directories, owned by root with the given mtime.
+func writeTar(w io.Writer, files []ctxFile, mtime time.Time) error {
+	files = slices.Clone(files)
+	slices.SortFunc(files, func(a, b ctxFile) int { return strings.Compare(a.name, b.name) })
+	mtime = mtime.UTC()
 	tw := tar.NewWriter(w)
 	dirs := map[string]bool{}
-	for _, f := range all {
-		// Parent directories first, each once.
+	for _, f := range files {
 		var parents []string
-		for d := path.Dir(f.name); d != "." && !dirs[d]; d = path.Dir(d) {
+		for d := path.Dir(f.name); d != "." && d != "/" && !dirs[d]; d = path.Dir(d) {
 			parents = append(parents, d)
 			dirs[d] = true
 		}
 		slices.Reverse(parents)
 		for _, d := range parents {
 			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
-				return fmt.Errorf("write build context: %w", err)
+				return fmt.Errorf("write tar: %w", err)
 			}
 		}
 		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: mtime, Format: tar.FormatPAX}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("write build context: %w", err)
+			return fmt.Errorf("write tar: %w", err)
 		}
 		if _, err := tw.Write(f.data); err != nil {
-			return fmt.Errorf("write build context: %w", err)
+			return fmt.Errorf("write tar: %w", err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return fmt.Errorf("write build context: %w", err)
+		return fmt.Errorf("write tar: %w", err)
 	}
 	return nil
 }
