@@ -159,13 +159,13 @@ func (b *builder) run(ctx context.Context, start time.Time) (Result, error) {
 	if !ok {
 		return Result{}, fmt.Errorf("the last build step succeeded but %s does not exist", plan.ContentTag)
 	}
-	b.logf("[2/2] done in %s", time.Since(t).Round(100*time.Millisecond))
+	b.logf("[2/2] done in %s", roundDuration(time.Since(t)))
 	if !b.opts.KeepOld {
 		b.pruneOld(ctx, plan)
 	}
 	res.ImageID, res.Size = img.ID, img.Size
 	res.Duration = time.Since(start)
-	b.logf("built %s = %s (%s, %s) in %s", plan.Tag, plan.ContentTag, humanBytes(img.Size), shortID(img.ID), res.Duration.Round(time.Second))
+	b.logf("built %s = %s (%s, %s) in %s", plan.Tag, plan.ContentTag, humanBytes(img.Size), shortID(img.ID), roundDuration(res.Duration))
 	b.log.Debug("image built", "tag", plan.Tag, "content_tag", plan.ContentTag, "size", img.Size, "duration", res.Duration)
 	return res, nil
 }
@@ -260,9 +260,11 @@ func (b *builder) buildRootfs(ctx context.Context, plan Plan) (err error) {
 		filter.Consume(stderr)
 	}()
 	cmdDone := make(chan error, 1)
+	var mmdebstrapTime time.Duration // written before cmdDone is sent
 	go func() {
 		<-filterDone // Wait closes stderr: read it all first
 		werr := cmd.Wait()
+		mmdebstrapTime = time.Since(t)
 		if werr != nil {
 			tarW.CloseWithError(fmt.Errorf("mmdebstrap: %w", werr))
 		} else {
@@ -301,7 +303,8 @@ func (b *builder) buildRootfs(ctx context.Context, plan Plan) (err error) {
 	if cmdErr != nil {
 		return fmt.Errorf("mmdebstrap: %w", cmdErr)
 	}
-	b.logf("[1/2] root filesystem imported: %s of tar in %s", humanBytes(counter.n), time.Since(t).Round(time.Second))
+	b.logf("[1/2] root filesystem imported: %s of tar in %s (mmdebstrap finished after %s)",
+		humanBytes(counter.n), roundDuration(time.Since(t)), roundDuration(mmdebstrapTime))
 	return nil
 }
 
@@ -459,6 +462,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
 	return n, err
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 func shortID(id string) string {

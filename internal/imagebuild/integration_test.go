@@ -492,6 +492,20 @@ func TestBuildFailures(t *testing.T) {
 			t.Errorf("err = %v", err)
 		}
 	})
+	t.Run("archive unreachable", func(t *testing.T) {
+		var out bytes.Buffer
+		tag := randomName("ship:imagetest-")
+		_, err := Build(t.Context(), Options{
+			Flavour: FlavourBase, ShipBinary: shared.ship, Engine: shared.engine, Force: true, KeepOld: true,
+			Tag: tag, Mirror: "http://127.0.0.1:9/debian", Progress: &out,
+		})
+		if err == nil || !strings.Contains(err.Error(), "archive is unreachable") || !strings.Contains(err.Error(), "--mirror") {
+			t.Errorf("err = %v\noutput:\n%s", err, out.String())
+		}
+		if _, ok, _ := (&builder{engine: shared.engine}).inspect(t.Context(), tag); ok {
+			t.Errorf("a failed build tagged %s", tag)
+		}
+	})
 	t.Run("ship binary missing", func(t *testing.T) {
 		_, err := Build(t.Context(), Options{Flavour: FlavourBase, ShipBinary: "/nonexistent/ship", Engine: shared.engine})
 		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "make build") {

@@ -76,6 +76,7 @@ type Plan struct {
 
 	sourceDateEpoch int64
 	recipe          fs.FS
+	ship            []byte
 }
 
 // NewPlan reads the recipe and the ship binary and computes the tags. It fails
@@ -110,10 +111,14 @@ func newPlan(opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, fmt.Errorf("read recipe hook: %w", err)
 	}
-	p.ShipSHA256, err = fileSHA256(opts.ShipBinary)
+	// Read once: the hash and the image must have the same bytes even if
+	// `make build` rewrites the file meanwhile.
+	p.ship, err = readShip(opts.ShipBinary)
 	if err != nil {
 		return Plan{}, err
 	}
+	shipSum := sha256.Sum256(p.ship)
+	p.ShipSHA256 = hex.EncodeToString(shipSum[:])
 
 	h := newHasher(rootfsFormat)
 	h.field("arch", runtime.GOARCH)
@@ -234,28 +239,23 @@ func (h *hasher) sum() string {
 	return hex.EncodeToString(s[:])
 }
 
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
+func readShip(p string) ([]byte, error) {
+	st, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("ship binary %s not found: build it first with `make build` "+
+		return nil, fmt.Errorf("ship binary %s not found: build it first with `make build` "+
 			"(CGO_ENABLED=0 go build -o bin/ship ./cmd/ship) or pass --ship-binary: %w", p, err)
 	}
 	if err != nil {
-		return "", fmt.Errorf("open ship binary: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("stat ship binary: %w", err)
+		return nil, fmt.Errorf("ship binary: %w", err)
 	}
 	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("ship binary %s is not a regular file", p)
+		return nil, fmt.Errorf("ship binary %s is not a regular file", p)
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("read ship binary %s: %w", p, err)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("read ship binary: %w", err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return data, nil
 }
 
 // shipBinaryWarning returns a warning when the binary is not a static Linux
@@ -431,11 +431,7 @@ func (p Plan) addedFiles() ([]ctxFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	ship, err := os.ReadFile(p.ShipBinary)
-	if err != nil {
-		return nil, fmt.Errorf("read ship binary: %w", err)
-	}
-	return append(files, ctxFile{name: "shipyard/bin/ship", data: ship, mode: 0o755}), nil
+	return append(files, ctxFile{name: "shipyard/bin/ship", data: p.ship, mode: 0o755}), nil
 }
 
 // writeTar writes files sorted by name, each preceded by its not yet written
