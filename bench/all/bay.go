@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/bench/benchlib"
+)
+
+// Profiles of the generated configuration.
+const (
+	profileCold = "bench"
+	profileWarm = "bench-warm"
+)
+
+// bayProc is the bay daemon under test: bin/bay serve with a generated config.yaml, a SQLite
+// file in a temporary directory, the Docker driver (connect_mode auto), an API key and GC off.
+type bayProc struct {
+	proc     *benchlib.Proc
+	URL      string
+	Instance string
+	Key      string
+	LogPath  string
+	dir      string
+	logs     *os.File
+	hc       *http.Client
+}
+
+// startBay writes the configuration and starts bay; it returns once /health answers 200.
+func (b *bench) startBay(ctx context.Context) (*bayProc, error) {
+	dir, err := os.MkdirTemp("", "shipyard-bench-bay-")
+	if err != nil {
+		return nil, err
+	}
+	port, err := benchlib.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	bp := &bayProc{
+		URL: fmt.Sprintf("http://127.0.0.1:%d", port), Instance: "bench-" + b.runID,
+		Key: "sk-bench-" + b.runID + "-0123456789abcdef", dir: dir,
+		LogPath: filepath.Join(b.out, "bay.log"),
+	}
+	cfg := fmt.Sprintf(`server:
+  host: "127.0.0.1"
+  port: %d
+database:
+  url: "sqlite:///%s/bay.db"
+driver:
+  type: docker
+  image_pull_policy: never
+  docker:
+    connect_mode: auto
+security:
+  api_key: %q
+  allow_anonymous: false
+gc:
+  enabled: false
+  run_on_startup: false
+  instance_id: %q
+warm_pool:
+  enabled: true
+  run_on_startup: true
+  interval_seconds: 1
+  warmup_queue_workers: 2
+profiles:
+  - id: %s
+    image: %q
+    resources: {cpus: 1.0, memory: "1g"}
+    capabilities: [filesystem, shell, python]
+    idle_timeout: 3600
+  - id: %s
+    image: %q
+    resources: {cpus: 1.0, memory: "1g"}
+    capabilities: [filesystem, shell, python]
+    idle_timeout: 3600
+    warm_pool_size: %d
+    warm_rotate_ttl: 3600
+`, port, dir, bp.Key, bp.Instance, profileCold, b.image, profileWarm, b.image, b.warmPool)
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(b.out, "bay-config.yaml"), []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	bp.logs, err = os.Create(bp.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	bp.proc, err = benchlib.Start(b.bayBin, []string{"serve", "--config", cfgPath, "--log-level", "info"}, dir,
+		[]string{"BAY_DATA_DIR=" + dir}, bp.logs)
+	if err != nil {
+		bp.logs.Close()
+		return nil, err
+	}
+	bp.hc = &http.Client{Timeout: 10 * time.Minute, Transport: &http.Transport{
+		MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute, DisableCompression: true,
+	}}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := benchlib.WaitHTTP(wctx, bp.hc, bp.URL+bayapi.PathHealth, func() bool { return !bp.proc.Exited() }); err != nil {
+		bp.stop()
+		tail, _ := os.ReadFile(bp.LogPath)
+		return nil, fmt.Errorf("bay did not become healthy: %w\n%s", err, lastLines(string(tail), 20))
+	}
+	return bp, nil
+}
+
+// stop ends bay (SIGTERM, then SIGKILL after 30 s) and removes its directory.
+func (bp *bayProc) stop() error {
+	err := bp.proc.Stop(30 * time.Second)
+	bp.logs.Close()
+	os.RemoveAll(bp.dir)
+	return err
+}
+
+// bayError is a non-2xx answer of bay.
+type bayError struct {
+	Status int
+	Body   string
+}
+
+func (e *bayError) Error() string { return fmt.Sprintf("HTTP %d: %s", e.Status, e.Body) }
+
+func (bp *bayProc) do(ctx context.Context, method, path string, in, out any) error {
+	var rd io.Reader
+	if in != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, bp.URL+path, rd)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set(bayapi.HeaderAuthorization, "Bearer "+bp.Key)
+	resp, err := bp.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: read: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %w", method, path, &bayError{Status: resp.StatusCode, Body: string(bytes.TrimSpace(body))})
+	}
+	if out != nil {
+		return json.Unmarshal(body, out)
+	}
+	return nil
+}
+
+// create makes a sandbox of profile and registers it for cleanup. warm reports a warm-pool
+// claim (a cold create answers idle_expires_at null, a claim the warm-up's deadline).
+func (b *bench) create(ctx context.Context, profile string) (id string, warm bool, err error) {
+	var r bayapi.SandboxResponse
+	if err := b.bay.do(ctx, http.MethodPost, bayapi.PathSandboxes, map[string]any{"profile": profile}, &r); err != nil {
+		return "", false, err
+	}
+	b.clean.sandbox(r.ID)
+	return r.ID, r.IdleExpiresAt != nil, nil
+}
+
+// deleteSandbox deletes through bay's DELETE on a detached context (not timed).
+func (b *bench) deleteSandbox(ctx context.Context, id string) error {
+	ctx, cancel := detached(ctx, 60*time.Second)
+	defer cancel()
+	err := b.bay.do(ctx, http.MethodDelete, "/v1/sandboxes/"+id, nil, nil)
+	var be *bayError
+	if err == nil || (errors.As(err, &be) && be.Status == http.StatusNotFound) {
+		b.clean.sandboxGone(id)
+		return nil
+	}
+	return err
+}
+
+// python runs code through bay and checks the output.
+func (b *bench) python(ctx context.Context, id, code, want string) error {
+	var r bayapi.PythonExecResponse
+	if err := b.bay.do(ctx, http.MethodPost, "/v1/sandboxes/"+id+"/python/exec", map[string]any{"code": code, "timeout": 120}, &r); err != nil {
+		return err
+	}
+	if !r.Success || r.Output != want {
+		return fmt.Errorf("python %q through bay: success=%v output=%q error=%v", code, r.Success, r.Output, deref(r.Error))
+	}
+	return nil
+}
+
+// shell runs command through bay and checks the exit code.
+func (b *bench) shell(ctx context.Context, id, command string) error {
+	var r bayapi.ShellExecResponse
+	if err := b.bay.do(ctx, http.MethodPost, "/v1/sandboxes/"+id+"/shell/exec", map[string]any{"command": command, "timeout": 120}, &r); err != nil {
+		return err
+	}
+	if !r.Success || r.ExitCode != 0 {
+		return fmt.Errorf("shell %q through bay: exit %d: %v", command, r.ExitCode, deref(r.Error))
+	}
+	return nil
+}
+
+// upload streams size bytes from src to path through bay's multipart upload (never holding
+// the file in memory on this side either).
+func (b *bench) upload(ctx context.Context, id, path string, src io.Reader, size int64) error {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		err := mw.WriteField(bayapi.UploadPathField, path)
+		if err == nil {
+			var fw io.Writer
+			fw, err = mw.CreateFormFile(bayapi.UploadFileField, filepath.Base(path))
+			if err == nil {
+				_, err = io.Copy(fw, src)
+			}
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.bay.URL+"/v1/sandboxes/"+id+"/filesystem/upload", pr)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set(bayapi.HeaderAuthorization, "Bearer "+b.bay.Key)
+	resp, err := b.bay.hc.Do(req)
+	if err != nil {
+		pr.CloseWithError(err)
+		return fmt.Errorf("upload: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("upload: HTTP %d: %s", resp.StatusCode, body)
+	}
+	var r bayapi.UploadResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	if r.Size != size {
+		return fmt.Errorf("upload: bay stored %d bytes, sent %d", r.Size, size)
+	}
+	return nil
+}
+
+// download streams path from bay into dst and returns the byte count.
+func (b *bench) download(ctx context.Context, id, path string, dst io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.bay.URL+"/v1/sandboxes/"+id+"/filesystem/download?path="+url.QueryEscape(path), nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set(bayapi.HeaderAuthorization, "Bearer "+b.bay.Key)
+	resp, err := b.bay.hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("download: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return 0, fmt.Errorf("download: HTTP %d: %s", resp.StatusCode, body)
+	}
+	return io.Copy(dst, resp.Body)
+}
+
+// sandboxContainer finds the running container of a bay sandbox and its runtime endpoint
+// (the container IP, as bay's connect_mode auto resolves it).
+func (b *bench) sandboxContainer(ctx context.Context, sandboxID string) (id, endpoint string, err error) {
+	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
+		Filters: make(client.Filters).Add("label", "bay.sandbox_id="+sandboxID)})
+	if err != nil {
+		return "", "", fmt.Errorf("list containers of %s: %w", sandboxID, err)
+	}
+	if len(res.Items) != 1 {
+		return "", "", fmt.Errorf("sandbox %s has %d running containers, want 1", sandboxID, len(res.Items))
+	}
+	c := res.Items[0]
+	if c.NetworkSettings != nil {
+		for _, ep := range c.NetworkSettings.Networks {
+			if ep != nil && ep.IPAddress.IsValid() {
+				return c.ID, "http://" + ep.IPAddress.String() + ":" + strconv.Itoa(shipapi.DefaultPort), nil
+			}
+		}
+	}
+	return c.ID, "", fmt.Errorf("container %s of %s has no IP address", c.ID, sandboxID)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/bench/benchlib"
+)
+
+// parts collects named latency samples in insertion order.
+type parts struct {
+	names []string
+	ds    map[string][]time.Duration
+}
+
+func newParts() *parts { return &parts{ds: map[string][]time.Duration{}} }
+
+func (p *parts) add(name string, d time.Duration) {
+	if _, ok := p.ds[name]; !ok {
+		p.names = append(p.names, name)
+	}
+	p.ds[name] = append(p.ds[name], d)
+}
+
+func (p *parts) series(prefix string) []benchlib.Series {
+	var out []benchlib.Series
+	for _, n := range p.names {
+		out = append(out, benchlib.Latency(prefix+n, p.ds[n]))
+	}
+	return out
+}
+
+// coldBay times POST /v1/sandboxes + the first call (run) on a cold profile, and splits the
+// time with the engine's events: POST, POST answered -> container created (bay's first-call
+// path up to the engine's create), created -> started, started -> result (ship readiness wait,
+// the call itself, bay's bookkeeping).
+func (b *bench) coldBay(ctx context.Context, pp *parts, run func(ctx context.Context, id string) error) (time.Duration, error) {
+	t0 := time.Now()
+	id, warm, err := b.create(ctx, profileCold)
+	if err != nil {
+		return 0, err
+	}
+	defer b.deleteSandbox(ctx, id)
+	if warm {
+		return 0, fmt.Errorf("sandbox %s of the cold profile was a warm claim", id)
+	}
+	tPost := time.Now()
+	if err := run(ctx, id); err != nil {
+		return 0, err
+	}
+	tEnd := time.Now()
+	if pp != nil {
+		pp.add("bay: POST /v1/sandboxes", tPost.Sub(t0))
+		created, started := b.events.times(id)
+		if !created.IsZero() && !started.IsZero() {
+			pp.add("bay: POST answered -> engine created container", created.Sub(tPost))
+			pp.add("bay: engine created -> engine started", started.Sub(created))
+			pp.add("bay: engine started -> result", tEnd.Sub(started))
+		}
+	}
+	return tEnd.Sub(t0), nil
+}
+
+// coldRawShip times the baseline without bay: volume + container create + start through the
+// Engine API, ship's /health polled every 5 ms on the container address, then run against
+// ship directly.
+func (b *bench) coldRawShip(ctx context.Context, pp *parts, run func(ctx context.Context, endpoint string) error) (time.Duration, error) {
+	t0 := time.Now()
+	rs, err := b.rawCreate(ctx)
+	defer b.rawRemove(ctx, rs)
+	if err != nil {
+		return 0, err
+	}
+	tStarted := time.Now()
+	if err := b.shipWaitHealthy(ctx, rs.Endpoint); err != nil {
+		return 0, err
+	}
+	tHealthy := time.Now()
+	if err := run(ctx, rs.Endpoint); err != nil {
+		return 0, err
+	}
+	tEnd := time.Now()
+	if pp != nil {
+		pp.add("raw: volume create", rs.VolumeCreate)
+		pp.add("raw: container create", rs.Create)
+		pp.add("raw: container start + inspect", rs.Start)
+		pp.add("raw: ship /health ready", tHealthy.Sub(tStarted))
+		pp.add("raw: first call on ship", tEnd.Sub(tHealthy))
+	}
+	return tEnd.Sub(t0), nil
+}
+
+// coldRawEngine times volume + container create + start + an Engine API exec of command.
+func (b *bench) coldRawEngine(ctx context.Context, pp *parts, cmd ...string) (time.Duration, error) {
+	t0 := time.Now()
+	rs, err := b.rawCreate(ctx)
+	defer b.rawRemove(ctx, rs)
+	if err != nil {
+		return 0, err
+	}
+	tStarted := time.Now()
+	if _, err := b.engineExec(ctx, rs.ID, cmd...); err != nil {
+		return 0, err
+	}
+	tEnd := time.Now()
+	if pp != nil {
+		pp.add("raw engine: create+start (volume, create, start, inspect)", tStarted.Sub(t0))
+		pp.add("raw engine: Engine API exec", tEnd.Sub(tStarted))
+	}
+	return tEnd.Sub(t0), nil
+}
+
+// legs runs the legs of one repetition in an order rotated by i, so that no side always
+// runs first (page cache, engine state); samples of warm-up rounds (i < 0) are dropped.
+func legs(ctx context.Context, i int, fns ...func(ctx context.Context, keep bool) error) error {
+	keep := i >= 0
+	n := len(fns)
+	for k := range n {
+		idx := (k + max(i, 0)) % n
+		if err := fns[idx](ctx, keep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+const shellCmd = "true"
+
+func (b *bench) figColdShell(ctx context.Context) error {
+	const id, title = "cold-shell", "cold create -> first shell result (`true`)"
+	var bayT, rawEngine, rawShip []time.Duration
+	pp := newParts()
+	for i := -b.reps.ColdWarmup; i < b.reps.Cold; i++ {
+		err := legs(ctx, i,
+			func(ctx context.Context, keep bool) error {
+				d, err := b.coldBay(ctx, pick(keep, pp), func(ctx context.Context, id string) error { return b.shell(ctx, id, shellCmd) })
+				if keep && err == nil {
+					bayT = append(bayT, d)
+				}
+				return err
+			},
+			func(ctx context.Context, keep bool) error {
+				d, err := b.coldRawEngine(ctx, pick(keep, pp), "bash", "-lc", shellCmd)
+				if keep && err == nil {
+					rawEngine = append(rawEngine, d)
+				}
+				return err
+			},
+			func(ctx context.Context, keep bool) error {
+				d, err := b.coldRawShip(ctx, pick(keep, pp), func(ctx context.Context, ep string) error { return b.shipShell(ctx, ep, shellCmd) })
+				if keep && err == nil {
+					rawShip = append(rawShip, d)
+				}
+				return err
+			})
+		if err != nil {
+			return b.failed(id, title, fmt.Errorf("repetition %d: %w", i, err))
+		}
+	}
+	f := &benchlib.Figure{ID: id, Title: title, Measured: benchlib.Latency("bay", bayT)}
+	f.AddBaseline(benchlib.Latency("raw Engine API create+start+exec", rawEngine))
+	f.AddBaseline(benchlib.Latency("raw create+start, ship /shell/exec direct", rawShip))
+	f.RatioAtMost(1.15)
+	f.AtMost("p50", f.Measured.Stats.P50, 400, "ms")
+	f.Breakdown = pp.series("")
+	f.Note("bay = POST /v1/sandboxes {profile} (cold profile: no pool; bay creates the volume) then POST .../shell/exec {command: true}; the exec creates and starts the container and waits for ship's /health")
+	f.Note("raw Engine API = volume create + container create (same image, user 1000, cap-drop ALL, no-new-privileges, 1 CPU, 1 GiB, pids 256, port published on 127.0.0.1, volume at /workspace) + start + inspect + Engine API exec `bash -lc true` (the command ship runs); this floor does not wait for any runtime")
+	f.Note("raw ship = the same container, ship's /health polled every 5 ms on the container IP, then ship's /shell/exec `true` directly: the same runtime without bay")
+	f.Note("%d repetitions per side after %d unmeasured round(s), sides interleaved in rotating order", b.reps.Cold, b.reps.ColdWarmup)
+	b.add(f)
+	return nil
+}
+
+func (b *bench) figColdPython(ctx context.Context) error {
+	const id, title = "cold-python", "cold create -> first python result (`1+1`)"
+	var bayT, rawShip []time.Duration
+	pp := newParts()
+	for i := -b.reps.ColdWarmup; i < b.reps.Cold; i++ {
+		err := legs(ctx, i,
+			func(ctx context.Context, keep bool) error {
+				d, err := b.coldBay(ctx, pick(keep, pp), func(ctx context.Context, id string) error { return b.python(ctx, id, "1+1", "2") })
+				if keep && err == nil {
+					bayT = append(bayT, d)
+				}
+				return err
+			},
+			func(ctx context.Context, keep bool) error {
+				d, err := b.coldRawShip(ctx, pick(keep, pp), func(ctx context.Context, ep string) error { return b.shipPython(ctx, ep, "1+1", "2") })
+				if keep && err == nil {
+					rawShip = append(rawShip, d)
+				}
+				return err
+			})
+		if err != nil {
+			return b.failed(id, title, fmt.Errorf("repetition %d: %w", i, err))
+		}
+	}
+	f := &benchlib.Figure{ID: id, Title: title, Measured: benchlib.Latency("bay", bayT)}
+	f.AddBaseline(benchlib.Latency("raw create+start, kernel answers 1+1 on ship direct", rawShip))
+	f.RatioAtMost(1.15)
+	f.AtMost("p50", f.Measured.Stats.P50, 1200, "ms")
+	f.Breakdown = pp.series("")
+	f.Note("bay = POST /v1/sandboxes then POST .../python/exec {code: 1+1}, output checked (\"2\")")
+	f.Note("baseline = raw Engine API volume + container create + start (same spec as bay's driver), ship's /health polled every 5 ms, then POST /ipython/exec {code: 1+1} on ship directly: ship starts ipykernel at boot and the exec waits until the kernel answers (kernel_info over the Jupyter protocol inside the container), so the baseline ends at the first result of a ready kernel")
+	f.Note("%d repetitions per side after %d unmeasured round(s), interleaved in rotating order", b.reps.Cold, b.reps.ColdWarmup)
+	s := f.Measured
+	b.coldPython = &s
+	b.add(f)
+	return nil
+}
+
+func pick(keep bool, pp *parts) *parts {
+	if keep {
+		return pp
+	}
+	return nil
+}
