@@ -72,38 +72,76 @@ func NormalizeTags(tags *string) *string {
 }
 
 // target resolves a capability call: the owner's sandbox (not_found), the profile's capability
-// (capability_not_supported), then EnsureRunning.
-func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, error) {
+// (capability_not_supported), expiry (sandbox_expired), then EnsureRunning, and returns the
+// endpoint of the container serving the capability (checked against its /meta).
+func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, string, error) {
 	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	prof := s.Profile(sb.ProfileID)
 	if prof == nil {
-		return nil, nil, bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
+		return nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
 			WithDetails(map[string]any{"capability": capability})
 	}
 	if !prof.HasCapability(capability) {
-		return nil, nil, bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
+		return nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
 			WithDetails(map[string]any{"capability": capability, "available": prof.Capabilities()})
 	}
 	if sb.Expired(s.now()) {
-		return nil, nil, expiredErr(sb)
+		return nil, nil, "", expiredErr(sb)
 	}
 	sess, err := s.EnsureRunning(ctx, id)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	if err := s.checkRuntimeCapability(ctx, sess, capability); err != nil {
-		return nil, nil, err
+	ep, err := routeCapability(prof, sess, capability)
+	if err != nil {
+		return nil, nil, "", err
 	}
-	return sb, sess, nil
+	if err := s.checkRuntimeCapability(ctx, sess, ep, capability); err != nil {
+		return nil, nil, "", err
+	}
+	return sb, sess, ep, nil
+}
+
+// routeCapability returns the endpoint serving capability: the session's primary endpoint for
+// a single-container session; for a multi-container session the container the profile routes
+// the capability to (primary_for, then capabilities), else the first session container
+// listing it, else capability_not_supported.
+func routeCapability(prof *bay.Profile, sess *bay.Session, capability string) (string, error) {
+	if len(sess.Containers) == 0 {
+		return sess.Endpoint, nil
+	}
+	if c := prof.ContainerFor(capability); c != nil {
+		for _, sc := range sess.Containers {
+			if sc.Name == c.Name && sc.Endpoint != "" {
+				return sc.Endpoint, nil
+			}
+		}
+	}
+	avail := map[string]bool{}
+	for _, sc := range sess.Containers {
+		for _, c := range sc.Capabilities {
+			if c == capability && sc.Endpoint != "" {
+				return sc.Endpoint, nil
+			}
+			avail[c] = true
+		}
+	}
+	list := make([]string, 0, len(avail))
+	for c := range avail {
+		list = append(list, c)
+	}
+	sort.Strings(list)
+	return "", bay.Errorf(bay.CodeCapabilityNotSupported, "No container provides capability: %s", capability).
+		WithDetails(map[string]any{"capability": capability, "available": list})
 }
 
 // checkRuntimeCapability is the level-2 check against the runtime's cached /meta. A runtime
 // whose /meta cannot be read is not refused here (the call itself will tell).
-func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, capability string) error {
-	m, err := s.ship.Meta(ctx, sess.Endpoint)
+func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, endpoint, capability string) error {
+	m, err := s.ship.Meta(ctx, endpoint)
 	if err != nil {
 		s.runtimeUnreachable(sess, err)
 		s.log.Warn("runtime /meta unavailable", "session_id", sess.ID, "err", err)
@@ -143,12 +181,12 @@ type PythonParams struct {
 // call returns (a call that fails with an error records nothing). execution_time_ms covers
 // the runtime call only, not a cold start.
 func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonParams) (*bayapi.PythonExecResponse, error) {
-	sb, sess, err := s.target(ctx, owner, id, bayapi.CapPython)
+	sb, sess, ep, err := s.target(ctx, owner, id, bayapi.CapPython)
 	if err != nil {
 		return nil, err
 	}
 	began := time.Now()
-	r, err := s.ship.ExecPython(ctx, sess.Endpoint, shipapi.ExecPythonRequest{Code: p.Code, Timeout: p.Timeout})
+	r, err := s.ship.ExecPython(ctx, ep, shipapi.ExecPythonRequest{Code: p.Code, Timeout: p.Timeout})
 	if err != nil {
 		return nil, s.shipFailed(sess, err)
 	}
@@ -186,13 +224,13 @@ type ShellParams struct {
 // ExecShell runs a command and records an execution-history row. error is ship's error, or its
 // stderr when there is none.
 func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams) (*bayapi.ShellExecResponse, error) {
-	sb, sess, err := s.target(ctx, owner, id, bayapi.CapShell)
+	sb, sess, ep, err := s.target(ctx, owner, id, bayapi.CapShell)
 	if err != nil {
 		return nil, err
 	}
 	began := time.Now()
 	t := p.Timeout
-	r, err := s.ship.ExecShell(ctx, sess.Endpoint, shipapi.ExecShellRequest{Command: p.Command, Timeout: &t, Cwd: p.Cwd})
+	r, err := s.ship.ExecShell(ctx, ep, shipapi.ExecShellRequest{Command: p.Command, Timeout: &t, Cwd: p.Cwd})
 	if err != nil {
 		return nil, s.shipFailed(sess, err)
 	}
@@ -238,11 +276,11 @@ func (s *Service) recordExecution(ctx context.Context, sb *bay.Sandbox, sess *ba
 
 // ReadFile returns a text file's content. path is normalised already.
 func (s *Service) ReadFile(ctx context.Context, owner, id, path string) (string, error) {
-	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
 	if err != nil {
 		return "", err
 	}
-	r, err := s.ship.ReadFile(ctx, sess.Endpoint, path)
+	r, err := s.ship.ReadFile(ctx, ep, path)
 	if err != nil {
 		return "", s.shipFailed(sess, err)
 	}
@@ -251,11 +289,11 @@ func (s *Service) ReadFile(ctx context.Context, owner, id, path string) (string,
 
 // WriteFile writes a text file (parents created, overwritten).
 func (s *Service) WriteFile(ctx context.Context, owner, id, path, content string) error {
-	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
 	if err != nil {
 		return err
 	}
-	if _, err := s.ship.WriteFile(ctx, sess.Endpoint, path, content); err != nil {
+	if _, err := s.ship.WriteFile(ctx, ep, path, content); err != nil {
 		return s.shipFailed(sess, err)
 	}
 	return nil
@@ -268,11 +306,11 @@ func (s *Service) DeleteFile(ctx context.Context, owner, id, path string) error 
 		return bay.Errorf(bay.CodeInvalidPath, "path cannot be the workspace root").
 			WithDetails(map[string]any{"field": "path", "reason": "workspace_root"})
 	}
-	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
 	if err != nil {
 		return err
 	}
-	if err := s.ship.DeleteFile(ctx, sess.Endpoint, path); err != nil {
+	if err := s.ship.DeleteFile(ctx, ep, path); err != nil {
 		return s.shipFailed(sess, err)
 	}
 	return nil
@@ -280,11 +318,11 @@ func (s *Service) DeleteFile(ctx context.Context, owner, id, path string) error 
 
 // ListDir lists a directory (hidden entries omitted, as the reference).
 func (s *Service) ListDir(ctx context.Context, owner, id, path string) ([]shipapi.FileInfo, error) {
-	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.ship.ListDir(ctx, sess.Endpoint, path, false)
+	r, err := s.ship.ListDir(ctx, ep, path, false)
 	if err != nil {
 		return nil, s.shipFailed(sess, err)
 	}
@@ -325,12 +363,12 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // Upload streams src into the file at path (normalised already), failing with
 // payload_too_large once more than maxBytes (> 0) were read. It returns the byte count.
 func (s *Service) Upload(ctx context.Context, owner, id, path string, src io.Reader, maxBytes int64) (int64, error) {
-	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
 	if err != nil {
 		return 0, err
 	}
 	lr := &limitReader{r: src, n: maxBytes, limit: maxBytes}
-	if _, err := s.ship.Upload(ctx, sess.Endpoint, path, lr); err != nil {
+	if _, err := s.ship.Upload(ctx, ep, path, lr); err != nil {
 		var be *bay.Error
 		if errors.As(err, &be) && be.Code == bay.CodePayloadTooLarge {
 			return 0, err
@@ -343,11 +381,11 @@ func (s *Service) Upload(ctx context.Context, owner, id, path string, src io.Rea
 // Download opens the file at path for streaming; the caller closes the reader. size is -1
 // when unknown.
 func (s *Service) Download(ctx context.Context, owner, id, path string) (io.ReadCloser, int64, error) {
-	_, sess, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
 	if err != nil {
 		return nil, 0, err
 	}
-	rc, n, err := s.ship.Download(ctx, sess.Endpoint, path)
+	rc, n, err := s.ship.Download(ctx, ep, path)
 	if err != nil {
 		return nil, 0, s.shipFailed(sess, err)
 	}
@@ -357,9 +395,9 @@ func (s *Service) Download(ctx context.Context, owner, id, path string) (io.Read
 // TerminalEndpoint ensures the sandbox runs (terminal requires the shell capability) and
 // returns the runtime endpoint whose /term/ws the caller proxies.
 func (s *Service) TerminalEndpoint(ctx context.Context, owner, id string) (string, error) {
-	_, sess, err := s.target(ctx, owner, id, bayapi.CapShell)
+	_, _, ep, err := s.target(ctx, owner, id, bayapi.CapShell)
 	if err != nil {
 		return "", err
 	}
-	return sess.Endpoint, nil
+	return ep, nil
 }

@@ -290,37 +290,52 @@ func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.San
 }
 
 func (s *Service) containerRuntimes(ctx context.Context, sb *bay.Sandbox, cur *bay.Session) []bayapi.ContainerRuntime {
-	caps := []string{}
-	if p := s.Profile(sb.ProfileID); p != nil {
-		caps = append(caps, p.Primary().Capabilities...)
-		sort.Strings(caps)
+	type item struct {
+		rt       bayapi.ContainerRuntime
+		endpoint string
 	}
-	rt := cur.RuntimeType
-	if rt == "" {
-		rt = bay.RuntimeShip
+	var items []item
+	if len(cur.Containers) > 0 {
+		for _, c := range cur.Containers {
+			caps := append([]string{}, c.Capabilities...)
+			items = append(items, item{bayapi.ContainerRuntime{Name: c.Name, RuntimeType: c.RuntimeType, Status: c.Status, Capabilities: caps}, c.Endpoint})
+		}
+	} else {
+		caps := []string{}
+		if p := s.Profile(sb.ProfileID); p != nil {
+			caps = append(caps, p.Primary().Capabilities...)
+			sort.Strings(caps)
+		}
+		rt := cur.RuntimeType
+		if rt == "" {
+			rt = bay.RuntimeShip
+		}
+		items = append(items, item{bayapi.ContainerRuntime{Name: rt, RuntimeType: rt, Status: "running", Capabilities: caps}, cur.Endpoint})
 	}
-	c := bayapi.ContainerRuntime{Name: rt, RuntimeType: rt, Status: "running", Capabilities: caps}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	var version *string
-	var healthy *bool
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		if m, err := s.ship.Meta(ctx, cur.Endpoint); err == nil {
-			v := m.Runtime.Version
-			version = &v
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		h := s.ship.Health(ctx, cur.Endpoint) == nil
-		healthy = &h
-	}()
+	for i := range items {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if m, err := s.ship.Meta(ctx, items[i].endpoint); err == nil {
+				v := m.Runtime.Version
+				items[i].rt.Version = &v
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			h := s.ship.Health(ctx, items[i].endpoint) == nil
+			items[i].rt.Healthy = &h
+		}()
+	}
 	wg.Wait()
-	c.Version, c.Healthy = version, healthy
-	return []bayapi.ContainerRuntime{c}
+	out := make([]bayapi.ContainerRuntime, len(items))
+	for i := range items {
+		out[i] = items[i].rt
+	}
+	return out
 }
 
 // ExtendTTL extends an expiring sandbox (contract 1.10): extend_by <= 0 -> validation_error;

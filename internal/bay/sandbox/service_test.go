@@ -86,7 +86,13 @@ func (e *env) create(t *testing.T, owner string, p sandbox.CreateParams) *bayapi
 	return r
 }
 
-func code(err error) string { return bay.ErrorCode(err) }
+// code is the error's code, "" for nil (bay.ErrorCode(nil) is internal_error).
+func code(err error) string {
+	if err == nil {
+		return ""
+	}
+	return bay.ErrorCode(err)
+}
 
 func eager(c *sandbox.Config) { c.EagerVolume = true }
 

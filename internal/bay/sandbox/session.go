@@ -117,10 +117,6 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 		if prof == nil {
 			return nil, bay.Errorf(bay.CodeValidation, "Invalid profile: %s", sb.ProfileID)
 		}
-		if prof.MultiContainer() {
-			return nil, bay.Errorf(bay.CodeCapabilityNotSupported, "Multi-container profiles are not supported yet: %s", prof.ID).
-				WithDetails(map[string]any{"profile": prof.ID})
-		}
 		cur, err := s.currentSession(ctx, s.store, sb)
 		if err != nil {
 			return nil, err
@@ -246,7 +242,10 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		}
 		return nil, err
 	}
-	spec := s.containerSpec(sb, prof, sess, ref)
+	if prof.MultiContainer() {
+		return s.startMulti(ctx, sb, prof, sess, ref)
+	}
+	spec := s.containerSpec(sb, prof, prof.Primary(), sess, ref)
 	cid, err := s.driver.CreateContainer(ctx, spec)
 	if err != nil {
 		if s.failSession(ctx, sess, cid) {
@@ -335,6 +334,7 @@ func (s *Service) failSession(ctx context.Context, sess *bay.Session, containerI
 		cur.ObservedState = bay.SessionFailed
 		cur.ContainerID = ""
 		cur.Endpoint = ""
+		cur.Containers = nil
 	})
 	if errors.Is(err, errSessionGone) {
 		return true
@@ -411,27 +411,38 @@ func (s *Service) forgetProbe(sessionID string) {
 	s.probeMu.Unlock()
 }
 
-// probe inspects the session's container. A driver failure trusts the database (alive).
+// probe inspects the session's containers: every one of them must be running (a dead
+// sidecar makes the whole session dead, so it is rebuilt). A driver failure trusts the
+// database (alive).
 func (s *Service) probe(ctx context.Context, sess *bay.Session) (bool, error) {
 	now := s.now()
 	if s.probeFresh(sess.ID, now) {
 		return true, nil
 	}
-	if sess.ContainerID == "" {
-		return false, nil
+	ids := []string{sess.ContainerID}
+	if len(sess.Containers) > 0 {
+		ids = ids[:0]
+		for _, c := range sess.Containers {
+			ids = append(ids, c.ContainerID)
+		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	info, err := s.driver.InspectContainer(pctx, sess.ContainerID)
-	if err != nil {
-		if bay.IsNotFound(err) {
+	for _, id := range ids {
+		if id == "" {
 			return false, nil
 		}
-		s.log.Warn("liveness probe failed, trusting the database", "session_id", sess.ID, "err", err)
-		return true, nil
-	}
-	if info.State != bay.ContainerRunning {
-		return false, nil
+		info, err := s.driver.InspectContainer(pctx, id)
+		if err != nil {
+			if bay.IsNotFound(err) {
+				return false, nil
+			}
+			s.log.Warn("liveness probe failed, trusting the database", "session_id", sess.ID, "err", err)
+			return true, nil
+		}
+		if info.State != bay.ContainerRunning {
+			return false, nil
+		}
 	}
 	s.markProbed(sess.ID, now)
 	return true, nil
@@ -450,11 +461,7 @@ func (s *Service) runtimeUnreachable(sess *bay.Session, err error) {
 // discardSession removes a session's container and row, clearing current_session_id if it
 // still points at it. It reports whether the row was still there.
 func (s *Service) discardSession(ctx context.Context, sandboxID string, sess *bay.Session, reason bay.Reason) (bool, error) {
-	s.removeContainer(ctx, sess.ContainerID)
-	s.forgetProbe(sess.ID)
-	if sess.Endpoint != "" {
-		s.ship.ForgetEndpoint(sess.Endpoint)
-	}
+	s.removeSessionResources(ctx, sess)
 	existed := false
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		if _, err := tx.GetSession(ctx, sess.ID); err == nil {
@@ -606,6 +613,11 @@ func (s *Service) removeSandboxContainers(ctx context.Context, sandboxID string,
 		}()
 	}
 	wg.Wait()
+	for _, ss := range sessions {
+		if len(ss.Containers) > 0 {
+			s.removeNetwork(dctx, networkName(ss.ID))
+		}
+	}
 }
 
 // ---- container spec ----
@@ -613,8 +625,7 @@ func (s *Service) removeSandboxContainers(ctx context.Context, sandboxID string,
 // containerSpec builds the primary container of a session (contract 6.7, with the real owner,
 // our bay.created_at label, a non-root user and no BAY_PROFILE_ENV: ship passes its own
 // environment on to the shell and the kernel).
-func (s *Service) containerSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Session, volumeRef string) bay.ContainerSpec {
-	c := prof.Primary()
+func (s *Service) containerSpec(sb *bay.Sandbox, prof *bay.Profile, c *bay.ContainerProfile, sess *bay.Session, volumeRef string) bay.ContainerSpec {
 	env := map[string]string{}
 	for k, v := range prof.Env {
 		env[k] = v

@@ -71,7 +71,13 @@ func startShip(t *testing.T) (string, string) {
 	return endpoint, ws
 }
 
-func code(err error) string { return bay.ErrorCode(err) }
+// code is the error's code, "" for nil (bay.ErrorCode(nil) is internal_error).
+func code(err error) string {
+	if err == nil {
+		return ""
+	}
+	return bay.ErrorCode(err)
+}
 
 func TestAgainstRealShip(t *testing.T) {
 	ep, ws := startShip(t)
