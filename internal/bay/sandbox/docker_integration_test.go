@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -137,5 +138,56 @@ func TestDockerStopResume(t *testing.T) {
 	}
 	if _, err := drv.InspectVolume(ctx, bay.VolumeName(sb.CargoID)); !bay.IsNotFound(err) {
 		t.Fatalf("volume kept: %v", err)
+	}
+}
+
+// TestDockerMultiContainer starts a two-container profile on the real engine (both ship
+// containers sharing the cargo on a session network), routes a capability to the second one,
+// and checks that stop removes both containers and the network.
+func TestDockerMultiContainer(t *testing.T) {
+	image := baseImage(t)
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	drv, err := docker.New(docker.DefaultConfig(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof := bay.Profile{ID: "duo", IdleTimeout: 30 * time.Minute,
+		Containers: []bay.ContainerProfile{
+			{Name: "ship", Image: image, RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"python", "filesystem"}},
+			{Name: "aux", Image: image, RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"shell"}},
+		}}
+	svc := sandbox.New(st, drv, shipclient.New(nil, log), nil, log, sandbox.Config{Profiles: []bay.Profile{prof}, InstanceID: "it-" + bay.NewID("t")})
+	sb, err := svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{ProfileID: "duo"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.DeleteSandbox(context.Background(), "alice", sb.ID) })
+	if err := svc.WriteFile(ctx, "alice", sb.ID, "shared.txt", "from ship"); err != nil {
+		t.Fatal(err)
+	}
+	// shell is served by the aux container, which sees the same cargo.
+	r, err := svc.ExecShell(ctx, "alice", sb.ID, sandbox.ShellParams{Command: "hostname; cat shared.txt", Timeout: 30})
+	if err != nil || r.Output != "aux\nfrom ship" {
+		t.Fatalf("shell on aux: %+v %v", r, err)
+	}
+	got, err := svc.GetSandbox(ctx, "alice", sb.ID)
+	if err != nil || len(got.Containers) != 2 || got.Containers[0].Healthy == nil || !*got.Containers[0].Healthy {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if err := svc.StopSandbox(ctx, "alice", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := drv.ListContainers(ctx, map[string]string{bay.LabelSandboxID: sb.ID}); len(left) != 0 {
+		t.Fatalf("stop left %d containers", len(left))
+	}
+	nets, err := exec.Command("docker", "network", "ls", "-q", "--filter", "label=bay.sandbox_id="+sb.ID).Output()
+	if err != nil || strings.TrimSpace(string(nets)) != "" {
+		t.Fatalf("stop left networks %q (%v)", nets, err)
 	}
 }
