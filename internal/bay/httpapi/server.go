@@ -4,6 +4,31 @@
 // one envelope of api/bayapi with the request id; the code-to-status translation lives in
 // statusOf (errors.go) and nowhere else. The routes are declared once (routes.go) and that
 // table drives both the ServeMux and the OpenAPI document served at /openapi.json.
+//
+// Observable differences from the reference (contract section 10), same status and code a
+// client branches on unless noted:
+//
+//   - 422 schema errors carry the envelope {"error":{"code":"validation_error",...}} AND
+//     FastAPI's "detail" list; 404 / 405 (code method_not_allowed) / 500 are enveloped too.
+//   - An unknown ?status= of the sandbox list is a 422 (was ignored); pages are never short
+//     while a cursor is returned.
+//   - Idempotency-Key: an invalid key is 400 validation_error (was 409); keys are scoped to
+//     owner + method + path; concurrent duplicates execute once; replays carry the header
+//     Idempotent-Replayed: true.
+//   - A missing file is 404 file_not_found on read, delete and download alike (was 502 except
+//     download); a symlink escaping the workspace (ship 403) is 400 invalid_path with reason
+//     outside_workspace (was 502); other ship errors are 502 ship_error with ship's detail
+//     and details {ship_status, ship_code}.
+//   - DELETE filesystem/files of the workspace root ("." or "a/..") is 400 invalid_path with
+//     reason workspace_root (the reference wiped the workspace).
+//   - Capability calls and keepalive on an expired sandbox are 409 sandbox_expired (the
+//     reference kept expired sandboxes usable until GC); extend_ttl after the expiry GC
+//     deleted the sandbox is still 409 sandbox_expired.
+//   - Uploads are streamed end to end and bounded by cargo.max_upload_bytes (413
+//     payload_too_large); the path field must precede the file part or be given as ?path=.
+//   - execution_time_ms covers the runtime call only, not a cold start.
+//   - containers[] of GET /v1/sandboxes/{id} lists each container's capabilities (was []).
+//   - GET /v1/sandboxes/{id}/terminal proxies ship's PTY WebSocket (no reference endpoint).
 package httpapi
 
 import (
