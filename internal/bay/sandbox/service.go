@@ -14,6 +14,17 @@
 //   - Stop and delete never wait for a start in progress: they delete the session rows first
 //     and remove the containers; a starter that finds its row gone removes what it created.
 //
+// Lifecycle choices:
+//   - Create is lazy: no container; a managed cargo's volume is created (with its labels) right
+//     before the first container (Config.EagerVolume restores create-time volumes).
+//   - A session is one container, or for multi-container profiles a session network plus one
+//     container per profile container, started in parallel and rolled back all-or-nothing; a
+//     dead container of either kind makes the session dead and it is rebuilt on the next call.
+//   - Stop removes containers (not just stops them) and deletes the session rows; files stay.
+//   - Expired sandboxes are refused by every capability call at once (409 sandbox_expired).
+//   - The liveness probe (driver inspect) of a running session is cached for ProbeCacheTTL and
+//     dropped when a call could not reach the runtime.
+//
 // Every error returned is a classified *bay.Error (or wraps one); messages are safe for
 // clients and causes are logged.
 package sandbox
