@@ -77,6 +77,32 @@ func TestMainServesAndDrains(t *testing.T) {
 	if st, v := call("GET", "/health", ""); st != 200 || v["version"] != "test" {
 		t.Fatalf("health: %d %v", st, v)
 	}
+	// Real authentication: a wrong key and a missing key are 401 in the envelope.
+	for _, h := range []string{"Bearer sk-wrong", ""} {
+		req, _ := http.NewRequest("GET", base+"/v1/sandboxes", nil)
+		if h != "" {
+			req.Header.Set("Authorization", h)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env struct {
+			Error struct{ Code, Message, RequestID string } `json:"error"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&env)
+		res.Body.Close()
+		if res.StatusCode != 401 || env.Error.Code != "unauthorized" {
+			t.Fatalf("auth %q: %d %+v", h, res.StatusCode, env)
+		}
+	}
+	for _, p := range []string{"/v1/profiles", "/openapi.json"} {
+		res, err := http.Get(base + p)
+		if err != nil || res.StatusCode != 200 {
+			t.Fatalf("%s without auth: %v %v", p, res, err)
+		}
+		res.Body.Close()
+	}
 	st, v := call("POST", "/v1/sandboxes", "{}")
 	if st != 201 {
 		t.Fatalf("create: %d %v", st, v)
