@@ -626,21 +626,3 @@ func TestDownloadStreams64MiB(t *testing.T) {
 	}
 }
 
-func TestContextCancelStopsRetries(t *testing.T) {
-	fake, c := newPair(t, "", sdk.WithBackoff(func(int) time.Duration { return time.Hour }))
-	fake.Fail(sdktest.Fault{Method: "GET", Path: "/health", Status: 503, Code: "unavailable"})
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for fake.Count("GET", "/health") == 0 {
-			runtime.Gosched()
-		}
-		cancel()
-	}()
-	_, err := c.Health(ctx)
-	if !sdk.IsCode(err, "unavailable") {
-		t.Fatalf("%v", err)
-	}
-	if fake.Count("GET", "/health") != 1 {
-		t.Fatal("retried after cancel")
-	}
-}

@@ -137,3 +137,21 @@ func TestExecTimeout(t *testing.T) {
 		t.Fatalf("%v", d)
 	}
 }
+
+func TestCancelDuringBackoffStopsRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var seen []time.Time
+		c := scripted(t, []string{"502"}, &seen)
+		c.backoff = func(int) time.Duration { return time.Hour }
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		start := time.Now()
+		_, err := c.Health(ctx)
+		if e, ok := AsError(err); !ok || e.Code != "ship_error" {
+			t.Fatalf("err %v, want the last API error", err)
+		}
+		if len(seen) != 1 || time.Since(start) != time.Minute {
+			t.Fatalf("attempts %d after %v", len(seen), time.Since(start))
+		}
+	})
+}

@@ -14,7 +14,7 @@ import (
 	"github.com/shipyard-dev/shipyard/sdk/sdktest"
 )
 
-var binary string
+var binary, bayBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "shipyard-cli-test")
@@ -26,6 +26,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		os.RemoveAll(dir)
 		panic("build shipyard: " + err.Error() + "\n" + string(out))
+	}
+	bayBinary = filepath.Join(dir, "bay")
+	if out, err := exec.Command("go", "build", "-o", bayBinary, "github.com/shipyard-dev/shipyard/cmd/bay").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic("build bay: " + err.Error() + "\n" + string(out))
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

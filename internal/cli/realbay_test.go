@@ -1,0 +1,407 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/term"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/sdk"
+	"github.com/shipyard-dev/shipyard/sdk/sdktest"
+)
+
+// The tests in this file run the clients against the real bay binary (SQLite file, Docker
+// driver, image ship:base). A missing Docker engine or image fails them; they never skip.
+
+const (
+	realImage  = "ship:base"
+	realAPIKey = "sk-clients-0123456789abcdef"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// startRealBay runs `bay serve` on a free port and returns its URL; cleanup deletes the
+// sandboxes left and stops it.
+func startRealBay(t *testing.T) string {
+	t.Helper()
+	if out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", realImage).CombinedOutput(); err != nil {
+		t.Fatalf("image %s is needed (make image): %v %s", realImage, err, out)
+	}
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cfg := fmt.Sprintf(`server:
+  host: "127.0.0.1"
+  port: %d
+database:
+  url: "sqlite:///%s/bay.db"
+driver:
+  type: docker
+  docker:
+    connect_mode: auto
+security:
+  api_key: %q
+  allow_anonymous: false
+gc:
+  enabled: false
+  run_on_startup: false
+  instance_id: "clients-%d"
+profiles:
+  - id: python-default
+    image: %q
+    resources: {cpus: 1.0, memory: "1g"}
+    capabilities: [filesystem, shell, python]
+    idle_timeout: 1800
+`, port, dir, realAPIKey, port, realImage)
+	cfgPath := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuf{}
+	cmd := exec.Command(bayBinary, "serve")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BAY_CONFIG_FILE="+cfgPath, "BAY_DATA_DIR="+dir)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	c, _ := sdk.New(url, realAPIKey)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if l, err := c.ListSandboxes(ctx, sdk.ListSandboxesRequest{Limit: 200}); err == nil {
+			for _, sb := range l.Items {
+				c.DeleteSandbox(ctx, sb.ID)
+			}
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("bay logs:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bay not healthy: %v\n%s", err, logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runReal runs the CLI against the real bay with its API key in the environment.
+func runReal(t *testing.T, url, stdin string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), "SHIPYARD_ENDPOINT="+url, "SHIPYARD_TOKEN="+realAPIKey)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+func TestRealBay(t *testing.T) {
+	url := startRealBay(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := sdk.New(url, realAPIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("sdk", func(t *testing.T) {
+		if _, err := c.Health(ctx); err != nil {
+			t.Fatal(err)
+		}
+		anon, _ := sdk.New(url, "")
+		if _, err := anon.ListSandboxes(ctx, sdk.ListSandboxesRequest{}); !sdk.IsCode(err, bayapi.CodeUnauthorized) {
+			t.Fatalf("anonymous: %v", err)
+		}
+		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey("clients-create-1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey("clients-create-1"))
+		if err != nil || again.ID != sb.ID {
+			t.Fatalf("idempotent replay: %v %v", again, err)
+		}
+		if _, err := sb.Python(ctx, "x = 41"); err != nil {
+			t.Fatal(err)
+		}
+		r, err := sb.Python(ctx, "print(x + 1)")
+		if err != nil || !r.Success || r.Output != "42" {
+			t.Fatalf("state: %+v %v", r, err)
+		}
+		r, err = sb.Python(ctx, "1/0")
+		if err != nil || r.Success || r.Error == nil || !strings.Contains(*r.Error, "ZeroDivisionError") {
+			t.Fatalf("raise: %+v %v", r, err)
+		}
+		sh, err := sb.ExecShell(ctx, sdk.ShellRequest{Command: "mkdir -p d && cd d && pwd && echo err >&2 && exit 3"})
+		if err != nil || sh.ExitCode != 3 || sh.Output != "/workspace/d" || sh.Error == nil || *sh.Error != "err" {
+			t.Fatalf("shell: %+v %v", sh, err)
+		}
+		if err := sb.WriteFile(ctx, "src/a.txt", "hello\n"); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := sb.ReadFile(ctx, "src/a.txt"); err != nil || s != "hello\n" {
+			t.Fatalf("read: %q %v", s, err)
+		}
+		if _, err := sb.ReadFile(ctx, "../etc/passwd"); !sdk.IsCode(err, bayapi.CodeInvalidPath) {
+			t.Fatalf("invalid path: %v", err)
+		}
+		// 8 MiB streamed upload and download.
+		const size = 8 << 20
+		up, err := sb.Upload(ctx, "big/blob.bin", sdktest.Pattern(size), size)
+		if err != nil || up.Size != size {
+			t.Fatalf("upload: %+v %v", up, err)
+		}
+		h := sha256.New()
+		if n, err := sb.Download(ctx, "big/blob.bin", h); err != nil || n != size {
+			t.Fatalf("download: %d %v", n, err)
+		}
+		want := sha256.New()
+		io.Copy(want, sdktest.Pattern(size))
+		if !bytes.Equal(h.Sum(nil), want.Sum(nil)) {
+			t.Fatal("download differs from upload")
+		}
+		if _, err := sb.Download(ctx, "nope.bin", io.Discard); !sdk.IsCode(err, bayapi.CodeFileNotFound) {
+			t.Fatalf("missing download: %v", err)
+		}
+		ents, err := sb.ListFiles(ctx, ".")
+		if err != nil || len(ents) < 3 {
+			t.Fatalf("ls: %+v %v", ents, err)
+		}
+		if err := sb.DeleteFile(ctx, "big"); err != nil {
+			t.Fatal(err)
+		}
+		hist, err := sb.History(ctx, sdk.HistoryRequest{ExecType: "python"})
+		if err != nil || hist.Total != 3 {
+			t.Fatalf("history: %+v %v", hist, err)
+		}
+		last, err := c.LastExecution(ctx, sb.ID, "shell")
+		if err != nil || !strings.Contains(last.Code, "mkdir") {
+			t.Fatalf("last: %+v %v", last, err)
+		}
+		notes := "n1"
+		if e, err := c.AnnotateExecution(ctx, sb.ID, last.ID, bayapi.AnnotateExecutionRequest{Notes: &notes}); err != nil || *e.Notes != "n1" {
+			t.Fatalf("annotate: %v", err)
+		}
+		if e, err := c.GetExecution(ctx, sb.ID, last.ID); err != nil || e.ID != last.ID {
+			t.Fatalf("get exec: %v", err)
+		}
+		if err := sb.ExtendTTL(ctx, 60); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Keepalive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Refresh(ctx); err != nil || sb.Status != bayapi.StatusReady {
+			t.Fatalf("refresh: %v %v", sb.Status, err)
+		}
+		cargo, err := c.CreateCargo(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetCargo(ctx, cargo.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DeleteCargo(ctx, cargo.ID); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := c.ListProfiles(ctx, true); err != nil || len(p.Items) != 1 {
+			t.Fatalf("profiles: %v", err)
+		}
+		if _, err := c.GCStatus(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.GetSandbox(ctx, sb.ID); !sdk.IsNotFound(err) {
+			t.Fatalf("deleted: %v", err)
+		}
+	})
+
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("cli", func(t *testing.T) {
+		if r := runReal(t, url, "", "python", sb.ID, "print(6*7)"); r.code != 0 || r.stdout != "42\n" {
+			t.Fatalf("python: %+v", r)
+		}
+		if r := runReal(t, url, "import sys\nraise KeyError('k')", "python", sb.ID, "-"); r.code != 1 || !strings.Contains(r.stderr, "KeyError") {
+			t.Fatalf("python raise: %+v", r)
+		}
+		if r := runReal(t, url, "echo out; echo err >&2; exit 5", "shell", sb.ID); r.code != 5 || r.stdout != "out\n" || r.stderr != "err\n" {
+			t.Fatalf("shell: %+v", r)
+		}
+		local := filepath.Join(t.TempDir(), "in.bin")
+		data := bytes.Repeat([]byte("\x00\xffabc\n"), 50000)
+		os.WriteFile(local, data, 0o644)
+		if r := runReal(t, url, "", "fs", "put", sb.ID, local, "up/in.bin"); r.code != 0 {
+			t.Fatalf("put: %+v", r)
+		}
+		if r := runReal(t, url, "", "fs", "cat", sb.ID, "up/in.bin"); r.code != 0 || r.stdout != string(data) {
+			t.Fatalf("cat: %d %d bytes", r.code, len(r.stdout))
+		}
+		if r := runReal(t, url, "", "sandbox", "get", sb.ID, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"status": "ready"`) {
+			t.Fatalf("get: %+v", r)
+		}
+		if r := runReal(t, url, "", "fs", "cat", sb.ID, "missing"); r.code != 66 || !strings.Contains(r.stderr, "[file_not_found]") {
+			t.Fatalf("missing: %+v", r)
+		}
+	})
+
+	t.Run("term", func(t *testing.T) {
+		master, tty, err := pty.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer master.Close()
+		defer tty.Close()
+		pty.Setsize(tty, &pty.Winsize{Cols: 100, Rows: 30})
+		before, _ := term.GetState(int(tty.Fd()))
+		cmd := exec.Command(binary, "term", sb.ID)
+		cmd.Env = append(os.Environ(), "SHIPYARD_ENDPOINT="+url, "SHIPYARD_TOKEN="+realAPIKey)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		out := newPTYReader(master)
+		master.Write([]byte("echo $((6*7))XY\r"))
+		out.waitFor(t, "42XY")
+		out.waitFor(t, "$ ")
+		master.Write([]byte("stty size\r"))
+		out.waitFor(t, "30 100")
+		out.waitFor(t, "$ ")
+		pty.Setsize(tty, &pty.Winsize{Cols: 132, Rows: 43})
+		// The resize reaches the remote PTY asynchronously: ask until it shows, one command
+		// at a time (each waits for its own end marker and the next prompt).
+		deadline := time.Now().Add(20 * time.Second)
+		for i := 0; ; i++ {
+			marker := fmt.Sprintf("END%d", i)
+			master.Write([]byte("stty size; echo " + marker + "\r"))
+			out.waitFor(t, "echo "+marker) // the echoed command line
+			got := out.until(t, "\n"+marker)
+			out.waitFor(t, "$ ")
+			if strings.Contains(got, "43 132") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("resize not applied; last stty size: %q", got)
+			}
+		}
+		master.Write([]byte{0x04})
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("term exit: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			t.Fatalf("term did not end after Ctrl-D; pending output %q", out.buf)
+		}
+		after, _ := term.GetState(int(tty.Fd()))
+		if !reflect.DeepEqual(before, after) {
+			t.Fatal("terminal not restored")
+		}
+	})
+
+	t.Run("mcp", func(t *testing.T) {
+		cmd := exec.Command(binary, "mcp")
+		cmd.Env = append(os.Environ(), "SHIPYARD_ENDPOINT="+url, "SHIPYARD_TOKEN="+realAPIKey)
+		cl := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "t", Version: "1"}, nil)
+		s, err := cl.Connect(ctx, &mcpsdk.CommandTransport{Command: cmd}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		res, err := s.CallTool(ctx, &mcpsdk.CallToolParams{Name: "execute_python", Arguments: map[string]any{"sandbox_id": sb.ID, "code": "print('via mcp')"}})
+		if err != nil || res.IsError || !strings.Contains(res.Content[0].(*mcpsdk.TextContent).Text, "via mcp") {
+			t.Fatalf("%v %+v", err, res)
+		}
+		res, err = s.CallTool(ctx, &mcpsdk.CallToolParams{Name: "read_file", Arguments: map[string]any{"sandbox_id": sb.ID, "path": "nope.txt"}})
+		if err != nil || !res.IsError || !strings.HasPrefix(res.Content[0].(*mcpsdk.TextContent).Text, "**API Error:** [") {
+			t.Fatalf("%v %+v", err, res)
+		}
+	})
+}
+
+// until reads until want and returns what came before it.
+func (r *ptyReader) until(t *testing.T, want string) string {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for !bytes.Contains(r.buf, []byte(want)) {
+		select {
+		case b, ok := <-r.ch:
+			if !ok {
+				t.Fatalf("pty closed waiting for %q; got %q", want, r.buf)
+			}
+			r.buf = append(r.buf, b...)
+		case <-deadline:
+			t.Fatalf("no %q in %q", want, r.buf)
+		}
+	}
+	i := bytes.Index(r.buf, []byte(want))
+	before := string(r.buf[:i])
+	r.buf = r.buf[i+len(want):]
+	return before
+}
