@@ -53,7 +53,7 @@ func TestDockerStopResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() }) // after the sandbox cleanup below (LIFO)
 	drv, err := docker.New(docker.DefaultConfig(), log)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestDockerMultiContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() }) // after the sandbox cleanup below (LIFO)
 	drv, err := docker.New(docker.DefaultConfig(), log)
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +185,12 @@ func TestDockerMultiContainer(t *testing.T) {
 	}
 	if left, _ := drv.ListContainers(ctx, map[string]string{bay.LabelSandboxID: sb.ID}); len(left) != 0 {
 		t.Fatalf("stop left %d containers", len(left))
+	}
+	if err := svc.DeleteSandbox(ctx, "alice", sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drv.InspectVolume(ctx, bay.VolumeName(sb.CargoID)); !bay.IsNotFound(err) {
+		t.Fatalf("volume kept: %v", err)
 	}
 	nets, err := exec.Command("docker", "network", "ls", "-q", "--filter", "label=bay.sandbox_id="+sb.ID).Output()
 	if err != nil || strings.TrimSpace(string(nets)) != "" {
