@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/mcp"
 	"github.com/shipyard-dev/shipyard/sdk"
 	"github.com/shipyard-dev/shipyard/sdk/sdktest"
 )
@@ -383,6 +385,26 @@ func TestRealBay(t *testing.T) {
 			t.Fatalf("%v %+v", err, res)
 		}
 	})
+
+	t.Run("mcp over http with the caller's key", func(t *testing.T) {
+		h := mcp.NewHTTPHandler(mcp.LoopbackClients(func() string { return strings.TrimPrefix(url, "http://") }), mcp.DefaultOptions())
+		srv := httptest.NewServer(h)
+		t.Cleanup(srv.Close)
+		for _, tc := range []struct {
+			token, want string
+		}{{realAPIKey, "**Execution successful**"}, {"", "**API Error:** [unauthorized]"}, {"wrong", "**API Error:** [unauthorized] Invalid API key"}} {
+			cl := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "t", Version: "1"}, nil)
+			s, err := cl.Connect(ctx, &mcpsdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearerRT(tc.token)}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			res, err := s.CallTool(ctx, &mcpsdk.CallToolParams{Name: "execute_python", Arguments: map[string]any{"sandbox_id": sb.ID, "code": "print(1)"}})
+			if err != nil || !strings.HasPrefix(res.Content[0].(*mcpsdk.TextContent).Text, tc.want) {
+				t.Fatalf("token %q: %v %+v", tc.token, err, res.Content)
+			}
+		}
+	})
 }
 
 // until reads until want and returns what came before it.
@@ -404,4 +426,14 @@ func (r *ptyReader) until(t *testing.T, want string) string {
 	before := string(r.buf[:i])
 	r.buf = r.buf[i+len(want):]
 	return before
+}
+
+type bearerRT string
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b != "" {
+		r.Header.Set("Authorization", "Bearer "+string(b))
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -27,7 +27,9 @@
 //     SDK client of every tool call is built by newClient from that call's HTTP request
 //     headers (the Authorization header in particular), so MCP over HTTP is subject to the
 //     same API-key authentication as the REST API: a call without a valid key yields the tool
-//     error "**API Error:** [unauthorized] ...". Over HTTP the server runs inside bay, so the
+//     error "**API Error:** [unauthorized] ...". LoopbackClients(addr) is that newClient for a
+//     handler mounted inside bay (it forwards the caller's Bearer token and X-Owner to bay's
+//     own listen address). Over HTTP the server runs inside bay, so the
 //     two tools that touch the local filesystem (upload_file, download_file) are not offered.
 //
 // Configuration (OptionsFromEnv, same variables as the reference): SHIPYARD_DEFAULT_PROFILE

@@ -334,14 +334,9 @@ func TestHTTPHandler(t *testing.T) {
 	fake := sdktest.New()
 	defer fake.Close()
 	fake.Token = "secret"
-	newClient := func(r *http.Request) *sdk.Client {
-		tok := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-		c, err := sdk.New(fake.URL, tok)
-		if err != nil {
-			return nil
-		}
-		return c
-	}
+	fakeAddr := strings.TrimPrefix(fake.URL, "http://")
+	port := fakeAddr[strings.LastIndex(fakeAddr, ":"):]
+	newClient := mcp.LoopbackClients(func() string { return "0.0.0.0" + port })
 	opts := mcp.DefaultOptions()
 	srv := httptest.NewServer(mcp.NewHTTPHandler(newClient, opts))
 	t.Cleanup(srv.Close) // after the sessions' cleanups, which end their SSE streams
@@ -378,5 +373,34 @@ func TestTruncate(t *testing.T) {
 	text := ok(t, s, "read_file", map[string]any{"sandbox_id": id, "path": "u.txt"})
 	if !strings.Contains(text, "éééééééééé\n…[truncated 5 chars; original=15]") {
 		t.Fatalf("%q", text)
+	}
+}
+
+func TestLoopbackClients(t *testing.T) {
+	fake := sdktest.New()
+	defer fake.Close()
+	addr := ""
+	f := mcp.LoopbackClients(func() string { return addr })
+	r, _ := http.NewRequest("POST", "/mcp", nil)
+	if f(r) != nil {
+		t.Fatal("client before bay listens")
+	}
+	addr = strings.TrimPrefix(fake.URL, "http://")
+	r.Header.Set("Authorization", "Bearer k1")
+	r.Header.Set("X-Owner", "alice")
+	c := f(r)
+	if c == nil || c.Endpoint() != fake.URL {
+		t.Fatalf("client %v", c)
+	}
+	c.ListProfiles(ctxT(t), false)
+	call := fake.Calls("GET", "/v1/profiles")[0]
+	if call.Header.Get("Authorization") != "Bearer k1" || call.Header.Get("X-Owner") != "alice" {
+		t.Fatalf("headers %v", call.Header)
+	}
+	r.Header.Set("Authorization", "Basic x")
+	r.Header.Del("X-Owner")
+	f(r).ListProfiles(ctxT(t), false)
+	if call := fake.Calls("GET", "/v1/profiles")[1]; call.Header.Get("Authorization") != "" || call.Header.Get("X-Owner") != "" {
+		t.Fatalf("headers %v", call.Header)
 	}
 }
