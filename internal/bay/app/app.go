@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/auth"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
@@ -224,6 +225,18 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			pc.BackoffMax = time.Duration(spec.WarmupRetryBackoffMaxMS) * time.Millisecond
 		}
 		wpc.Profiles = append(wpc.Profiles, pc)
+	}
+	// A warm sandbox is made available only once its kernel has answered a silent cell, so a
+	// claim never pays for the kernel start that ship began at boot.
+	wpc.Prime = func(ctx context.Context, sess *bay.Session) error {
+		res, err := ship.ExecPython(ctx, sess.Endpoint, shipapi.ExecPythonRequest{Code: "pass", Silent: true, Timeout: 60})
+		if err != nil {
+			return fmt.Errorf("prime kernel: %w", err)
+		}
+		if !res.Success {
+			return fmt.Errorf("prime kernel: the warm-up cell failed")
+		}
+		return nil
 	}
 	pool := warmpool.New(store, drv, svc, nil, log, wpc)
 	svc.SetWarmClaimer(pool)
