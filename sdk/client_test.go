@@ -625,4 +625,3 @@ func TestDownloadStreams64MiB(t *testing.T) {
 		t.Fatalf("download allocated %d bytes: buffered", alloc)
 	}
 }
-
