@@ -499,11 +499,3 @@ func (c *Client) GCStatus(ctx context.Context) (*bayapi.GCStatusResponse, error)
 	}
 	return &out, nil
 }
-
-// ---- raw ----
-
-// RawGet performs an authenticated GET of an API path (e.g. "/v1/sandboxes/x") and returns
-// the JSON body verbatim; the CLI uses it for --output json.
-func (c *Client) RawGet(ctx context.Context, path string, query url.Values) ([]byte, error) {
-	return c.rawJSON(ctx, &request{method: http.MethodGet, path: path, query: query})
-}

@@ -325,7 +325,8 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// errResponse carries the Retry-After header of a 429 into the error details.
+// attempt performs one HTTP exchange. A non-2xx answer becomes an *Error (the Retry-After
+// header of a 429 is kept in Details["retry_after_seconds"]).
 func (c *Client) attempt(ctx context.Context, r *request, payload []byte) (*response, error) {
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if r.timeout > 0 && !r.stream {
@@ -360,7 +361,6 @@ func (c *Client) attempt(ctx context.Context, r *request, payload []byte) (*resp
 		if contentLength == 0 {
 			req.Body = http.NoBody
 		}
-		req.GetBody = nil
 	}
 	c.setHeaders(req.Header)
 	if payload != nil {
@@ -435,13 +435,4 @@ func (c *Client) doJSON(ctx context.Context, r *request, out any) error {
 		return fmt.Errorf("sdk: decode %s %s response: %w", r.method, r.path, err)
 	}
 	return nil
-}
-
-// rawJSON performs r and returns the raw JSON body (used by the CLI's --output json).
-func (c *Client) rawJSON(ctx context.Context, r *request) (json.RawMessage, error) {
-	var raw json.RawMessage
-	if err := c.doJSON(ctx, r, &raw); err != nil {
-		return nil, err
-	}
-	return raw, nil
 }
