@@ -204,7 +204,7 @@ func (b *bench) python(ctx context.Context, id, code, want string) error {
 	if err := b.bay.do(ctx, http.MethodPost, "/v1/sandboxes/"+id+"/python/exec", map[string]any{"code": code, "timeout": 120}, &r); err != nil {
 		return err
 	}
-	if !r.Success || r.Output != want {
+	if !r.Success || lastLine(r.Output) != want {
 		return fmt.Errorf("python %q through bay: success=%v output=%q error=%v", code, r.Success, r.Output, deref(r.Error))
 	}
 	return nil

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"regexp"
 	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
 
 	"github.com/shipyard-dev/shipyard/bench/benchlib"
 )
@@ -35,7 +42,7 @@ func (p *parts) series(prefix string) []benchlib.Series {
 // time with the engine's events: POST, POST answered -> container created (bay's first-call
 // path up to the engine's create), created -> started, started -> result (ship readiness wait,
 // the call itself, bay's bookkeeping).
-func (b *bench) coldBay(ctx context.Context, pp *parts, run func(ctx context.Context, id string) error) (time.Duration, error) {
+func (b *bench) coldBay(ctx context.Context, pp *parts, kernel bool, run func(ctx context.Context, id string) error) (time.Duration, error) {
 	t0 := time.Now()
 	id, warm, err := b.create(ctx, profileCold)
 	if err != nil {
@@ -58,6 +65,13 @@ func (b *bench) coldBay(ctx context.Context, pp *parts, run func(ctx context.Con
 			pp.add("bay: engine created -> engine started", started.Sub(created))
 			pp.add("bay: engine started -> result", tEnd.Sub(started))
 		}
+		if kernel {
+			if cid, _, err := b.sandboxContainer(ctx, id); err == nil {
+				if d, ok := b.kernelStartTime(ctx, cid); ok {
+					pp.add("bay: kernel start (ship's log: launch to kernel_info + init code)", d)
+				}
+			}
+		}
 	}
 	return tEnd.Sub(t0), nil
 }
@@ -65,7 +79,7 @@ func (b *bench) coldBay(ctx context.Context, pp *parts, run func(ctx context.Con
 // coldRawShip times the baseline without bay: volume + container create + start through the
 // Engine API, ship's /health polled every 5 ms on the container address, then run against
 // ship directly.
-func (b *bench) coldRawShip(ctx context.Context, pp *parts, run func(ctx context.Context, endpoint string) error) (time.Duration, error) {
+func (b *bench) coldRawShip(ctx context.Context, pp *parts, kernel bool, run func(ctx context.Context, endpoint string) error) (time.Duration, error) {
 	t0 := time.Now()
 	rs, err := b.rawCreate(ctx)
 	defer b.rawRemove(ctx, rs)
@@ -87,6 +101,11 @@ func (b *bench) coldRawShip(ctx context.Context, pp *parts, run func(ctx context
 		pp.add("raw: container start + inspect", rs.Start)
 		pp.add("raw: ship /health ready", tHealthy.Sub(tStarted))
 		pp.add("raw: first call on ship", tEnd.Sub(tHealthy))
+		if kernel {
+			if d, ok := b.kernelStartTime(ctx, rs.ID); ok {
+				pp.add("raw: kernel start (ship's log: launch to kernel_info + init code)", d)
+			}
+		}
 	}
 	return tEnd.Sub(t0), nil
 }
@@ -134,7 +153,7 @@ func (b *bench) figColdShell(ctx context.Context) error {
 	for i := -b.reps.ColdWarmup; i < b.reps.Cold; i++ {
 		err := legs(ctx, i,
 			func(ctx context.Context, keep bool) error {
-				d, err := b.coldBay(ctx, pick(keep, pp), func(ctx context.Context, id string) error { return b.shell(ctx, id, shellCmd) })
+				d, err := b.coldBay(ctx, pick(keep, pp), false, func(ctx context.Context, id string) error { return b.shell(ctx, id, shellCmd) })
 				if keep && err == nil {
 					bayT = append(bayT, d)
 				}
@@ -148,7 +167,7 @@ func (b *bench) figColdShell(ctx context.Context) error {
 				return err
 			},
 			func(ctx context.Context, keep bool) error {
-				d, err := b.coldRawShip(ctx, pick(keep, pp), func(ctx context.Context, ep string) error { return b.shipShell(ctx, ep, shellCmd) })
+				d, err := b.coldRawShip(ctx, pick(keep, pp), false, func(ctx context.Context, ep string) error { return b.shipShell(ctx, ep, shellCmd) })
 				if keep && err == nil {
 					rawShip = append(rawShip, d)
 				}
@@ -179,14 +198,14 @@ func (b *bench) figColdPython(ctx context.Context) error {
 	for i := -b.reps.ColdWarmup; i < b.reps.Cold; i++ {
 		err := legs(ctx, i,
 			func(ctx context.Context, keep bool) error {
-				d, err := b.coldBay(ctx, pick(keep, pp), func(ctx context.Context, id string) error { return b.python(ctx, id, "1+1", "2") })
+				d, err := b.coldBay(ctx, pick(keep, pp), true, func(ctx context.Context, id string) error { return b.python(ctx, id, "1+1", "2") })
 				if keep && err == nil {
 					bayT = append(bayT, d)
 				}
 				return err
 			},
 			func(ctx context.Context, keep bool) error {
-				d, err := b.coldRawShip(ctx, pick(keep, pp), func(ctx context.Context, ep string) error { return b.shipPython(ctx, ep, "1+1", "2") })
+				d, err := b.coldRawShip(ctx, pick(keep, pp), true, func(ctx context.Context, ep string) error { return b.shipPython(ctx, ep, "1+1", "2") })
 				if keep && err == nil {
 					rawShip = append(rawShip, d)
 				}
@@ -215,4 +234,26 @@ func pick(keep bool, pp *parts) *parts {
 		return pp
 	}
 	return nil
+}
+
+var kernelReadyRE = regexp.MustCompile(`msg="kernel ready".*\btook=([0-9.]+(?:ms|s|µs|m))`)
+
+// kernelStartTime reads ship's "kernel ready ... took=" line from the container's log: the
+// time from launching ipykernel to its kernel_info reply and init code.
+func (b *bench) kernelStartTime(ctx context.Context, id string) (time.Duration, bool) {
+	rc, err := b.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return 0, false
+	}
+	defer rc.Close()
+	var out, errb bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &errb, io.LimitReader(rc, 1<<20)); err != nil && !errors.Is(err, io.EOF) {
+		return 0, false
+	}
+	m := kernelReadyRE.FindStringSubmatch(out.String() + errb.String())
+	if m == nil {
+		return 0, false
+	}
+	d, err := time.ParseDuration(m[1])
+	return d, err == nil
 }

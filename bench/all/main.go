@@ -100,7 +100,7 @@ func run() (int, error) {
 	quick := flag.Bool("quick", false, "small repetition counts: finishes in under a minute")
 	image := flag.String("image", "ship:latest", "sandbox image (must exist locally: make images)")
 	bayBin := flag.String("bay", "", "bay binary (default: bin/bay at the repository root; make build)")
-	only := flag.String("only", "", "comma-separated figure groups to run (cold,ready,transfer,lazy,memory,warm,concurrent); default all")
+	only := flag.String("only", "", "comma-separated figure groups to run (cold,ready,transfer,lazy,memory,warm,concurrent,ship); default all")
 	flag.Parse()
 	if *out == "" {
 		return 2, errors.New("-out DIR is required")
@@ -158,7 +158,7 @@ func run() (int, error) {
 	b.warmPool = b.reps.WarmPool
 	b.report = &benchlib.Report{
 		Title: "Shipyard benchmark: what a sandbox costs against the raw baselines", Date: began.UTC(),
-		Quick: *quick, Machine: benchlib.ReadMachine(), Docker: engine, GitRev: benchlib.GitRevision(root),
+		Quick: *quick, Machine: benchlib.ReadMachine(), LoadStart: benchlib.LoadAvg(), Docker: engine, GitRev: benchlib.GitRevision(root),
 	}
 	groups := map[string]bool{}
 	for g := range strings.SplitSeq(*only, ",") {
@@ -198,6 +198,14 @@ func run() (int, error) {
 		{"warm", b.figWarm},
 		{"concurrent", b.figConcurrent},
 	}
+	// bench/ship runs after bay's figures (it loads the host on its own); it compiles and
+	// starts a host kernel, so quick mode leaves it out unless asked for.
+	if !*quick || groups["ship"] {
+		steps = append(steps, struct {
+			group string
+			fn    func(context.Context) error
+		}{"ship", b.figShipBench})
+	}
 	for _, s := range steps {
 		if !want(s.group) {
 			continue
@@ -218,6 +226,7 @@ func run() (int, error) {
 
 	b.cleanup(ctx)
 	b.report.Duration = time.Since(began).Round(time.Second).String()
+	b.report.LoadEnd = benchlib.LoadAvg()
 	md, err := b.report.Write(*out, "bench")
 	if err != nil {
 		return 1, err

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -209,10 +210,20 @@ func (b *bench) shipPython(ctx context.Context, endpoint, code, want string) err
 	if err := b.shipPost(ctx, endpoint, shipapi.PathPythonExec, shipapi.ExecPythonRequest{Code: code, Timeout: 120}, &r); err != nil {
 		return err
 	}
-	if !r.Success || r.Output.Text != want {
+	if !r.Success || lastLine(r.Output.Text) != want {
 		return fmt.Errorf("ship python %q: success=%v output=%q", code, r.Success, r.Output.Text)
 	}
 	return nil
+}
+
+// lastLine is the last line of a cell's output: IPython may print warnings before the
+// result (e.g. "Output cache limit hit" after 1000 results in one kernel).
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
 }
 
 // shipShell runs command on ship's /shell/exec and checks the exit code.

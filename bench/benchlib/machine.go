@@ -57,6 +57,21 @@ func ReadMachine() Machine {
 	return m
 }
 
+// LoadAvg is the first three fields of /proc/loadavg ("1.02 0.87 0.55"), "" when unreadable.
+// The benchmark machine may be shared: a load above the core count means the figures carry
+// other work's noise.
+func LoadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
 // MemInfo returns a /proc/meminfo field in bytes (0 when missing).
 func MemInfo(field string) int64 {
 	return kbField("/proc/meminfo", field)

@@ -131,7 +131,10 @@ type Report struct {
 	Docker   string    `json:"docker_engine"`
 	GitRev   string    `json:"git_revision"`
 	Duration string    `json:"duration"`
-	Figures  []*Figure `json:"figures"`
+	// LoadStart and LoadEnd are /proc/loadavg (1, 5, 15 min) when the run began and ended.
+	LoadStart string    `json:"load_average_start,omitempty"`
+	LoadEnd   string    `json:"load_average_end,omitempty"`
+	Figures   []*Figure `json:"figures"`
 	// Notes are run-wide remarks (what was started, what was skipped and why).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -166,6 +169,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "## %s (%s mode)\n\n", r.Title, mode)
 	fmt.Fprintf(&b, "- date: %s (run took %s)\n", r.Date.UTC().Format("2006-01-02 15:04 MST"), r.Duration)
 	fmt.Fprintf(&b, "- machine: %s\n", r.Machine)
+	if r.LoadStart != "" || r.LoadEnd != "" {
+		fmt.Fprintf(&b, "- load average (1/5/15 min): %s at start, %s at end (%d cores; a higher load is other work on the machine)\n", orDash(r.LoadStart), orDash(r.LoadEnd), r.Machine.Cores)
+	}
 	fmt.Fprintf(&b, "- Docker engine: %s\n", r.Docker)
 	fmt.Fprintf(&b, "- git revision: %s\n\n", r.GitRev)
 	b.WriteString("| figure | measured: min / p50 / p99 / max | baseline(s), same run | ratio (p50) | target | met |\n")
