@@ -21,7 +21,7 @@ import (
 func newPair(t *testing.T, token string, opts ...sdk.Option) (*sdktest.Server, *sdk.Client) {
 	t.Helper()
 	fake := sdktest.New()
-	fake.Token = token
+	fake.SetToken(token)
 	t.Cleanup(fake.Close)
 	opts = append([]sdk.Option{sdk.WithBackoff(func(int) time.Duration { return time.Millisecond })}, opts...)
 	c, err := sdk.New(fake.URL, token, opts...)
@@ -560,12 +560,12 @@ func TestUploadStreams64MiB(t *testing.T) {
 	const size = 64 << 20
 	g := &genReader{r: sdktest.Pattern(size)}
 	var maxAhead, received atomic.Int64
-	fake.UploadProgress = func(n int64) {
+	fake.SetUploadProgress(func(n int64) {
 		received.Store(n)
 		if d := g.produced.Load() - n; d > maxAhead.Load() {
 			maxAhead.Store(d)
 		}
-	}
+	})
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)

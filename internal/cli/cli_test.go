@@ -162,13 +162,22 @@ func TestExitCodes(t *testing.T) {
 		}
 	})
 	t.Run("unauthorized", func(t *testing.T) {
-		fake.Token = "secret"
-		defer func() { fake.Token = "" }()
+		fake.SetToken("secret")
+		defer func() { fake.SetToken("") }()
 		if r := run(t, fake.URL, "", "sandbox", "list"); r.code != 77 || !strings.Contains(r.stderr, "[unauthorized] Authentication required") {
 			t.Fatalf("%+v", r)
 		}
 		if r := run(t, fake.URL, "", "--token", "secret", "sandbox", "list"); r.code != 0 {
 			t.Fatalf("with token: %+v", r)
+		}
+	})
+	t.Run("cli deadline", func(t *testing.T) {
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) }) // before the fake closes
+		fake.SetPythonFunc(func(string) bayapi.PythonExecResponse { <-release; return bayapi.PythonExecResponse{Success: true} })
+		defer func() { fake.SetPythonFunc(nil) }()
+		if r := run(t, fake.URL, "", "--timeout", "300ms", "python", id, "1"); r.code != 75 || !strings.Contains(r.stderr, "timed out") {
+			t.Fatalf("%+v", r)
 		}
 	})
 	t.Run("unreachable", func(t *testing.T) {
@@ -193,9 +202,9 @@ func TestShellExitCodePropagation(t *testing.T) {
 	if json.Unmarshal([]byte(r.stdout), &res); r.code != 300&0xff || res.ExitCode != 300 {
 		t.Fatalf("json: %+v", r)
 	}
-	fake.ShellFunc = func(string, string) sdktest.ShellResult {
+	fake.SetShellFunc(func(string, string) sdktest.ShellResult {
 		return sdktest.ShellResult{Stderr: "Command timed out", ExitCode: -1}
-	}
+	})
 	if r = run(t, fake.URL, "", "shell", id, "sleep 999"); r.code != 124 || !strings.Contains(r.stderr, "timed out") {
 		t.Fatalf("timeout: %+v", r)
 	}
@@ -330,7 +339,7 @@ func TestProfilesCargoHealth(t *testing.T) {
 
 func TestEnvFallbacks(t *testing.T) {
 	fake := newFake(t)
-	fake.Token = "tk"
+	fake.SetToken("tk")
 	cmd := exec.Command(binary, "sandbox", "list", "-o", "json")
 	cmd.Env = append(os.Environ(), "SHIPYARD_ENDPOINT=", "SHIPYARD_TOKEN=", "BAY_ENDPOINT="+fake.URL, "BAY_TOKEN=tk")
 	if out, err := cmd.CombinedOutput(); err != nil {

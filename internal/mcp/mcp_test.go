@@ -333,7 +333,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestHTTPHandler(t *testing.T) {
 	fake := sdktest.New()
 	defer fake.Close()
-	fake.Token = "secret"
+	fake.SetToken("secret")
 	fakeAddr := strings.TrimPrefix(fake.URL, "http://")
 	port := fakeAddr[strings.LastIndex(fakeAddr, ":"):]
 	newClient := mcp.LoopbackClients(func() string { return "0.0.0.0" + port })

@@ -84,17 +84,12 @@ type idemRecord struct {
 type Server struct {
 	*httptest.Server
 
-	// Token, when non-empty, is the only accepted API key ("Authorization: Bearer <Token>").
-	Token string
-	// PythonFunc replaces the default python behaviour (see defaultPython).
-	PythonFunc func(code string) bayapi.PythonExecResponse
-	// ShellFunc replaces the default shell behaviour (see defaultShell).
-	ShellFunc func(command, cwd string) ShellResult
-	// UploadProgress, if set, is called after every chunk an upload handler reads, with the
-	// number of file bytes received so far.
-	UploadProgress func(received int64)
+	mu             sync.Mutex
+	token          string
+	pythonFunc     func(code string) bayapi.PythonExecResponse
+	shellFunc      func(command, cwd string) ShellResult
+	uploadProgress func(received int64)
 
-	mu        sync.Mutex
 	sandboxes map[string]*sandbox
 	order     []string
 	cargos    map[string]*bayapi.CargoResponse
@@ -114,6 +109,32 @@ func New() *Server {
 	}
 	s.Server = httptest.NewServer(s.handler())
 	return s
+}
+
+// SetToken makes token the only accepted API key ("Authorization: Bearer <token>"); "" (the
+// default) accepts every request.
+func (s *Server) SetToken(token string) { s.mu.Lock(); s.token = token; s.mu.Unlock() }
+
+// SetPythonFunc replaces the default python behaviour (see defaultPython); nil restores it.
+func (s *Server) SetPythonFunc(f func(code string) bayapi.PythonExecResponse) {
+	s.mu.Lock()
+	s.pythonFunc = f
+	s.mu.Unlock()
+}
+
+// SetShellFunc replaces the default shell behaviour (see defaultShell); nil restores it.
+func (s *Server) SetShellFunc(f func(command, cwd string) ShellResult) {
+	s.mu.Lock()
+	s.shellFunc = f
+	s.mu.Unlock()
+}
+
+// SetUploadProgress sets a function called after every chunk an upload handler reads, with
+// the number of file bytes received so far.
+func (s *Server) SetUploadProgress(f func(received int64)) {
+	s.mu.Lock()
+	s.uploadProgress = f
+	s.mu.Unlock()
 }
 
 // Endpoint is the base URL of the fake.
@@ -373,13 +394,16 @@ func write422(w http.ResponseWriter, r *http.Request, loc []any, msg string) {
 
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.Token != "" {
+		s.mu.Lock()
+		token := s.token
+		s.mu.Unlock()
+		if token != "" {
 			a := r.Header.Get(bayapi.HeaderAuthorization)
 			if !strings.HasPrefix(a, bayapi.BearerPrefix) {
 				writeErr(w, r, 401, bayapi.CodeUnauthorized, "Authentication required", nil)
 				return
 			}
-			if strings.TrimPrefix(a, bayapi.BearerPrefix) != s.Token {
+			if strings.TrimPrefix(a, bayapi.BearerPrefix) != token {
 				writeErr(w, r, 401, bayapi.CodeUnauthorized, "Invalid API key", nil)
 				return
 			}
@@ -807,7 +831,9 @@ func (s *Server) python(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	if _, ok := checkTimeout(w, r, req.Timeout); !ok {
 		return
 	}
-	f := s.PythonFunc
+	s.mu.Lock()
+	f := s.pythonFunc
+	s.mu.Unlock()
 	if f == nil {
 		f = defaultPython
 	}
@@ -843,7 +869,9 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		}
 		cwd = c
 	}
-	f := s.ShellFunc
+	s.mu.Lock()
+	f := s.shellFunc
+	s.mu.Unlock()
 	if f == nil {
 		f = defaultShell
 	}
@@ -1038,7 +1066,9 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 			p, havePath = np, true
 		case bayapi.UploadFileField:
 			h := sha256.New()
-			cw := &countingWriter{progress: s.UploadProgress}
+			s.mu.Lock()
+			cw := &countingWriter{progress: s.uploadProgress}
+			s.mu.Unlock()
 			var buf bytes.Buffer
 			lw := &limitedBuffer{b: &buf, max: maxStored}
 			if _, err := io.Copy(io.MultiWriter(h, cw, lw), part); err != nil {
