@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/internal/bay/app"
 	"github.com/shipyard-dev/shipyard/internal/imagebuild"
+	"github.com/shipyard-dev/shipyard/internal/mcp"
 )
 
 // Version is bay's version, set at link time with -ldflags "-X main.Version=...".
@@ -38,6 +40,10 @@ func root() *cobra.Command {
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		m := &app.Main{ConfigFile: configFile, Addr: addr, Log: log, Version: Version}
+		// /mcp serves the MCP tools over streamable HTTP. The tools call bay's own public API on
+		// loopback with the caller's credentials, so MCP gets exactly the HTTP API's auth and
+		// owner scoping and links nothing of bay's internals.
+		m.MountMCP = func(m *app.Main) http.Handler { return mcp.NewHTTPHandler(mcp.LoopbackClients(m.ListenAddr)) }
 		return m.Run(ctx)
 	}
 	addServeFlags := func(c *cobra.Command) {
