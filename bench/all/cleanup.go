@@ -77,19 +77,29 @@ func (c *cleaner) raw(ctx context.Context, cli *client.Client, runID string, log
 	}
 }
 
+// leftovers counts what bayLeftovers removed.
+type leftovers struct {
+	WarmContainers, OtherContainers, Volumes int
+}
+
 // bayLeftovers removes containers and volumes that carry this bay instance's label after bay
-// has stopped (a sandbox whose DELETE failed, a warm sandbox bay did not remove at shutdown).
-// It returns how many containers and volumes it removed: a non-zero count is a finding about bay's cleanup.
-func bayLeftovers(ctx context.Context, cli *client.Client, instanceID string, log *slog.Logger) (int, error) {
+// has stopped: the warm pool (bay keeps it across restarts) and anything a DELETE answered 204
+// for but did not remove. Those other containers are a finding about bay's delete path.
+func bayLeftovers(ctx context.Context, cli *client.Client, instanceID string, log *slog.Logger) (leftovers, error) {
 	f := make(client.Filters).Add("label", "bay.instance_id="+instanceID)
-	n := 0
+	var n leftovers
 	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
 	if err != nil {
-		return 0, fmt.Errorf("list bay containers: %w", err)
+		return n, fmt.Errorf("list bay containers: %w", err)
 	}
 	var cargos []string
 	for _, it := range res.Items {
-		n++
+		if it.Labels["bay.owner"] == "warm-pool" {
+			n.WarmContainers++
+		} else {
+			n.OtherContainers++
+			log.Warn("cleanup: bay left a container of a deleted sandbox", "id", it.ID, "sandbox", it.Labels["bay.sandbox_id"], "state", it.State)
+		}
 		if id := it.Labels["bay.cargo_id"]; id != "" {
 			cargos = append(cargos, id)
 		}
@@ -112,7 +122,7 @@ func bayLeftovers(ctx context.Context, cli *client.Client, instanceID string, lo
 		_, err := cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{Force: true})
 		switch {
 		case err == nil:
-			n++
+			n.Volumes++
 		case !isNotFound(err):
 			log.Warn("cleanup: remove bay volume", "name", name, "err", err)
 		}

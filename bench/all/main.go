@@ -274,8 +274,9 @@ func (b *bench) cleanup(ctx context.Context) {
 		if err != nil {
 			b.log.Warn("cleanup: bay leftovers", "err", err)
 		}
-		if n > 0 {
-			b.report.Notes = append(b.report.Notes, fmt.Sprintf("after bay stopped, the benchmark removed %d containers+volumes of its instance (the warm pool: bay does not delete warm sandboxes at shutdown)", n))
+		if n.WarmContainers+n.OtherContainers+n.Volumes > 0 {
+			b.report.Notes = append(b.report.Notes, fmt.Sprintf("after bay stopped, the benchmark removed what was left of its instance: %d warm-pool containers (bay keeps the pool at shutdown), %d containers of sandboxes whose DELETE had answered 204, %d volumes (see bay.log: \"remove container\" / \"delete managed cargo\" errors)",
+				n.WarmContainers, n.OtherContainers, n.Volumes))
 		}
 		b.bay = nil
 	}
