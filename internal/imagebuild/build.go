@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/image"
 	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -135,6 +136,19 @@ func (b *builder) run(ctx context.Context, start time.Time) (Result, error) {
 		}
 	}
 
+	// With Force the tags move to new images: remember the old ones so that
+	// they do not stay behind untagged (the full rootfs is GBs).
+	var replaced []string
+	if b.opts.Force {
+		for _, ref := range []string{plan.ContentTag, plan.RootfsTag} {
+			if img, ok, err := b.inspect(ctx, ref); err != nil {
+				return Result{}, err
+			} else if ok {
+				replaced = append(replaced, img.ID)
+			}
+		}
+	}
+
 	b.logf("building %s (%s flavour, Debian %s, %d packages) -> %s", plan.Tag, plan.Flavour, plan.Suite, len(plan.Packages), plan.ContentTag)
 	_, rootfsExists, err := b.inspect(ctx, plan.RootfsTag)
 	if err != nil {
@@ -162,6 +176,7 @@ func (b *builder) run(ctx context.Context, start time.Time) (Result, error) {
 	b.logf("[2/2] done in %s", roundDuration(time.Since(t)))
 	if !b.opts.KeepOld {
 		b.pruneOld(ctx, plan)
+		b.removeReplaced(ctx, replaced)
 	}
 	res.ImageID, res.Size = img.ID, img.Size
 	res.Duration = time.Since(start)
@@ -417,13 +432,23 @@ func decodeStream(r io.Reader, each func(jsonstream.Message)) (string, error) {
 	}
 }
 
+// pruneContentMinAge protects recent content images from pruning: another
+// process (a parallel test binary, another checkout) may have just built one
+// from a different ship binary and be about to use it. They are small: all of
+// a flavour share the rootfs layer.
+const pruneContentMinAge = time.Hour
+
 // pruneOld removes the tags of older images of the same flavour (the images
-// themselves go when no tag and no container uses them). Failures (an image
-// used by a container) are only logged.
+// themselves go when no tag and no container uses them): rootfs images other
+// than the current one, and content images older than pruneContentMinAge.
+// Failures (an image used by a container) are only logged.
 func (b *builder) pruneOld(ctx context.Context, plan Plan) {
-	for _, repo := range []struct{ repo, keep string }{
-		{ImageRepo, plan.ContentTag},
-		{RootfsRepo, plan.RootfsTag},
+	for _, repo := range []struct {
+		repo, keep string
+		minAge     time.Duration
+	}{
+		{ImageRepo, plan.ContentTag, pruneContentMinAge},
+		{RootfsRepo, plan.RootfsTag, 0},
 	} {
 		l, err := b.engine.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("reference", repo.repo+":"+string(plan.Flavour)+"-*")})
 		if err != nil {
@@ -431,6 +456,9 @@ func (b *builder) pruneOld(ctx context.Context, plan Plan) {
 			continue
 		}
 		for _, s := range l.Items {
+			if time.Since(time.Unix(s.Created, 0)) < repo.minAge {
+				continue
+			}
 			for _, t := range s.RepoTags {
 				if t == repo.keep || !isContentTag(t, repo.repo, plan.Flavour) {
 					continue
@@ -442,6 +470,26 @@ func (b *builder) pruneOld(ctx context.Context, plan Plan) {
 				b.logf("removed old image tag %s", t)
 			}
 		}
+	}
+}
+
+// removeReplaced removes images that lost their tags to a forced rebuild,
+// unless they are still in use or tagged otherwise (then it only logs).
+func (b *builder) removeReplaced(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		l, err := b.engine.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("dangling", "true")})
+		if err != nil {
+			b.log.Warn("list dangling images", "err", err)
+			return
+		}
+		if !slices.ContainsFunc(l.Items, func(s image.Summary) bool { return s.ID == id }) {
+			continue // still tagged (e.g. the build produced the same image)
+		}
+		if _, err := b.engine.ImageRemove(ctx, id, client.ImageRemoveOptions{PruneChildren: true}); err != nil {
+			b.log.Warn("remove replaced image", "id", id, "err", err)
+			continue
+		}
+		b.logf("removed replaced image %s", shortID(id))
 	}
 }
 

@@ -1,14 +1,16 @@
 // Package imagebuild builds the Shipyard sandbox image without a registry:
 // mmdebstrap builds a Debian root filesystem as a tar stream that is imported
-// through the Docker Engine API (ImageImport), then a classic-builder
-// ImageBuild adds the static ship binary, the built-in skills and the runtime
-// configuration (user 1000, /workspace, tini, port 8123).
+// through the Docker Engine API (ImageImport, which also sets the runtime
+// configuration: user 1000:1000, /workspace, tini, port 8123), then one layer
+// with the static ship binary, the built-in skills and the matplotlibrc is
+// added by an ImageLoad of a docker-archive that references the imported
+// layer (or, as a fallback, by a classic-builder ImageBuild; see load.go).
 //
 // Images are tagged by content: ship:<flavour>-<hash12> where the hash covers
 // the recipe (package lists, hook, files, skills) and the ship binary, and
 // shipyard-rootfs:<flavour>-<hash12> where the hash covers only what goes into
 // the root filesystem. An unchanged recipe and binary are never rebuilt, and a
-// new ship binary re-runs only the fast ImageBuild step.
+// new ship binary re-runs only the last step (well under a second).
 package imagebuild
 
 import (
