@@ -299,6 +299,9 @@ func (b *builder) buildRootfs(ctx context.Context, plan Plan) (err error) {
 	cmdErr := <-cmdDone
 	if cmdErr != nil && ctx.Err() == nil {
 		errs, tail := filter.Failure()
+		if len(errs) > 2 {
+			errs = append(errs[:2], fmt.Sprintf("(%d more errors above)", len(errs)-2))
+		}
 		msg := strings.Join(errs, "; ")
 		if msg == "" {
 			msg = lastLine(tail)

@@ -114,14 +114,6 @@ func buildShip(ctx context.Context, root, dir string) (path string, fake bool, e
 	return out, true, nil
 }
 
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 // testImage returns the image of a flavour, building it if needed (once per
 // test binary; across binaries and runs the content tag does the caching).
 func testImage(t *testing.T, f Flavour) Result {
@@ -134,7 +126,7 @@ func testImage(t *testing.T, f Flavour) Result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	r, err := EnsureImage(ctx, Options{Flavour: f, ShipBinary: shared.ship, Engine: shared.engine, Progress: testWriter{t}})
+	r, err := EnsureImage(ctx, Options{Flavour: f, ShipBinary: shared.ship, Engine: shared.engine, Progress: t.Output()})
 	if err != nil {
 		t.Fatalf("EnsureImage(%s): %v", f, err)
 	}
@@ -441,7 +433,7 @@ func TestShipBinaryChangeRebuildsOnlyLastStep(t *testing.T) {
 			}
 			tag := randomName("ship:imagetest-")
 			opts := Options{Flavour: FlavourBase, ShipBinary: other, Tag: tag, KeepOld: true, ClassicBuild: classic,
-				Engine: shared.engine, Progress: testWriter{t}}
+				Engine: shared.engine, Progress: t.Output()}
 			contentTag := opts.contentTagForCleanup(t)
 			t.Cleanup(func() {
 				ctx, cancel := cleanupCtx()
