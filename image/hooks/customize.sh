@@ -17,7 +17,8 @@ flavour=${2:?usage: customize.sh ROOT FLAVOUR}
 
 # The user, written directly: useradd (package passwd) is not in the image.
 if ! grep -q '^shipyard:' "$root/etc/passwd"; then
-	echo 'shipyard:x:1000:1000:Shipyard sandbox:/workspace:/bin/bash' >>"$root/etc/passwd"
+	# Empty GECOS, as useradd writes it: agents and tests grep for this exact line.
+	echo 'shipyard:x:1000:1000::/workspace:/bin/bash' >>"$root/etc/passwd"
 	echo 'shipyard:x:1000:' >>"$root/etc/group"
 	if [ -f "$root/etc/shadow" ]; then echo 'shipyard:!:::::::' >>"$root/etc/shadow"; fi
 	if [ -f "$root/etc/gshadow" ]; then echo 'shipyard:!::' >>"$root/etc/gshadow"; fi
