@@ -35,39 +35,39 @@ func (s *server) tools() []toolDef {
 				{name: "ttl", typ: "integer", desc: fmt.Sprintf("Time-to-live in seconds. Defaults to %d. Use 0 for no expiration.", s.opts.DefaultTTL), min: f64(0)},
 			}, run: s.createSandbox},
 		{name: "delete_sandbox", desc: "Delete a sandbox and clean up all resources.", destructive: true, idempotent: true,
-			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: s.deleteSandbox},
+			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: onSandbox(s.deleteSandbox)},
 		{name: "execute_python", desc: "Execute Python code in a sandbox. Variables persist across calls within the same sandbox session.",
 			props: []prop{sandboxIDProp, {name: "code", typ: "string", desc: "Python code to execute."}, timeoutProp(),
 				{name: "include_code", typ: "boolean", desc: "Include executed code and execution metadata in response."}, descProp, tagsProp},
-			required: []string{"sandbox_id", "code"}, run: s.executePython},
+			required: []string{"sandbox_id", "code"}, run: onSandbox(s.executePython)},
 		{name: "execute_shell", desc: "Execute a shell command in a sandbox.",
 			props: []prop{sandboxIDProp, {name: "command", typ: "string", desc: "Shell command to execute."},
 				{name: "cwd", typ: "string", desc: "Working directory (relative to /workspace). Defaults to workspace root."}, timeoutProp(),
 				{name: "include_code", typ: "boolean", desc: "Include executed command and execution metadata in response."}, descProp, tagsProp},
-			required: []string{"sandbox_id", "command"}, run: s.executeShell},
+			required: []string{"sandbox_id", "command"}, run: onSandbox(s.executeShell)},
 		{name: "read_file", desc: "Read a file from the sandbox workspace.", readOnly: true,
 			props:    []prop{sandboxIDProp, {name: "path", typ: "string", desc: "File path relative to /workspace."}},
-			required: []string{"sandbox_id", "path"}, run: s.readFile},
+			required: []string{"sandbox_id", "path"}, run: onSandbox(s.readFile)},
 		{name: "write_file", desc: "Write content to a file in the sandbox workspace. Creates parent directories automatically.", idempotent: true,
 			props: []prop{sandboxIDProp, {name: "path", typ: "string", desc: "File path relative to /workspace."},
 				{name: "content", typ: "string", desc: fmt.Sprintf("Content to write (at most %d bytes).", s.opts.MaxWriteFileBytes)}},
-			required: []string{"sandbox_id", "path", "content"}, run: s.writeFile},
+			required: []string{"sandbox_id", "path", "content"}, run: onSandbox(s.writeFile)},
 		{name: "list_files", desc: "List files and directories in the sandbox workspace.", readOnly: true,
 			props:    []prop{sandboxIDProp, {name: "path", typ: "string", desc: "Directory path relative to /workspace. Defaults to '.' (workspace root).", def: "."}},
-			required: []string{"sandbox_id"}, run: s.listFiles},
+			required: []string{"sandbox_id"}, run: onSandbox(s.listFiles)},
 		{name: "delete_file", desc: "Delete a file or directory from the sandbox workspace.", destructive: true,
 			props:    []prop{sandboxIDProp, {name: "path", typ: "string", desc: "Path to delete, relative to /workspace."}},
-			required: []string{"sandbox_id", "path"}, run: s.deleteFile},
+			required: []string{"sandbox_id", "path"}, run: onSandbox(s.deleteFile)},
 		{name: "upload_file", desc: "Upload a local file (on the machine running this MCP server) to the sandbox workspace.", local: true,
 			props: []prop{sandboxIDProp,
 				{name: "local_path", typ: "string", desc: fmt.Sprintf("Path of the local file to upload (at most %d bytes).", s.opts.MaxTransferFileBytes)},
 				{name: "sandbox_path", typ: "string", desc: "Destination path relative to /workspace. Defaults to the local file name."}},
-			required: []string{"sandbox_id", "local_path"}, run: s.uploadFile},
+			required: []string{"sandbox_id", "local_path"}, run: onSandbox(s.uploadFile)},
 		{name: "download_file", desc: "Download a file from the sandbox workspace to the local filesystem (of the machine running this MCP server).", local: true,
 			props: []prop{sandboxIDProp,
 				{name: "sandbox_path", typ: "string", desc: "File path relative to /workspace."},
 				{name: "local_path", typ: "string", desc: "Local destination path. Defaults to the file name in the current directory."}},
-			required: []string{"sandbox_id", "sandbox_path"}, run: s.downloadFile},
+			required: []string{"sandbox_id", "sandbox_path"}, run: onSandbox(s.downloadFile)},
 		{name: "get_execution_history", desc: "Get execution history for a sandbox with optional filters.", readOnly: true,
 			props: []prop{sandboxIDProp, execTypeProp,
 				{name: "success_only", typ: "boolean", desc: "Return only successful executions."},
@@ -75,23 +75,23 @@ func (s *server) tools() []toolDef {
 				{name: "tags", typ: "string", desc: "Optional comma-separated tags filter."},
 				{name: "has_notes", typ: "boolean", desc: "Return only entries that have notes."},
 				{name: "has_description", typ: "boolean", desc: "Return only entries that have description."}},
-			required: []string{"sandbox_id"}, run: s.getExecutionHistory},
+			required: []string{"sandbox_id"}, run: onSandbox(s.getExecutionHistory)},
 		{name: "get_execution", desc: "Get one execution record by execution ID.", readOnly: true,
 			props:    []prop{sandboxIDProp, {name: "execution_id", typ: "string", desc: "Execution record ID."}},
-			required: []string{"sandbox_id", "execution_id"}, run: s.getExecution},
+			required: []string{"sandbox_id", "execution_id"}, run: onSandbox(s.getExecution)},
 		{name: "get_last_execution", desc: "Get the latest execution record in a sandbox.", readOnly: true,
-			props: []prop{sandboxIDProp, execTypeProp}, required: []string{"sandbox_id"}, run: s.getLastExecution},
+			props: []prop{sandboxIDProp, execTypeProp}, required: []string{"sandbox_id"}, run: onSandbox(s.getLastExecution)},
 		{name: "annotate_execution", desc: "Add or update description/tags/notes for one execution record.", idempotent: true,
 			props: []prop{sandboxIDProp, {name: "execution_id", typ: "string", desc: "Execution record ID."},
 				{name: "description", typ: "string", desc: "Description text."},
 				{name: "tags", typ: "string", desc: "Comma-separated tags."},
 				{name: "notes", typ: "string", desc: "Agent notes."}},
-			required: []string{"sandbox_id", "execution_id"}, run: s.annotateExecution},
+			required: []string{"sandbox_id", "execution_id"}, run: onSandbox(s.annotateExecution)},
 		{name: "list_profiles", desc: "List available sandbox profiles with their capabilities.", readOnly: true, run: s.listProfiles},
 
 		// Ours: not in the reference MCP server.
 		{name: "get_sandbox", desc: "Get a sandbox's status, profile, capabilities, expiry and (when running) its containers. (Shipyard extension.)", readOnly: true,
-			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: s.getSandbox},
+			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: onSandbox(s.getSandbox)},
 		{name: "list_sandboxes", desc: "List your sandboxes. (Shipyard extension.)", readOnly: true,
 			props: []prop{
 				{name: "status", typ: "string", desc: "Optional status filter: idle / starting / ready / failed / expired."},
@@ -99,12 +99,23 @@ func (s *server) tools() []toolDef {
 				{name: "cursor", typ: "string", desc: "next_cursor of a previous call, to get the next page."}},
 			run: s.listSandboxes},
 		{name: "stop_sandbox", desc: "Stop a sandbox's runtime to free resources; the workspace is kept and the next execution restarts it. (Shipyard extension.)", idempotent: true,
-			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: s.stopSandbox},
+			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: onSandbox(s.stopSandbox)},
 		{name: "extend_ttl", desc: "Extend a sandbox's time-to-live. (Shipyard extension.)",
 			props:    []prop{sandboxIDProp, {name: "extend_by", typ: "integer", desc: "Seconds to add to the current expiry (>= 1).", min: f64(1)}},
-			required: []string{"sandbox_id", "extend_by"}, run: s.extendTTL},
+			required: []string{"sandbox_id", "extend_by"}, run: onSandbox(s.extendTTL)},
 		{name: "keepalive", desc: "Refresh a sandbox's idle timer without running anything. (Shipyard extension.)", idempotent: true,
-			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: s.keepalive},
+			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: onSandbox(s.keepalive)},
+	}
+}
+
+// onSandbox adapts a tool that acts on one sandbox: it reads and checks sandbox_id first.
+func onSandbox(run func(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error)) func(context.Context, *sdk.Client, args) (*mcpsdk.CallToolResult, error) {
+	return func(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
+		id, err := a.sandboxID()
+		if err != nil {
+			return nil, err
+		}
+		return run(ctx, c, id, a)
 	}
 }
 
@@ -160,50 +171,49 @@ func containersText(cs []bayapi.ContainerRuntime) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-func (s *server) deleteSandbox(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) deleteSandbox(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	if err := c.DeleteSandbox(ctx, id); err != nil {
 		return nil, err
 	}
 	return textResult(fmt.Sprintf("Sandbox `%s` deleted successfully.", id)), nil
 }
 
-type execArgs struct {
-	id      string
-	timeout int
-	include bool
-	desc    string
-	tags    string
-}
-
-func (a args) execArgs() (execArgs, error) {
-	var e execArgs
-	var err error
-	if e.id, err = a.sandboxID(); err != nil {
-		return e, err
-	}
+// execOptions reads the options every execution tool takes.
+func (a args) execOptions() (sdk.ExecOptions, error) {
+	var o sdk.ExecOptions
 	t, err := a.integer("timeout", bayapi.DefaultExecTimeout, 1, bayapi.MaxExecTimeout)
 	if err != nil {
-		return e, err
+		return o, err
 	}
-	e.timeout = int(t)
-	if e.include, err = a.boolean("include_code", false); err != nil {
-		return e, err
+	o.Timeout = int(t)
+	if o.IncludeCode, err = a.boolean("include_code", false); err != nil {
+		return o, err
 	}
-	if e.desc, err = a.optStr("description"); err != nil {
-		return e, err
+	if o.Description, err = a.optStr("description"); err != nil {
+		return o, err
 	}
-	if e.tags, err = a.optStr("tags"); err != nil {
-		return e, err
+	if o.Tags, err = a.optStr("tags"); err != nil {
+		return o, err
 	}
-	return e, nil
+	return o, nil
 }
 
-func (s *server) executePython(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	e, err := a.execArgs()
+// execFooter is the execution_id and execution_time_ms lines under an execution's output,
+// followed by the executed code (labelled label) when it was asked for and returned.
+func (s *server) execFooter(execID string, ms int64, include bool, label string, code *string) string {
+	footer := ""
+	if execID != "" {
+		footer += "\n\nexecution_id: " + execID
+	}
+	footer += fmt.Sprintf("\nexecution_time_ms: %d", ms)
+	if include && code != nil {
+		footer += "\n\n" + label + ":\n" + s.truncate(*code)
+	}
+	return footer
+}
+
+func (s *server) executePython(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
+	opts, err := a.execOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +221,7 @@ func (s *server) executePython(ctx context.Context, c *sdk.Client, a args) (*mcp
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.ExecPython(ctx, e.id, sdk.PythonRequest{Code: code, ExecOptions: sdk.ExecOptions{
-		Timeout: e.timeout, IncludeCode: e.include, Description: e.desc, Tags: e.tags}})
+	res, err := c.ExecPython(ctx, id, sdk.PythonRequest{Code: code, ExecOptions: opts})
 	if err != nil {
 		return nil, err
 	}
@@ -222,15 +231,8 @@ func (s *server) executePython(ctx context.Context, c *sdk.Client, a args) (*mcp
 		if out == "" {
 			out = "(no output)"
 		}
-		suffix := ""
-		if res.ExecutionID != "" {
-			suffix += "\n\nexecution_id: " + res.ExecutionID
-		}
-		suffix += fmt.Sprintf("\nexecution_time_ms: %d", res.ExecutionTimeMS)
-		if e.include && res.Code != nil {
-			suffix += "\n\ncode:\n" + s.truncate(*res.Code)
-		}
-		text = fmt.Sprintf("**Execution successful**\n\n```\n%s\n```%s", s.truncate(out), suffix)
+		text = fmt.Sprintf("**Execution successful**\n\n```\n%s\n```%s", s.truncate(out),
+			s.execFooter(res.ExecutionID, res.ExecutionTimeMS, opts.IncludeCode, "code", res.Code))
 	} else {
 		errText := orNone(res.Error)
 		if errText == "" {
@@ -259,8 +261,8 @@ func (s *server) executePython(ctx context.Context, c *sdk.Client, a args) (*mcp
 	return result, nil
 }
 
-func (s *server) executeShell(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	e, err := a.execArgs()
+func (s *server) executeShell(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
+	opts, err := a.execOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -272,8 +274,7 @@ func (s *server) executeShell(ctx context.Context, c *sdk.Client, a args) (*mcps
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.ExecShell(ctx, e.id, sdk.ShellRequest{Command: command, Cwd: cwd, ExecOptions: sdk.ExecOptions{
-		Timeout: e.timeout, IncludeCode: e.include, Description: e.desc, Tags: e.tags}})
+	res, err := c.ExecShell(ctx, id, sdk.ShellRequest{Command: command, Cwd: cwd, ExecOptions: opts})
 	if err != nil {
 		return nil, err
 	}
@@ -291,22 +292,11 @@ func (s *server) executeShell(ctx context.Context, c *sdk.Client, a args) (*mcps
 	if !res.Success {
 		status = "failed"
 	}
-	suffix := ""
-	if res.ExecutionID != "" {
-		suffix += "\n\nexecution_id: " + res.ExecutionID
-	}
-	suffix += fmt.Sprintf("\nexecution_time_ms: %d", res.ExecutionTimeMS)
-	if e.include && res.Command != nil {
-		suffix += "\n\ncommand:\n" + s.truncate(*res.Command)
-	}
-	return textResult(fmt.Sprintf("**Command %s** (exit code: %d)\n\n```\n%s\n```%s", status, res.ExitCode, s.truncate(out), suffix)), nil
+	return textResult(fmt.Sprintf("**Command %s** (exit code: %d)\n\n```\n%s\n```%s", status, res.ExitCode, s.truncate(out),
+		s.execFooter(res.ExecutionID, res.ExecutionTimeMS, opts.IncludeCode, "command", res.Command))), nil
 }
 
-func (s *server) readFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) readFile(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	p, err := a.path("path", true, "")
 	if err != nil {
 		return nil, err
@@ -318,11 +308,7 @@ func (s *server) readFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.C
 	return textResult(fmt.Sprintf("**File: %s**\n\n```\n%s\n```", p, s.truncate(content))), nil
 }
 
-func (s *server) writeFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) writeFile(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	p, err := a.path("path", true, "")
 	if err != nil {
 		return nil, err
@@ -343,11 +329,7 @@ func (s *server) writeFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.
 	return textResult(fmt.Sprintf("File `%s` written successfully (%d bytes).", p, len(content))), nil
 }
 
-func (s *server) listFiles(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) listFiles(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	p, err := a.path("path", false, ".")
 	if err != nil {
 		return nil, err
@@ -372,11 +354,7 @@ func (s *server) listFiles(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.
 	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
 }
 
-func (s *server) deleteFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) deleteFile(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	p, err := a.path("path", true, "")
 	if err != nil {
 		return nil, err
@@ -403,11 +381,7 @@ func localPath(k, p string) (string, error) {
 	return abs, nil
 }
 
-func (s *server) uploadFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) uploadFile(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	lp, err := a.requireStr("local_path")
 	if err != nil {
 		return nil, err
@@ -466,11 +440,7 @@ func (c *capWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (s *server) downloadFile(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) downloadFile(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	src, err := a.path("sandbox_path", true, "")
 	if err != nil {
 		return nil, err
@@ -543,12 +513,9 @@ func entryLine(e bayapi.ExecutionHistoryEntry) string {
 	return line
 }
 
-func (s *server) getExecutionHistory(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) getExecutionHistory(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	var req sdk.HistoryRequest
+	var err error
 	if req.ExecType, err = a.execType(); err != nil {
 		return nil, err
 	}
@@ -606,11 +573,7 @@ func (s *server) entryText(e *bayapi.ExecutionHistoryEntry) string {
 	return s.truncate(strings.TrimRight(b.String(), "\n"))
 }
 
-func (s *server) getExecution(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) getExecution(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	execID, err := a.id("execution_id")
 	if err != nil {
 		return nil, err
@@ -622,11 +585,7 @@ func (s *server) getExecution(ctx context.Context, c *sdk.Client, a args) (*mcps
 	return textResult(s.entryText(e)), nil
 }
 
-func (s *server) getLastExecution(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) getLastExecution(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	t, err := a.execType()
 	if err != nil {
 		return nil, err
@@ -638,11 +597,7 @@ func (s *server) getLastExecution(ctx context.Context, c *sdk.Client, a args) (*
 	return textResult(s.entryText(e)), nil
 }
 
-func (s *server) annotateExecution(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) annotateExecution(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	execID, err := a.id("execution_id")
 	if err != nil {
 		return nil, err
@@ -713,11 +668,7 @@ func (s *server) sandboxText(sb *bayapi.SandboxResponse) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-func (s *server) getSandbox(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) getSandbox(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	sb, err := c.GetSandbox(ctx, id)
 	if err != nil {
 		return nil, err
@@ -761,22 +712,14 @@ func (s *server) listSandboxes(ctx context.Context, c *sdk.Client, a args) (*mcp
 	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
 }
 
-func (s *server) stopSandbox(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) stopSandbox(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	if err := c.StopSandbox(ctx, id); err != nil {
 		return nil, err
 	}
 	return textResult(fmt.Sprintf("Sandbox `%s` stopped. Its workspace is kept; the next execution starts it again.", id)), nil
 }
 
-func (s *server) extendTTL(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) extendTTL(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	if !a.has("extend_by") {
 		return nil, invalid("missing required field: extend_by")
 	}
@@ -791,11 +734,7 @@ func (s *server) extendTTL(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.
 	return textResult(fmt.Sprintf("TTL of `%s` extended by %d seconds.\n\n**Expires:** %s", id, by, timeOr(sb.ExpiresAt, "never"))), nil
 }
 
-func (s *server) keepalive(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
-	id, err := a.sandboxID()
-	if err != nil {
-		return nil, err
-	}
+func (s *server) keepalive(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
 	if err := c.Keepalive(ctx, id); err != nil {
 		return nil, err
 	}
