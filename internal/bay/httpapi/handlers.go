@@ -24,6 +24,15 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, r, s.log, err)
 }
 
+// reply writes out as a 200 JSON response, or err in the error envelope.
+func (s *Server) reply(w http.ResponseWriter, r *http.Request, out any, err error) {
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 // ---- meta ----
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -105,20 +114,12 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.svc.ListSandboxes(r.Context(), Owner(r.Context()), sandbox.ListParams{Limit: int(limit), Cursor: r.URL.Query().Get("cursor"), Status: status})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	out, err := s.svc.GetSandbox(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
@@ -152,19 +153,13 @@ func (s *Server) extendTTL(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) keepalive(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.Keepalive(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id")); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, bayapi.StatusResponse{Status: "ok"})
+	err := s.svc.Keepalive(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"))
+	s.reply(w, r, bayapi.StatusResponse{Status: "ok"}, err)
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.StopSandbox(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id")); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, bayapi.StatusResponse{Status: "stopped"})
+	err := s.svc.StopSandbox(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"))
+	s.reply(w, r, bayapi.StatusResponse{Status: "stopped"}, err)
 }
 
 // ---- capabilities ----
@@ -193,11 +188,7 @@ func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
 	out, err := s.svc.ExecPython(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.PythonParams{
 		Code: *req.Code, Timeout: timeout, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,
 	})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
@@ -224,11 +215,7 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 	out, err := s.svc.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.ShellParams{
 		Command: *req.Command, Timeout: timeout, Cwd: cwd, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,
 	})
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 // pathParam reads and validates the path query parameter; def "" = required.
@@ -252,11 +239,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	content, err := s.svc.ReadFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, bayapi.FileContentResponse{Content: content})
+	s.reply(w, r, bayapi.FileContentResponse{Content: content}, err)
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
@@ -270,11 +253,8 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.svc.WriteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, *req.Content); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, bayapi.StatusResponse{Status: "ok"})
+	err = s.svc.WriteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, *req.Content)
+	s.reply(w, r, bayapi.StatusResponse{Status: "ok"}, err)
 }
 
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
@@ -283,11 +263,8 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if err := s.svc.DeleteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, bayapi.StatusResponse{Status: "ok"})
+	err = s.svc.DeleteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	s.reply(w, r, bayapi.StatusResponse{Status: "ok"}, err)
 }
 
 func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
@@ -297,11 +274,7 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	entries, err := s.svc.ListDir(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, bayapi.DirectoryResponse{Entries: entries})
+	s.reply(w, r, bayapi.DirectoryResponse{Entries: entries}, err)
 }
 
 // maxFormField bounds a text field of the upload form (spooled in memory).
@@ -472,11 +445,7 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.svc.ListHistory(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) lastHistory(w http.ResponseWriter, r *http.Request) {
@@ -487,20 +456,12 @@ func (s *Server) lastHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.svc.LastExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), t)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) {
 	out, err := s.svc.GetExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) annotateHistory(w http.ResponseWriter, r *http.Request) {
@@ -511,11 +472,7 @@ func (s *Server) annotateHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := s.svc.AnnotateExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"),
 		req.Description, req.Tags, req.Notes)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 // ---- cargos ----
@@ -556,20 +513,12 @@ func (s *Server) listCargos(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.svc.ListCargos(r.Context(), Owner(r.Context()), managed != nil && *managed, int(limit), r.URL.Query().Get("cursor"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) getCargo(w http.ResponseWriter, r *http.Request) {
 	out, err := s.svc.GetCargo(r.Context(), Owner(r.Context()), r.PathValue("cargo_id"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.reply(w, r, out, err)
 }
 
 func (s *Server) deleteCargo(w http.ResponseWriter, r *http.Request) {
