@@ -34,6 +34,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 )
 
 // Task names (the wire names of api/bayapi).
@@ -333,8 +334,8 @@ func (s *Scheduler) selectTasks(names []string) ([]string, error) {
 // runTask runs one task under its lease.
 func (s *Scheduler) runTask(ctx context.Context, name string, dryRun bool) TaskResult {
 	tr := TaskResult{TaskName: name, Errors: []string{}}
-	lease := "gc:" + name
-	ok, err := s.acquire(ctx, lease)
+	leaseName := "gc:" + name
+	ok, err := lease.Acquire(ctx, s.store, leaseName, s.cfg.InstanceID, s.now(), s.cfg.LeaseTTL, s.cfg.CallTimeout)
 	if err != nil {
 		tr.Errors = append(tr.Errors, "acquire lease: "+err.Error())
 		return tr
@@ -344,7 +345,7 @@ func (s *Scheduler) runTask(ctx context.Context, name string, dryRun bool) TaskR
 		s.log.Info("gc task skipped: lease held elsewhere", "task", name)
 		return tr
 	}
-	defer s.release(ctx, lease)
+	defer lease.Release(ctx, s.store, leaseName, s.cfg.InstanceID, s.cfg.CallTimeout, s.log)
 
 	// Finish well before the lease could expire, so two bays never overlap on one task.
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL*9/10)
@@ -365,32 +366,6 @@ func (s *Scheduler) runTask(ctx context.Context, name string, dryRun bool) TaskR
 		tr.Errors = append(tr.Errors, fmt.Sprintf("task stopped: %v", err))
 	}
 	return tr
-}
-
-func (s *Scheduler) acquire(ctx context.Context, lease string) (bool, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	var ok bool
-	err := s.store.Tx(cctx, func(tx bay.Tx) error {
-		var err error
-		ok, err = tx.AcquireLease(cctx, lease, s.cfg.InstanceID, s.now(), s.cfg.LeaseTTL)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("lease %s: %w", lease, err)
-	}
-	return ok, nil
-}
-
-// release drops a lease on a detached context: a cancelled cycle must not keep other bays out
-// for a whole lease TTL.
-func (s *Scheduler) release(ctx context.Context, lease string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CallTimeout)
-	defer cancel()
-	err := s.store.Tx(cctx, func(tx bay.Tx) error { return tx.ReleaseLease(cctx, lease, s.cfg.InstanceID) })
-	if err != nil {
-		s.log.Warn("release lease", "lease", lease, "err", err)
-	}
 }
 
 // Status reports the scheduler's configuration and state (GET /v1/admin/gc/status).

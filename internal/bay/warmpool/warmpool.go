@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 )
 
 // Lifecycle is what the pool needs from the lifecycle service (internal/bay/sandbox).
@@ -368,8 +369,8 @@ var errLeaseHeld = errors.New("lease held by another bay instance")
 
 // maintainProfile runs one pass for one profile under its lease.
 func (p *Pool) maintainProfile(ctx context.Context, pc ProfileConfig, fill bool) error {
-	lease := "warm:" + pc.ProfileID
-	ok, err := p.lease(ctx, lease)
+	leaseName := "warm:" + pc.ProfileID
+	ok, err := lease.Acquire(ctx, p.store, leaseName, p.cfg.InstanceID, p.now(), p.cfg.LeaseTTL, p.cfg.CallTimeout)
 	if err != nil {
 		return err
 	}
@@ -377,7 +378,7 @@ func (p *Pool) maintainProfile(ctx context.Context, pc ProfileConfig, fill bool)
 		p.log.Debug("warm pool maintenance skipped", "profile", pc.ProfileID, "reason", errLeaseHeld)
 		return nil
 	}
-	defer p.releaseLease(ctx, lease)
+	defer lease.Release(ctx, p.store, leaseName, p.cfg.InstanceID, p.cfg.CallTimeout, p.log)
 	mctx, cancel := context.WithTimeout(ctx, p.cfg.LeaseTTL*9/10)
 	defer cancel()
 
@@ -560,29 +561,6 @@ func (p *Pool) reclaim(ctx context.Context, pin bay.Pin) {
 		p.log.Warn("delete warm sandbox", "sandbox_id", pin.SandboxID, "reason", pin.Reason, "err", err)
 	case done:
 		p.log.Info("warm sandbox deleted", "sandbox_id", pin.SandboxID, "reason", pin.Reason)
-	}
-}
-
-func (p *Pool) lease(ctx context.Context, name string) (bool, error) {
-	cctx, cancel := p.call(ctx)
-	defer cancel()
-	var ok bool
-	err := p.store.Tx(cctx, func(tx bay.Tx) error {
-		var err error
-		ok, err = tx.AcquireLease(cctx, name, p.cfg.InstanceID, p.now(), p.cfg.LeaseTTL)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("lease %s: %w", name, err)
-	}
-	return ok, nil
-}
-
-func (p *Pool) releaseLease(ctx context.Context, name string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.CallTimeout)
-	defer cancel()
-	if err := p.store.Tx(cctx, func(tx bay.Tx) error { return tx.ReleaseLease(cctx, name, p.cfg.InstanceID) }); err != nil {
-		p.log.Warn("release lease", "lease", name, "err", err)
 	}
 }
 
