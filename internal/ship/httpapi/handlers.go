@@ -34,11 +34,7 @@ func (s *Server) createFile(w http.ResponseWriter, r *http.Request) {
 		mode = mode.Perm() | extraBits(*req.Mode)
 	}
 	abs, err := s.Workspace.CreateFile(req.Path, req.Content, mode)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, shipapi.CreateFileResponse{Success: true, Message: "File created successfully", Path: abs})
+	s.reply(w, r, shipapi.CreateFileResponse{Success: true, Message: "File created successfully", Path: abs}, err)
 }
 
 func extraBits(m int) fs.FileMode {
@@ -81,11 +77,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		limit = *req.Limit
 	}
 	res, err := s.Workspace.ReadFile(req.Path, offset, limit)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, shipapi.ReadFileResponse{Content: res.Content, Path: res.Abs, Size: res.Size})
+	s.reply(w, r, shipapi.ReadFileResponse{Content: res.Content, Path: res.Abs, Size: res.Size}, err)
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
@@ -108,11 +100,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	abs, size, err := s.Workspace.WriteFile(req.Path, req.Content, appendMode)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, shipapi.WriteFileResponse{Success: true, Message: "File written successfully", Path: abs, Size: size})
+	s.reply(w, r, shipapi.WriteFileResponse{Success: true, Message: "File written successfully", Path: abs, Size: size}, err)
 }
 
 func (s *Server) editFile(w http.ResponseWriter, r *http.Request) {
@@ -126,13 +114,9 @@ func (s *Server) editFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	abs, n, size, err := s.Workspace.EditFile(req.Path, req.OldString, req.NewString, req.ReplaceAll)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, shipapi.EditFileResponse{
+	s.reply(w, r, shipapi.EditFileResponse{
 		Success: true, Message: fmt.Sprintf("Replaced %d occurrence(s)", n), Path: abs, Replacements: n, Size: size,
-	})
+	}, err)
 }
 
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
@@ -142,11 +126,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	abs, err := s.Workspace.Delete(req.Path)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, shipapi.DeleteFileResponse{Success: true, Message: "Deleted " + abs})
+	s.reply(w, r, shipapi.DeleteFileResponse{Success: true, Message: "Deleted " + abs}, err)
 }
 
 func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
@@ -156,11 +136,7 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	files, abs, err := s.Workspace.List(req.Path, req.ShowHidden)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, shipapi.ListDirResponse{Files: files, CurrentPath: abs})
+	s.reply(w, r, shipapi.ListDirResponse{Files: files, CurrentPath: abs}, err)
 }
 
 // upload streams a multipart upload to a temporary file in the target
@@ -255,11 +231,7 @@ func (s *Server) receiveFile(w http.ResponseWriter, r *http.Request, part io.Rea
 		return
 	}
 	abs, err := up.Commit()
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, shipapi.UploadResponse{Success: true, Message: "File uploaded successfully", FilePath: abs, Size: n})
+	s.reply(w, r, shipapi.UploadResponse{Success: true, Message: "File uploaded successfully", FilePath: abs, Size: n}, err)
 }
 
 type writeOnly struct{ w io.Writer }
@@ -332,11 +304,7 @@ func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
 		timeout = time.Duration(req.Timeout) * time.Second
 	}
 	resp, err := s.Kernel.Exec(r.Context(), req.Code, timeout, req.Silent)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+	s.reply(w, r, resp, err)
 }
 
 func (s *Server) kernelStatus(w http.ResponseWriter, r *http.Request) {
@@ -344,11 +312,8 @@ func (s *Server) kernelStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) kernelRestart(w http.ResponseWriter, r *http.Request) {
-	if err := s.Kernel.Restart(r.Context()); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, shipapi.KernelRestartResponse{Success: true, Message: "Kernel restarted"})
+	err := s.Kernel.Restart(r.Context())
+	s.reply(w, r, shipapi.KernelRestartResponse{Success: true, Message: "Kernel restarted"}, err)
 }
 
 // ---- shell ----
@@ -360,11 +325,7 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := s.Shell.Exec(r.Context(), req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+	s.reply(w, r, resp, err)
 }
 
 func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
@@ -373,18 +334,10 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
 	pi, err := s.Shell.Process(r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, pi)
+	s.reply(w, r, pi, err)
 }
 
 func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) {
 	pi, err := s.Shell.Kill(r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, pi)
+	s.reply(w, r, pi, err)
 }

@@ -120,6 +120,15 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, shipapi.ErrorResponse{Detail: apierr.MessageOf(err), Code: code})
 }
 
+// reply writes out as a 200 JSON response, or err as an error response.
+func (s *Server) reply(w http.ResponseWriter, r *http.Request, out any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
