@@ -215,19 +215,18 @@ func run() (int, error) {
 		log.Info("figure group done", "group", s.group, "took", time.Since(t0).Round(time.Millisecond))
 		if err != nil {
 			if ctx.Err() != nil {
+				b.finish(began, "interrupted during "+s.group+": the figures above are partial")
 				return 1, fmt.Errorf("interrupted: %w", err)
 			}
 			log.Error("figure failed", "group", s.group, "err", err)
 		}
 	}
 	if ctx.Err() != nil {
+		b.finish(began, "interrupted: the figures above are partial")
 		return 1, ctx.Err()
 	}
 
-	b.cleanup(ctx)
-	b.report.Duration = time.Since(began).Round(time.Second).String()
-	b.report.LoadEnd = benchlib.LoadAvg()
-	md, err := b.report.Write(*out, "bench")
+	md, err := b.finish(began, "")
 	if err != nil {
 		return 1, err
 	}
@@ -238,6 +237,17 @@ func run() (int, error) {
 		}
 	}
 	return 0, nil
+}
+
+// finish cleans up (so the report can say what was left behind), then writes the report.
+func (b *bench) finish(began time.Time, note string) (string, error) {
+	b.cleanup(context.Background())
+	if note != "" {
+		b.report.Notes = append(b.report.Notes, note)
+	}
+	b.report.Duration = time.Since(began).Round(time.Second).String()
+	b.report.LoadEnd = benchlib.LoadAvg()
+	return b.report.Write(b.out, "bench")
 }
 
 // add appends a figure to the report and logs it.
