@@ -194,6 +194,19 @@ func (r *Runner) Kill(id string) (shipapi.ProcessInfo, error) {
 	if err != nil {
 		return shipapi.ProcessInfo{}, err
 	}
+	if p.kill() {
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			return shipapi.ProcessInfo{}, apierr.Wrap(shipapi.CodeInternal, errors.New("not reaped after SIGKILL"), "process did not exit after being killed")
+		}
+	}
+	return p.info(true), nil
+}
+
+// kill marks a running process as killed on request and kills its process group. It reports
+// whether the process was running.
+func (p *Process) kill() bool {
 	p.mu.Lock()
 	running := p.status == StatusRunning
 	if running {
@@ -202,13 +215,8 @@ func (r *Runner) Kill(id string) (shipapi.ProcessInfo, error) {
 	p.mu.Unlock()
 	if running {
 		killGroup(p.pid)
-		select {
-		case <-p.done:
-		case <-time.After(5 * time.Second):
-			return shipapi.ProcessInfo{}, apierr.Wrap(shipapi.CodeInternal, errors.New("not reaped after SIGKILL"), "process did not exit after being killed")
-		}
 	}
-	return p.info(true), nil
+	return running
 }
 
 // Close kills every running background process group and waits for them.
@@ -220,15 +228,7 @@ func (r *Runner) Close() {
 	}
 	r.reg.mu.Unlock()
 	for _, p := range ps {
-		p.mu.Lock()
-		running := p.status == StatusRunning
-		if running {
-			p.killReq = true
-		}
-		p.mu.Unlock()
-		if running {
-			killGroup(p.pid)
-		}
+		p.kill()
 	}
 	for _, p := range ps {
 		select {
