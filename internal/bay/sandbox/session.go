@@ -1,9 +1,11 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/config"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
@@ -627,37 +630,9 @@ func (s *Service) removeSandboxContainers(ctx context.Context, sandboxID string,
 // environment on to the shell and the kernel).
 func (s *Service) containerSpec(sb *bay.Sandbox, prof *bay.Profile, c *bay.ContainerProfile, sess *bay.Session, volumeRef string) bay.ContainerSpec {
 	env := map[string]string{}
-	for k, v := range prof.Env {
-		env[k] = v
-	}
-	for k, v := range c.Env {
-		env[k] = v
-	}
-	proxy := c.Proxy
-	if proxy == nil {
-		proxy = prof.Proxy
-	}
-	if proxy == nil {
-		proxy = s.cfg.Proxy
-	}
-	if proxy != nil && proxy.Enabled {
-		if proxy.HTTPProxy != "" {
-			env["HTTP_PROXY"], env["http_proxy"] = proxy.HTTPProxy, proxy.HTTPProxy
-		}
-		if proxy.HTTPSProxy != "" {
-			env["HTTPS_PROXY"], env["https_proxy"] = proxy.HTTPSProxy, proxy.HTTPSProxy
-		}
-		np := proxy.DefaultNoProxy
-		if proxy.NoProxy != "" {
-			if np != "" {
-				np += ","
-			}
-			np += proxy.NoProxy
-		}
-		if np != "" {
-			env["NO_PROXY"], env["no_proxy"] = np, np
-		}
-	}
+	maps.Copy(env, prof.Env)
+	maps.Copy(env, c.Env)
+	maps.Copy(env, config.ProxyEnv(cmp.Or(c.Proxy, prof.Proxy, s.cfg.Proxy)))
 	env["BAY_SESSION_ID"] = sess.ID
 	env["BAY_SANDBOX_ID"] = sb.ID
 	env["BAY_WORKSPACE_PATH"] = shipapi.DefaultWorkspace
