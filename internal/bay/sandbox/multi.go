@@ -32,7 +32,7 @@ func (s *Service) startMulti(ctx context.Context, sb *bay.Sandbox, prof *bay.Pro
 	net := networkName(sess.ID)
 	var created []bay.SessionContainer
 	fail := func(msg string, cause error) error {
-		if s.failMulti(ctx, sess, created, net) {
+		if s.failMulti(ctx, sess, created) {
 			return errStoppedWhileStarting(sb.ID)
 		}
 		log.Error(msg, "err", cause)
@@ -70,7 +70,7 @@ func (s *Service) startMulti(ctx context.Context, sb *bay.Sandbox, prof *bay.Pro
 			}
 		})
 		if err != nil {
-			s.failMulti(ctx, sess, created, net)
+			s.failMulti(ctx, sess, created)
 			return nil, s.startAborted(ctx, sb.ID, sess, err)
 		}
 	}
@@ -93,7 +93,7 @@ func (s *Service) startMulti(ctx context.Context, sb *bay.Sandbox, prof *bay.Pro
 	}
 	for i, err := range s.waitAllReady(ctx, eps) {
 		if err != nil {
-			if s.failMulti(ctx, sess, created, net) {
+			if s.failMulti(ctx, sess, created) {
 				return nil, errStoppedWhileStarting(sb.ID)
 			}
 			log.Warn("runtime failed to become ready", "container", created[i].Name, "err", err)
@@ -117,7 +117,7 @@ func (s *Service) startMulti(ctx context.Context, sb *bay.Sandbox, prof *bay.Pro
 		cur.LastObservedAt = &now
 	})
 	if err != nil {
-		s.failMulti(ctx, sess, created, net)
+		s.failMulti(ctx, sess, created)
 		return nil, s.startAborted(ctx, sb.ID, sess, err)
 	}
 	sess.Containers, sess.ContainerID, sess.Endpoint = created, created[p].ContainerID, created[p].Endpoint
@@ -144,20 +144,22 @@ func (s *Service) waitAllReady(ctx context.Context, eps []string) []error {
 
 // failMulti removes every created container and the session network (detached), then marks
 // the session failed. It reports whether the session row was gone (stopped meanwhile).
-func (s *Service) failMulti(ctx context.Context, sess *bay.Session, created []bay.SessionContainer, net string) bool {
+func (s *Service) failMulti(ctx context.Context, sess *bay.Session, created []bay.SessionContainer) bool {
+	s.removeMulti(ctx, sess.ID, created)
+	return s.failSession(ctx, sess, "")
+}
+
+// removeMulti removes the containers of a multi-container session in parallel, then its
+// network on a detached context (a cancelled caller must not leak the network).
+func (s *Service) removeMulti(ctx context.Context, sessionID string, cs []bay.SessionContainer) {
 	var wg sync.WaitGroup
-	for _, c := range created {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.removeContainer(ctx, c.ContainerID)
-		}()
+	for _, c := range cs {
+		wg.Go(func() { s.removeContainer(ctx, c.ContainerID) })
 	}
 	wg.Wait()
 	dctx, cancel := detached(ctx, s.cfg.StopTimeout)
-	s.removeNetwork(dctx, net)
-	cancel()
-	return s.failSession(ctx, sess, "")
+	defer cancel()
+	s.removeNetwork(dctx, networkName(sessionID))
 }
 
 // removeNetwork removes a session network; errors are logged (missing is success).
@@ -177,19 +179,10 @@ func (s *Service) removeSessionResources(ctx context.Context, sess *bay.Session)
 		s.removeContainer(ctx, sess.ContainerID)
 		return
 	}
-	var wg sync.WaitGroup
 	for _, c := range sess.Containers {
 		if c.Endpoint != "" {
 			s.ship.ForgetEndpoint(c.Endpoint)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.removeContainer(ctx, c.ContainerID)
-		}()
 	}
-	wg.Wait()
-	dctx, cancel := detached(ctx, s.cfg.StopTimeout)
-	defer cancel()
-	s.removeNetwork(dctx, networkName(sess.ID))
+	s.removeMulti(ctx, sess.ID, sess.Containers)
 }
