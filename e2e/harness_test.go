@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,6 +102,9 @@ type Bay struct {
 	http       *http.Client
 	mu         sync.Mutex
 	created    []string
+	dir        string
+	cfgPath    string
+	exited     chan struct{}
 }
 
 const defaultProfiles = `profiles:
@@ -164,30 +168,62 @@ gc:
 	}
 	b := &Bay{t: t, URL: fmt.Sprintf("http://127.0.0.1:%d", port), InstanceID: instance,
 		DBPath: filepath.Join(dir, "bay.db"), logs: &bytes.Buffer{},
-		http: &http.Client{Timeout: 5 * time.Minute}}
+		http: &http.Client{Timeout: 5 * time.Minute}, dir: dir, cfgPath: cfgPath}
+	t.Cleanup(b.stop)
+	b.launch()
+	return b
+}
+
+// launch starts the bay process on the Bay's config and waits for /health.
+func (b *Bay) launch() {
+	b.t.Helper()
 	b.cmd = exec.Command(bayBin, "serve")
-	b.cmd.Dir = dir
-	b.cmd.Env = append(os.Environ(), "BAY_CONFIG_FILE="+cfgPath, "BAY_DATA_DIR="+dir)
+	b.cmd.Dir = b.dir
+	b.cmd.Env = append(os.Environ(), "BAY_CONFIG_FILE="+b.cfgPath, "BAY_DATA_DIR="+b.dir)
 	b.cmd.Stdout, b.cmd.Stderr = &lockedWriter{w: b.logs}, &lockedWriter{w: b.logs}
 	if err := b.cmd.Start(); err != nil {
-		t.Fatalf("start bay: %v", err)
+		b.t.Fatalf("start bay: %v", err)
 	}
-	t.Cleanup(b.stop)
+	exited := make(chan struct{})
+	b.exited = exited
+	go func() { b.cmd.Wait(); close(exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get(b.URL + "/health")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				break
+				return
 			}
 		}
-		if time.Now().After(deadline) || b.cmd.ProcessState != nil {
-			t.Fatalf("bay did not become healthy: %v\n%s", err, b.logs.String())
+		select {
+		case <-exited:
+			b.t.Fatalf("bay exited before becoming healthy:\n%s", b.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("bay did not become healthy: %v\n%s", err, b.logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return b
+}
+
+// kill ends the bay process with SIGKILL (no drain, no cleanup) and waits for it.
+func (b *Bay) kill() {
+	b.t.Helper()
+	b.cmd.Process.Kill()
+	<-b.exited
+}
+
+// terminate sends SIGTERM and waits up to 30 s for a graceful exit.
+func (b *Bay) terminate() {
+	b.t.Helper()
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-b.exited:
+	case <-time.After(30 * time.Second):
+		b.t.Fatal("bay did not stop within 30 s of SIGTERM")
+	}
 }
 
 type lockedWriter struct {
@@ -212,15 +248,15 @@ func (b *Bay) stop() {
 			b.t.Logf("cleanup delete %s: %d %s", id, resp.Status, resp.Body)
 		}
 	}
-	if b.cmd.Process != nil {
-		b.cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { b.cmd.Wait(); close(done) }()
+	select {
+	case <-b.exited:
+	default:
+		b.cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-b.exited:
 		case <-time.After(20 * time.Second):
 			b.cmd.Process.Kill()
-			<-done
+			<-b.exited
 		}
 	}
 	if b.t.Failed() {

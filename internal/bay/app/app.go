@@ -216,6 +216,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Enabled: cfg.WarmPool.Enabled, InstanceID: instanceID, Interval: cfg.WarmPool.Interval,
 		RunOnStartup: cfg.WarmPool.RunOnStartup, Workers: cfg.WarmPool.WarmupQueueWorkers,
 		QueueSize: cfg.WarmPool.WarmupQueueMaxSize, DropPolicy: cfg.WarmPool.WarmupQueueDropPolicy,
+		CleanupOnShutdown: cfg.WarmPool.CleanupOnShutdown,
 	}
 	for _, p := range cfg.Profiles {
 		pc := warmpool.ProfileConfig{ProfileID: p.ID, Size: p.WarmPoolSize, RotateTTL: p.WarmRotateTTL, IdleTimeout: p.IdleTimeout}

@@ -170,6 +170,9 @@ type WarmPoolConfig struct {
 	WarmupQueueDropAlertThreshold int           `yaml:"warmup_queue_drop_alert_threshold"`
 	Interval                      time.Duration `yaml:"interval_seconds"`
 	RunOnStartup                  bool          `yaml:"run_on_startup"`
+	// CleanupOnShutdown (ours) deletes this instance's warm sandboxes when bay stops. Off by
+	// default: a restarted bay reuses them, and another bay's warm sandboxes are never touched.
+	CleanupOnShutdown bool `yaml:"cleanup_on_shutdown"`
 }
 
 // BrowserLearningConfig configures the browser skill-learning scheduler (inert for now).
