@@ -98,7 +98,7 @@ type Bay struct {
 	InstanceID string
 	DBPath     string
 	cmd        *exec.Cmd
-	logs       *bytes.Buffer
+	logw       *lockedWriter
 	http       *http.Client
 	mu         sync.Mutex
 	created    []string
@@ -167,7 +167,7 @@ gc:
 		t.Fatal(err)
 	}
 	b := &Bay{t: t, URL: fmt.Sprintf("http://127.0.0.1:%d", port), InstanceID: instance,
-		DBPath: filepath.Join(dir, "bay.db"), logs: &bytes.Buffer{},
+		DBPath: filepath.Join(dir, "bay.db"), logw: &lockedWriter{w: &bytes.Buffer{}},
 		http: &http.Client{Timeout: 5 * time.Minute}, dir: dir, cfgPath: cfgPath}
 	t.Cleanup(b.stop)
 	b.launch()
@@ -180,7 +180,7 @@ func (b *Bay) launch() {
 	b.cmd = exec.Command(bayBin, "serve")
 	b.cmd.Dir = b.dir
 	b.cmd.Env = append(os.Environ(), "BAY_CONFIG_FILE="+b.cfgPath, "BAY_DATA_DIR="+b.dir)
-	b.cmd.Stdout, b.cmd.Stderr = &lockedWriter{w: b.logs}, &lockedWriter{w: b.logs}
+	b.cmd.Stdout, b.cmd.Stderr = b.logw, b.logw
 	if err := b.cmd.Start(); err != nil {
 		b.t.Fatalf("start bay: %v", err)
 	}
@@ -198,11 +198,11 @@ func (b *Bay) launch() {
 		}
 		select {
 		case <-exited:
-			b.t.Fatalf("bay exited before becoming healthy:\n%s", b.logs.String())
+			b.t.Fatalf("bay exited before becoming healthy:\n%s", b.logText())
 		default:
 		}
 		if time.Now().After(deadline) {
-			b.t.Fatalf("bay did not become healthy: %v\n%s", err, b.logs.String())
+			b.t.Fatalf("bay did not become healthy: %v\n%s", err, b.logText())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -241,6 +241,17 @@ func (b *Bay) stop() {
 	b.mu.Lock()
 	ids := append([]string(nil), b.created...)
 	b.mu.Unlock()
+	select {
+	case <-b.exited:
+		// A test that killed bay relaunches it before it ends; if it did not, the sandboxes
+		// cannot be deleted through the API and the leftover check at the end of make test
+		// reports their containers and volumes.
+		if len(ids) > 0 {
+			b.t.Errorf("bay is not running at cleanup; %d sandboxes not deleted", len(ids))
+		}
+		ids = nil
+	default:
+	}
 	for _, id := range ids {
 		// Best effort: the test may have deleted it already (204 again) or GC did (404).
 		resp := b.do("DELETE", "/v1/sandboxes/"+id, nil, nil)
@@ -260,7 +271,7 @@ func (b *Bay) stop() {
 		}
 	}
 	if b.t.Failed() {
-		b.t.Logf("bay logs:\n%s", b.logs.String())
+		b.t.Logf("bay logs:\n%s", b.logText())
 	}
 }
 
@@ -494,4 +505,27 @@ func contains(t *testing.T, s, sub, what string) {
 	if !strings.Contains(s, sub) {
 		t.Fatalf("%s: %q does not contain %q", what, s, sub)
 	}
+}
+
+// waitLog waits until bay's log holds at least n lines containing sub.
+func (b *Bay) waitLog(t *testing.T, sub string, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := strings.Count(b.logText(), sub)
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bay logged %q %d times within %v, want %d", sub, got, timeout, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// logText returns what bay has logged so far.
+func (b *Bay) logText() string {
+	b.logw.mu.Lock()
+	defer b.logw.mu.Unlock()
+	return b.logw.w.(*bytes.Buffer).String()
 }
