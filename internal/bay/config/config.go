@@ -410,7 +410,7 @@ func DefaultProfileSpecs() []ProfileSpec {
 	}
 	return []ProfileSpec{
 		mk("python-default", "ship:latest", 1.0, "1g"),
-		mk("python-data", "ship:data", 2.0, "4g"),
+		mk("python-data", "ship:latest", 2.0, "4g"),
 	}
 }
 

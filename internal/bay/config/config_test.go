@@ -111,7 +111,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal("python-data missing")
 	}
 	pc := p.Primary()
-	if pc.Name != "primary" || pc.Image != "ship:data" || pc.Resources.CPUs != 2 || pc.Resources.MemoryBytes != 4<<30 ||
+	if pc.Name != "primary" || pc.Image != "ship:latest" || pc.Resources.CPUs != 2 || pc.Resources.MemoryBytes != 4<<30 ||
 		pc.RuntimeType != "ship" || pc.RuntimePort != 8123 || p.IdleTimeout != 1800*time.Second {
 		t.Errorf("python-data = %+v / %+v", p, pc)
 	}
