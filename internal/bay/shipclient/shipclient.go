@@ -17,6 +17,7 @@
 package shipclient
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -39,6 +40,8 @@ import (
 
 // Per-call timeouts. Exec calls use the request's timeout plus ExecGrace.
 const (
+	// transferBuf is the buffer of the upload path (pipe writes and copy): see Upload.
+	transferBuf     = 256 << 10
 	HealthTimeout   = 2 * time.Second
 	MetaTimeout     = 5 * time.Second
 	FSTimeout       = 30 * time.Second
@@ -77,6 +80,10 @@ func NewHTTPClient() *http.Client {
 		MaxIdleConns:        200,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second,
+		// 64 KiB, not the 256 KiB of the upload pipe: measured as fast for uploads (255-362
+		// MB/s), and every idle pooled connection keeps both buffers (200 x 128 KiB at most).
+		WriteBufferSize: 64 << 10,
+		ReadBufferSize:  64 << 10,
 	}}
 }
 
@@ -182,15 +189,19 @@ func (c *Client) ListDir(ctx context.Context, endpoint, path string, showHidden 
 }
 
 // Upload streams src to POST /fs/upload as multipart/form-data (the file_path field first,
-// then the file part) through an io.Pipe: nothing is buffered beyond the pipe. If reading src
-// fails, that error is returned as is (so a classified payload_too_large from a limiting reader
-// reaches the caller). A 200 answer with success:false is an error (ship_error).
+// then the file part) through an io.Pipe: nothing is buffered beyond one 256 KiB buffer. If
+// reading src fails, that error is returned as is (so a classified payload_too_large from a
+// limiting reader reaches the caller). A 200 answer with success:false is an error (ship_error).
 func (c *Client) Upload(ctx context.Context, endpoint, path string, src io.Reader) (*shipapi.UploadResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.transfer)
 	defer cancel()
 
 	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
+	// Large writes into the pipe: every pipe write is a hand-off to the transport's goroutine,
+	// and in 4 KiB pieces (multipart's and io.Copy's default) that hand-off capped the upload at
+	// ~100 MB/s.
+	bw := bufio.NewWriterSize(pw, transferBuf)
+	mw := multipart.NewWriter(bw)
 	var srcErr error
 	done := make(chan struct{})
 	go func() {
@@ -206,10 +217,13 @@ func (c *Client) Upload(ctx context.Context, endpoint, path string, src io.Reade
 			if err != nil {
 				return err
 			}
-			if _, err := io.Copy(fw, readerOnly{src, &srcErr}); err != nil {
+			if _, err := io.CopyBuffer(fw, readerOnly{src, &srcErr}, make([]byte, transferBuf)); err != nil {
 				return err
 			}
-			return mw.Close()
+			if err := mw.Close(); err != nil {
+				return err
+			}
+			return bw.Flush()
 		}()
 		pw.CloseWithError(err)
 	}()
