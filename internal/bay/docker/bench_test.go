@@ -11,7 +11,7 @@ import (
 
 // BenchmarkCreateStartRemove measures one runtime container's whole life on the real engine:
 // create, start (endpoint resolved), first /health answered, force-remove. The remove share is
-// reported separately (RemoveContainer must return within a few seconds).
+// reported separately (well under a second on an idle engine).
 //
 //	go test -run '^$' -bench CreateStartRemove -benchtime 20x ./internal/bay/docker/
 func BenchmarkCreateStartRemove(b *testing.B) {

@@ -349,11 +349,15 @@ func mapState(s container.ContainerState) bay.ContainerState {
 }
 
 // RemoveContainer force-removes a container (SIGKILL, then delete with its anonymous volumes)
-// within RemoveTimeout. A missing container, or one whose removal is already in progress, is
-// success.
+// and returns once it is gone, within ctx's deadline (RemoveTimeout when ctx has none). A
+// missing container is success; so is one whose removal another caller started, once that
+// removal has finished (so that the container's volume can be deleted right after).
 func (d *Driver) RemoveContainer(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(ctx, RemoveTimeout)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, RemoveTimeout)
+		defer cancel()
+	}
 	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	switch {
 	case err == nil:
@@ -362,10 +366,32 @@ func (d *Driver) RemoveContainer(ctx context.Context, id string) error {
 	case cerrdefs.IsNotFound(err):
 		return nil
 	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
-		d.log.Debug("container removal already in progress", "id", id)
-		return nil
+		d.log.Debug("container removal already in progress, waiting for it", "id", id)
+		return d.waitGone(ctx, id)
 	}
 	return fmt.Errorf("remove container %s: %w", id, classify(err))
+}
+
+// waitGone polls until the container no longer exists (10 ms doubling to 250 ms) or ctx ends.
+func (d *Driver) waitGone(ctx context.Context, id string) error {
+	delay := 10 * time.Millisecond
+	for {
+		_, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		switch {
+		case cerrdefs.IsNotFound(err):
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("remove container %s: waiting for a removal in progress: %w", id, ctx.Err())
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("remove container %s: waiting for a removal in progress: %w", id, ctx.Err())
+		case <-t.C:
+		}
+		delay = min(2*delay, 250*time.Millisecond)
+	}
 }
 
 // ListContainers lists containers in any state carrying all the given labels.

@@ -62,8 +62,12 @@ const (
 	DefaultPidsLimit   = 256
 	DefaultStopTimeout = 10 * time.Second
 	DefaultUser        = "1000:1000"
-	// RemoveTimeout bounds RemoveContainer: a force removal is a SIGKILL and a delete.
-	RemoveTimeout = 5 * time.Second
+	// RemoveTimeout bounds RemoveContainer when its ctx has no deadline of its own. A force
+	// removal (SIGKILL and delete) takes well under a second on an idle engine, but 50
+	// concurrent deletes made some take more than 5 s: the bound is generous so that a loaded
+	// engine is waited for rather than given up on (a container still there keeps its volume
+	// in use).
+	RemoveTimeout = 60 * time.Second
 )
 
 // Config mirrors config.yaml's driver.docker block, plus DefaultPidsLimit and StopTimeout.

@@ -496,7 +496,11 @@ func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.
 	if already {
 		return false, nil
 	}
-	s.removeSandboxContainers(ctx, id, sessions)
+	if !s.removeSandboxContainers(ctx, id, sessions) {
+		// A container that is still there keeps the volume in use: the engine refuses the
+		// volume removal below, and the cargo row stays for the orphan_cargo GC.
+		s.log.Warn("sandbox containers not all removed; its managed cargo may be left to the orphan_cargo GC", "sandbox_id", id)
+	}
 	s.deleteManagedCargo(ctx, sb)
 	s.log.Info("sandbox deleted", "sandbox_id", id, "reason", string(reason))
 	return true, nil
@@ -518,7 +522,7 @@ func (s *Service) deleteManagedCargo(ctx context.Context, sb *bay.Sandbox) {
 		return
 	}
 	if err := s.DeleteCargoResources(dctx, c); err != nil {
-		s.log.Error("delete managed cargo", "cargo_id", c.ID, "sandbox_id", sb.ID, "err", err)
+		s.log.Error("delete managed cargo; the row is kept for the orphan_cargo GC", "cargo_id", c.ID, "sandbox_id", sb.ID, "err", err)
 	}
 }
 

@@ -73,8 +73,11 @@ type Config struct {
 	EagerVolume bool
 	// User is the container user (default "1000:1000").
 	User string
-	// StopTimeout bounds container removal of stop and delete (default 4 s, so that stop
-	// answers within 5 s).
+	// StopTimeout bounds the removal of a session's containers (stop, delete, reclaims, failed
+	// starts; default 60 s). A force removal takes well under a second on a normal engine, so
+	// stop still answers within 5 s there; the bound is generous for a loaded engine (50
+	// concurrent deletes made removals take more than 5 s), because a container given up on
+	// keeps the managed cargo's volume in use.
 	StopTimeout time.Duration
 }
 
@@ -95,7 +98,7 @@ func (c *Config) applyDefaults() {
 		c.User = "1000:1000"
 	}
 	if c.StopTimeout <= 0 {
-		c.StopTimeout = 4 * time.Second
+		c.StopTimeout = 60 * time.Second
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = "bay"

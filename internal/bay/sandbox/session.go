@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
@@ -579,8 +580,8 @@ func (s *Service) destroySessions(ctx context.Context, sandboxID string, check f
 
 // removeSandboxContainers removes, in parallel and within StopTimeout, the containers of the
 // given sessions and any other container labelled with the sandbox id (one being created by a
-// concurrent start).
-func (s *Service) removeSandboxContainers(ctx context.Context, sandboxID string, sessions []*bay.Session) {
+// concurrent start). It reports whether every removal is known to have finished.
+func (s *Service) removeSandboxContainers(ctx context.Context, sandboxID string, sessions []*bay.Session) (done bool) {
 	dctx, cancel := detached(ctx, s.cfg.StopTimeout)
 	defer cancel()
 	ids := map[string]bool{}
@@ -598,22 +599,24 @@ func (s *Service) removeSandboxContainers(ctx context.Context, sandboxID string,
 			}
 		}
 	}
+	done = true
 	if list, err := s.driver.ListContainers(dctx, map[string]string{bay.LabelSandboxID: sandboxID}); err == nil {
 		for _, c := range list {
 			ids[c.ID] = true
 		}
 	} else {
 		s.log.Warn("list sandbox containers", "sandbox_id", sandboxID, "err", err)
+		done = false
 	}
+	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			if err := s.driver.RemoveContainer(dctx, id); err != nil {
+				failed.Store(true)
 				s.log.Error("remove container", "sandbox_id", sandboxID, "container_id", id, "err", err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	for _, ss := range sessions {
@@ -621,6 +624,7 @@ func (s *Service) removeSandboxContainers(ctx context.Context, sandboxID string,
 			s.removeNetwork(dctx, networkName(ss.ID))
 		}
 	}
+	return done && !failed.Load()
 }
 
 // ---- container spec ----
