@@ -18,8 +18,8 @@ import (
 )
 
 // TestReadinessTimeoutRemovesTheContainer runs the readiness wait in a synctest bubble: the
-// runtime never becomes healthy, the wait gives up after exactly ReadinessTimeout with the
-// 20 ms..250 ms backoff, the container is removed and the caller gets 503 session_not_ready.
+// runtime never becomes healthy, the wait gives up after exactly ReadinessTimeout (10 ms
+// probes for 2 s, then backing off to 250 ms), the container is removed and the caller gets 503 session_not_ready.
 func TestReadinessTimeoutRemovesTheContainer(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
@@ -52,8 +52,9 @@ func TestReadinessTimeoutRemovesTheContainer(t *testing.T) {
 		if elapsed != 10*time.Second {
 			t.Fatalf("gave up after %v, want the 10 s bound", elapsed)
 		}
-		// 20, 40, 80, 160, then every 250 ms: about 5 + (10 s - 0.3 s)/250 ms probes.
-		if n := probes.Load(); n < 40 || n > 45 {
+		// Every 10 ms for 2 s (~200), then 20, 40, 80, 160 and every 250 ms: about
+		// 200 + 4 + (10 s - 2.3 s)/250 ms probes.
+		if n := probes.Load(); n < 230 || n > 240 {
 			t.Fatalf("%d probes", n)
 		}
 		if c := drv.Containers(); len(c) != 0 {
