@@ -2,11 +2,14 @@ package ship_test
 
 import (
 	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/ship/shiptest"
 )
 
 func (d *daemon) py(t *testing.T, code string, timeout int) (int, map[string]any) {
@@ -28,7 +31,7 @@ func TestPythonExec(t *testing.T) {
 	}
 	// State persists; the kernel runs in the workspace with the container env.
 	st, b = d.py(t, "import os\nprint(x, os.getcwd(), os.environ['SHIP_TEST_PROFILE_VAR'], os.environ['MPLBACKEND'], os.environ['PYDEVD_DISABLE_FILE_VALIDATION'])", 30)
-	if st != 200 || text(b) != "41 "+d.workspace+" from-container-env Agg 1" {
+	if st != 200 || text(b) != "41 "+d.workspace+" from-container-env module://matplotlib_inline.backend_inline 1" {
 		t.Fatalf("state %d %q", st, text(b))
 	}
 	st, b = d.py(t, "def f():\n    return 1/0\nf()", 30)
@@ -58,6 +61,56 @@ func TestPythonMatplotlibImage(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
 		t.Fatalf("not a PNG: %v", err)
 	}
+}
+
+// TestPythonMatplotlibInline pins what the kernel's matplotlib setup (the
+// inline backend chosen by MPLBACKEND, no init code at kernel start) must
+// give: a figure left open at the end of a cell is shown as a PNG without
+// plt.show(), and closed afterwards; savefig writes files; the settings of
+// $MATPLOTLIBRC still apply; shell commands keep the rc file's Agg backend.
+func TestPythonMatplotlibInline(t *testing.T) {
+	d := newDaemon(t)
+	st, b := d.py(t, "import matplotlib\nprint(matplotlib.get_backend(), matplotlib.rcParams['savefig.dpi'], matplotlib.rcParams['axes.unicode_minus'])", 60)
+	if st != 200 || b["success"] != true || text(b) != "module://matplotlib_inline.backend_inline 50.0 False" {
+		t.Fatalf("backend and rc %d %v", st, b)
+	}
+	st, b = d.py(t, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2]);", 60)
+	if st != 200 || b["success"] != true || len(images(t, b)) != 1 {
+		t.Fatalf("figure without show: %d %v", st, b)
+	}
+	st, b = d.py(t, "len(plt.get_fignums())", 30)
+	if st != 200 || text(b) != "0" || len(images(t, b)) != 0 {
+		t.Fatalf("figures not closed after the cell: %d %v", st, b)
+	}
+	st, b = d.py(t, "fig = plt.figure()\nplt.plot([1, 2])\nfig.savefig('inline-saved.png')\nplt.close(fig)", 60)
+	if st != 200 || b["success"] != true || len(images(t, b)) != 0 {
+		t.Fatalf("savefig %d %v", st, b)
+	}
+	saved, err := os.ReadFile(filepath.Join(d.workspace, "inline-saved.png"))
+	if err != nil || !strings.HasPrefix(string(saved), "\x89PNG") {
+		t.Fatalf("saved figure: %v", err)
+	}
+	os.Remove(filepath.Join(d.workspace, "inline-saved.png"))
+	st, b = d.post(t, "/shell/exec", map[string]any{"command": shiptest.Python(t) + " -c 'import matplotlib; print(matplotlib.get_backend())'"})
+	if st != 200 || b["stdout"] != "agg\n" {
+		t.Fatalf("shell backend %d %v", st, b)
+	}
+}
+
+// images decodes output.images and checks each is a PNG.
+func images(t *testing.T, b map[string]any) [][]byte {
+	t.Helper()
+	o, _ := b["output"].(map[string]any)
+	list, _ := o["images"].([]any)
+	var out [][]byte
+	for _, im := range list {
+		png, err := base64.StdEncoding.DecodeString(im.(map[string]any)["image/png"].(string))
+		if err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+			t.Fatalf("not a PNG: %v", err)
+		}
+		out = append(out, png)
+	}
+	return out
 }
 
 func TestPythonTimeoutKeepsState(t *testing.T) {

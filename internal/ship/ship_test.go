@@ -68,6 +68,11 @@ func runMain(m *testing.M) int {
 	cfg.MaxStderrBytes = 64 << 10
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	os.Setenv("SHIP_TEST_PROFILE_VAR", "from-container-env")
+	// Like the image's /opt/shipyard/matplotlibrc: Agg for scripts, plus
+	// settings the kernel must keep while it shows figures inline.
+	rc := filepath.Join(tmp, "matplotlibrc")
+	must(os.WriteFile(rc, []byte(testMatplotlibRC), 0o644))
+	os.Setenv("MATPLOTLIBRC", rc)
 	md := ship.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -88,6 +93,13 @@ func runMain(m *testing.M) int {
 	}
 	return code
 }
+
+// testMatplotlibRC stands in for image/files/matplotlibrc (MATPLOTLIBRC).
+const testMatplotlibRC = `backend: Agg
+axes.unicode_minus: False
+savefig.dpi: 50
+figure.figsize: 2, 1.5
+`
 
 func must(err error) {
 	if err != nil {
