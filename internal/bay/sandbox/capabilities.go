@@ -91,7 +91,7 @@ func (s *Service) target(ctx context.Context, owner, id, capability string) (*ba
 	if sb.Expired(s.now()) {
 		return nil, nil, "", expiredErr(sb)
 	}
-	sess, err := s.EnsureRunning(ctx, id)
+	sess, err := s.ensureRunning(ctx, sb)
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -41,6 +41,13 @@ func (s *Service) EnsureRunning(ctx context.Context, sandboxID string) (*bay.Ses
 		}
 		return nil, internal("Failed to load sandbox", err)
 	}
+	return s.ensureRunning(ctx, sb)
+}
+
+// ensureRunning is EnsureRunning for a sandbox row the caller has just read (capability calls
+// read it to check the owner: one read less per call). The slow path re-reads it.
+func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Session, error) {
+	sandboxID := sb.ID
 	if sb.DeletedAt != nil {
 		return nil, notFoundSandbox(sandboxID)
 	}
