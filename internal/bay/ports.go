@@ -93,13 +93,16 @@ type Driver interface {
 	// InspectContainer returns the container or an error wrapping ErrNotFound.
 	InspectContainer(ctx context.Context, id string) (ContainerInfo, error)
 	// RemoveContainer force-removes a container (kill, then remove, with its anonymous
-	// volumes); a missing container is success. It must return within a few seconds.
+	// volumes); a missing container is success. It returns once the container is really gone
+	// (a removal already in progress is waited for), bounded by ctx: well under a second on an
+	// idle engine, longer under load — callers give it a generous detached deadline.
 	RemoveContainer(ctx context.Context, id string) error
 	// ListContainers lists containers (running or not) carrying all the given labels.
 	ListContainers(ctx context.Context, labels map[string]string) ([]ContainerInfo, error)
 
 	// CreateNetwork creates a bridge network for a multi-container session (idempotent by
-	// name); RemoveNetwork removes it (missing is success).
+	// name); RemoveNetwork removes it (missing is success; a network that still has
+	// containers attached wraps ErrConflict).
 	CreateNetwork(ctx context.Context, name string, labels map[string]string) error
 	RemoveNetwork(ctx context.Context, name string) error
 }
