@@ -2,6 +2,8 @@ package ship_test
 
 import (
 	"encoding/base64"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,6 +97,32 @@ func TestPythonMatplotlibInline(t *testing.T) {
 	if st != 200 || b["stdout"] != "agg\n" {
 		t.Fatalf("shell backend %d %v", st, b)
 	}
+}
+
+// TestPythonNoIPythonFilesInWorkspace: HOME is the workspace, yet the kernel
+// leaves no .ipython (history database, profile) there; execution_count,
+// _ and Out still work without the history database.
+func TestPythonNoIPythonFilesInWorkspace(t *testing.T) {
+	d := newDaemon(t)
+	st, b := d.py(t, "import os\nos.path.expanduser('~')", 30)
+	if st != 200 || text(b) != "'"+d.workspace+"'" {
+		t.Fatalf("kernel HOME %d %v", st, b)
+	}
+	first, _ := b["execution_count"].(float64)
+	st, b = d.py(t, "_ + '/x'", 30)
+	if st != 200 || text(b) != "'"+d.workspace+"/x'" || b["execution_count"] != first+1 {
+		t.Fatalf("_ and execution_count after %v: %d %v", first, st, b)
+	}
+	st, b = d.py(t, fmt.Sprintf("Out[%d] == _", int(first)+1), 30)
+	if st != 200 || text(b) != "True" || b["execution_count"] != first+2 {
+		t.Fatalf("Out %d %v", st, b)
+	}
+	filepath.WalkDir(d.workspace, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && (e.Name() == ".ipython" || strings.HasPrefix(e.Name(), "history.sqlite")) {
+			t.Errorf("IPython file in the workspace: %s", p)
+		}
+		return nil
+	})
 }
 
 // images decodes output.images and checks each is a PNG.

@@ -73,6 +73,10 @@ func runMain(m *testing.M) int {
 	rc := filepath.Join(tmp, "matplotlibrc")
 	must(os.WriteFile(rc, []byte(testMatplotlibRC), 0o644))
 	os.Setenv("MATPLOTLIBRC", rc)
+	// As in the image: HOME is the workspace, matplotlib's config and font
+	// cache live outside it (/opt/shipyard/mplconfig there).
+	os.Setenv("HOME", ws)
+	os.Setenv("MPLCONFIGDIR", filepath.Join(tmp, "mplconfig"))
 	md := ship.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
