@@ -175,6 +175,20 @@ func (a *app) ctx(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 	return context.WithCancel(ctx)
 }
 
+// withClient runs fn with the SDK client of the global flags and a context bounded by
+// --timeout, cancelled when fn returns. It is the opening of every command that makes
+// bay calls under the command's deadline; a client error (bad endpoint) is a usage error
+// returned before fn runs.
+func (a *app) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *sdk.Client) error) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := a.ctx(cmd)
+	defer cancel()
+	return fn(ctx, c)
+}
+
 func (a *app) json() bool { return a.output == "json" }
 
 func (a *app) printJSON(v any) error {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -83,35 +84,31 @@ raises, the traceback goes to stderr and the exit code is 1.`,
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			res, err := c.ExecPython(ctx, args[0], sdk.PythonRequest{Code: code, ExecOptions: f.options()})
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				if err := a.printJSON(res); err != nil {
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				res, err := c.ExecPython(ctx, args[0], sdk.PythonRequest{Code: code, ExecOptions: f.options()})
+				if err != nil {
 					return err
 				}
-			} else {
-				io.WriteString(a.stdout, withNewline(res.Output))
-				for _, img := range res.Data.Output.Images {
-					for mime, b64 := range img {
-						fmt.Fprintf(a.stderr, "[%s output, %d base64 bytes; use --output json to get it]\n", mime, len(b64))
+				if a.json() {
+					if err := a.printJSON(res); err != nil {
+						return err
+					}
+				} else {
+					io.WriteString(a.stdout, withNewline(res.Output))
+					for _, img := range res.Data.Output.Images {
+						for mime, b64 := range img {
+							fmt.Fprintf(a.stderr, "[%s output, %d base64 bytes; use --output json to get it]\n", mime, len(b64))
+						}
+					}
+					if !res.Success && res.Error != nil {
+						io.WriteString(a.stderr, withNewline(*res.Error))
 					}
 				}
-				if !res.Success && res.Error != nil {
-					io.WriteString(a.stderr, withNewline(*res.Error))
+				if !res.Success {
+					return exitCode(ExitFailure)
 				}
-			}
-			if !res.Success {
-				return exitCode(ExitFailure)
-			}
-			return nil
+				return nil
+			})
 		}}
 	f.register(cmd, "code")
 	return cmd
@@ -131,33 +128,29 @@ the command's (124 if bay reports it timed out).`,
 			if err != nil {
 				return err
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			res, err := c.ExecShell(ctx, args[0], sdk.ShellRequest{Command: command, Cwd: cwd, ExecOptions: f.options()})
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				if err := a.printJSON(res); err != nil {
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				res, err := c.ExecShell(ctx, args[0], sdk.ShellRequest{Command: command, Cwd: cwd, ExecOptions: f.options()})
+				if err != nil {
 					return err
 				}
-			} else {
-				io.WriteString(a.stdout, withNewline(res.Output))
-				if res.Error != nil {
-					io.WriteString(a.stderr, withNewline(*res.Error))
+				if a.json() {
+					if err := a.printJSON(res); err != nil {
+						return err
+					}
+				} else {
+					io.WriteString(a.stdout, withNewline(res.Output))
+					if res.Error != nil {
+						io.WriteString(a.stderr, withNewline(*res.Error))
+					}
 				}
-			}
-			switch {
-			case res.ExitCode < 0:
-				return exitCode(ExitShellTimeout)
-			case res.ExitCode > 0:
-				return exitCode(res.ExitCode & 0xff)
-			}
-			return nil
+				switch {
+				case res.ExitCode < 0:
+					return exitCode(ExitShellTimeout)
+				case res.ExitCode > 0:
+					return exitCode(res.ExitCode & 0xff)
+				}
+				return nil
+			})
 		}}
 	f.register(cmd, "command")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory relative to /workspace")

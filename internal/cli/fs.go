@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/sdk"
 )
 
 // progressOut returns stderr when it is a terminal (progress bars), else nil.
@@ -31,52 +33,44 @@ func (a *app) fsCmd() *cobra.Command {
 			if len(args) == 2 {
 				p = args[1]
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			entries, err := c.ListFiles(ctx, args[0], p)
-			if err != nil {
-				return err
-			}
-			if entries == nil {
-				entries = []shipapi.FileInfo{}
-			}
-			if a.json() {
-				return a.printJSON(bayapi.DirectoryResponse{Entries: entries})
-			}
-			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			for _, e := range entries {
-				size, name := "-", e.Name
-				if e.IsDir {
-					name += "/"
-				} else if e.Size != nil {
-					size = fmt.Sprint(*e.Size)
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				entries, err := c.ListFiles(ctx, args[0], p)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(w, "%s\t%s\n", size, name)
-			}
-			return w.Flush()
+				if entries == nil {
+					entries = []shipapi.FileInfo{}
+				}
+				if a.json() {
+					return a.printJSON(bayapi.DirectoryResponse{Entries: entries})
+				}
+				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				for _, e := range entries {
+					size, name := "-", e.Name
+					if e.IsDir {
+						name += "/"
+					} else if e.Size != nil {
+						size = fmt.Sprint(*e.Size)
+					}
+					fmt.Fprintf(w, "%s\t%s\n", size, name)
+				}
+				return w.Flush()
+			})
 		}}
 
 	cat := &cobra.Command{Use: "cat <sandbox> <path>", Short: "Print a file (binary-safe, streamed)", Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			if a.json() {
-				s, err := c.ReadFile(ctx, args[0], args[1])
-				if err != nil {
-					return err
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				if a.json() {
+					s, err := c.ReadFile(ctx, args[0], args[1])
+					if err != nil {
+						return err
+					}
+					return a.printJSON(bayapi.FileContentResponse{Content: s})
 				}
-				return a.printJSON(bayapi.FileContentResponse{Content: s})
-			}
-			_, err = c.Download(ctx, args[0], args[1], a.stdout)
-			return err
+				_, err := c.Download(ctx, args[0], args[1], a.stdout)
+				return err
+			})
 		}}
 
 	put := &cobra.Command{Use: "put <sandbox> <local-file | -> [remote-path]", Short: "Upload a file (streamed; '-' reads stdin)", Args: rangeArgs(2, 3),
@@ -112,27 +106,23 @@ func (a *app) fsCmd() *cobra.Command {
 					remote = filepath.Base(local)
 				}
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			pb := newProgress(a.progressOut(), "put "+label, size)
-			body := io.Reader(&teeCounting{r: r, p: pb})
-			if rs, ok := r.(io.ReadSeeker); ok {
-				body = &teeSeeker{teeCounting: teeCounting{r: rs, p: pb}, s: rs}
-			}
-			res, err := c.Upload(ctx, args[0], remote, body, size)
-			pb.Done()
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(res)
-			}
-			fmt.Fprintf(a.stdout, "uploaded %s (%d bytes)\n", res.Path, res.Size)
-			return nil
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				pb := newProgress(a.progressOut(), "put "+label, size)
+				body := io.Reader(&teeCounting{r: r, p: pb})
+				if rs, ok := r.(io.ReadSeeker); ok {
+					body = &teeSeeker{teeCounting: teeCounting{r: rs, p: pb}, s: rs}
+				}
+				res, err := c.Upload(ctx, args[0], remote, body, size)
+				pb.Done()
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return a.printJSON(res)
+				}
+				fmt.Fprintf(a.stdout, "uploaded %s (%d bytes)\n", res.Path, res.Size)
+				return nil
+			})
 		}}
 
 	get := &cobra.Command{Use: "get <sandbox> <remote-path> [local-file | -]", Short: "Download a file (streamed; '-' writes stdout)", Args: rangeArgs(2, 3),
@@ -142,63 +132,55 @@ func (a *app) fsCmd() *cobra.Command {
 			if len(args) == 3 {
 				local = args[2]
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			if local == "-" {
-				_, err := c.Download(ctx, args[0], remote, a.stdout)
-				return err
-			}
-			if st, err := os.Stat(local); err == nil && st.IsDir() {
-				local = filepath.Join(local, path.Base(remote))
-			}
-			// Download into a temporary file and rename it, so a failure leaves nothing behind.
-			tmp, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".part-*")
-			if err != nil {
-				return err
-			}
-			defer os.Remove(tmp.Name())
-			pb := newProgress(a.progressOut(), "get "+remote, -1)
-			n, err := c.Download(ctx, args[0], remote, io.MultiWriter(tmp, pb))
-			pb.Done()
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			if err := os.Rename(tmp.Name(), local); err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(map[string]any{"status": "ok", "path": remote, "local_path": local, "size": n})
-			}
-			fmt.Fprintf(a.stdout, "downloaded %s to %s (%d bytes)\n", remote, local, n)
-			return nil
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				if local == "-" {
+					_, err := c.Download(ctx, args[0], remote, a.stdout)
+					return err
+				}
+				if st, err := os.Stat(local); err == nil && st.IsDir() {
+					local = filepath.Join(local, path.Base(remote))
+				}
+				// Download into a temporary file and rename it, so a failure leaves nothing behind.
+				tmp, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".part-*")
+				if err != nil {
+					return err
+				}
+				defer os.Remove(tmp.Name())
+				pb := newProgress(a.progressOut(), "get "+remote, -1)
+				n, err := c.Download(ctx, args[0], remote, io.MultiWriter(tmp, pb))
+				pb.Done()
+				if cerr := tmp.Close(); err == nil {
+					err = cerr
+				}
+				if err != nil {
+					return err
+				}
+				if err := os.Rename(tmp.Name(), local); err != nil {
+					return err
+				}
+				if a.json() {
+					return a.printJSON(map[string]any{"status": "ok", "path": remote, "local_path": local, "size": n})
+				}
+				fmt.Fprintf(a.stdout, "downloaded %s to %s (%d bytes)\n", remote, local, n)
+				return nil
+			})
 		}}
 
 	rm := &cobra.Command{Use: "rm <sandbox> <path>...", Short: "Delete files or directories (recursive)", Args: rangeArgs(2, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			for _, p := range args[1:] {
-				if err := c.DeleteFile(ctx, args[0], p); err != nil {
-					return err
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				for _, p := range args[1:] {
+					if err := c.DeleteFile(ctx, args[0], p); err != nil {
+						return err
+					}
+					if a.json() {
+						a.printJSON(map[string]string{"status": "ok", "path": p})
+					} else {
+						fmt.Fprintf(a.stdout, "deleted %s\n", p)
+					}
 				}
-				if a.json() {
-					a.printJSON(map[string]string{"status": "ok", "path": p})
-				} else {
-					fmt.Fprintf(a.stdout, "deleted %s\n", p)
-				}
-			}
-			return nil
+				return nil
+			})
 		}}
 	cmd.AddCommand(ls, cat, put, get, rm)
 	return cmd

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -16,57 +17,54 @@ func (a *app) historyCmd() *cobra.Command {
 	var last bool
 	cmd := &cobra.Command{Use: "history <sandbox> [execution-id]", Short: "Show a sandbox's execution history (or one entry)", Args: rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			if len(args) == 2 || last {
-				var e *bayapi.ExecutionHistoryEntry
-				if last {
-					e, err = c.LastExecution(ctx, args[0], req.ExecType)
-				} else {
-					e, err = c.GetExecution(ctx, args[0], args[1])
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				if len(args) == 2 || last {
+					var e *bayapi.ExecutionHistoryEntry
+					var err error
+					if last {
+						e, err = c.LastExecution(ctx, args[0], req.ExecType)
+					} else {
+						e, err = c.GetExecution(ctx, args[0], args[1])
+					}
+					if err != nil {
+						return err
+					}
+					if a.json() {
+						return a.printJSON(e)
+					}
+					fmt.Fprintf(a.stdout, "%s %s success=%t %dms %s\n", e.ID, e.ExecType, e.Success, e.ExecutionTimeMS, bayapi.FormatTime(e.CreatedAt.Time))
+					fmt.Fprintf(a.stdout, "--- code\n%s", withNewline(e.Code))
+					if e.Output != nil && *e.Output != "" {
+						fmt.Fprintf(a.stdout, "--- output\n%s", withNewline(*e.Output))
+					}
+					if e.Error != nil && *e.Error != "" {
+						fmt.Fprintf(a.stdout, "--- error\n%s", withNewline(*e.Error))
+					}
+					return nil
 				}
+				list, err := c.ListHistory(ctx, args[0], req)
 				if err != nil {
 					return err
 				}
 				if a.json() {
-					return a.printJSON(e)
+					return a.printJSON(list)
 				}
-				fmt.Fprintf(a.stdout, "%s %s success=%t %dms %s\n", e.ID, e.ExecType, e.Success, e.ExecutionTimeMS, bayapi.FormatTime(e.CreatedAt.Time))
-				fmt.Fprintf(a.stdout, "--- code\n%s", withNewline(e.Code))
-				if e.Output != nil && *e.Output != "" {
-					fmt.Fprintf(a.stdout, "--- output\n%s", withNewline(*e.Output))
+				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tTYPE\tOK\tMS\tCREATED\tTAGS\tCODE")
+				for _, e := range list.Entries {
+					code := strings.ReplaceAll(e.Code, "\n", "⏎")
+					if len(code) > 40 {
+						code = code[:40] + "…"
+					}
+					tags := "-"
+					if e.Tags != nil {
+						tags = *e.Tags
+					}
+					fmt.Fprintf(w, "%s\t%s\t%t\t%d\t%s\t%s\t%s\n", e.ID, e.ExecType, e.Success, e.ExecutionTimeMS, bayapi.FormatTime(e.CreatedAt.Time), tags, code)
 				}
-				if e.Error != nil && *e.Error != "" {
-					fmt.Fprintf(a.stdout, "--- error\n%s", withNewline(*e.Error))
-				}
-				return nil
-			}
-			list, err := c.ListHistory(ctx, args[0], req)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(list)
-			}
-			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tTYPE\tOK\tMS\tCREATED\tTAGS\tCODE")
-			for _, e := range list.Entries {
-				code := strings.ReplaceAll(e.Code, "\n", "⏎")
-				if len(code) > 40 {
-					code = code[:40] + "…"
-				}
-				tags := "-"
-				if e.Tags != nil {
-					tags = *e.Tags
-				}
-				fmt.Fprintf(w, "%s\t%s\t%t\t%d\t%s\t%s\t%s\n", e.ID, e.ExecType, e.Success, e.ExecutionTimeMS, bayapi.FormatTime(e.CreatedAt.Time), tags, code)
-			}
-			fmt.Fprintf(w, "(%d of %d)\n", len(list.Entries), list.Total)
-			return w.Flush()
+				fmt.Fprintf(w, "(%d of %d)\n", len(list.Entries), list.Total)
+				return w.Flush()
+			})
 		}}
 	f := cmd.Flags()
 	f.StringVar(&req.ExecType, "type", "", "filter: python|shell|browser|browser_batch")
@@ -82,28 +80,24 @@ func (a *app) profilesCmd() *cobra.Command {
 	var detail bool
 	cmd := &cobra.Command{Use: "profiles", Short: "List sandbox profiles", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			list, err := c.ListProfiles(ctx, detail)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(list)
-			}
-			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tIMAGE\tCPUS\tMEMORY\tIDLE\tCAPABILITIES")
-			for _, p := range list.Items {
-				fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%ds\t%s\n", p.ID, p.Image, p.Resources.CPUs, p.Resources.Memory, p.IdleTimeout, strings.Join(p.Capabilities, ","))
-				if p.Description != nil {
-					fmt.Fprintf(w, "\t%s\n", *p.Description)
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				list, err := c.ListProfiles(ctx, detail)
+				if err != nil {
+					return err
 				}
-			}
-			return w.Flush()
+				if a.json() {
+					return a.printJSON(list)
+				}
+				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tIMAGE\tCPUS\tMEMORY\tIDLE\tCAPABILITIES")
+				for _, p := range list.Items {
+					fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%ds\t%s\n", p.ID, p.Image, p.Resources.CPUs, p.Resources.Memory, p.IdleTimeout, strings.Join(p.Capabilities, ","))
+					if p.Description != nil {
+						fmt.Fprintf(w, "\t%s\n", *p.Description)
+					}
+				}
+				return w.Flush()
+			})
 		}}
 	cmd.Flags().BoolVar(&detail, "detail", false, "include descriptions and containers")
 	return cmd
@@ -114,85 +108,69 @@ func (a *app) cargoCmd() *cobra.Command {
 	var size int
 	create := &cobra.Command{Use: "create", Short: "Create an external cargo", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			cg, err := c.CreateCargo(ctx, size)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(cg)
-			}
-			fmt.Fprintln(a.stdout, cg.ID)
-			return nil
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				cg, err := c.CreateCargo(ctx, size)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return a.printJSON(cg)
+				}
+				fmt.Fprintln(a.stdout, cg.ID)
+				return nil
+			})
 		}}
 	create.Flags().IntVar(&size, "size-mb", 0, "size limit in MiB (default: bay's)")
 	var managed bool
 	list := &cobra.Command{Use: "list", Short: "List cargos", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			l, err := c.ListCargos(ctx, sdk.ListCargosRequest{Managed: &managed})
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(l)
-			}
-			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tMANAGED\tSANDBOX\tSIZE_MB\tCREATED")
-			for _, cg := range l.Items {
-				sb := "-"
-				if cg.ManagedBySandboxID != nil {
-					sb = *cg.ManagedBySandboxID
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				l, err := c.ListCargos(ctx, sdk.ListCargosRequest{Managed: &managed})
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(w, "%s\t%t\t%s\t%d\t%s\n", cg.ID, cg.Managed, sb, cg.SizeLimitMB, bayapi.FormatTime(cg.CreatedAt.Time))
-			}
-			return w.Flush()
+				if a.json() {
+					return a.printJSON(l)
+				}
+				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tMANAGED\tSANDBOX\tSIZE_MB\tCREATED")
+				for _, cg := range l.Items {
+					sb := "-"
+					if cg.ManagedBySandboxID != nil {
+						sb = *cg.ManagedBySandboxID
+					}
+					fmt.Fprintf(w, "%s\t%t\t%s\t%d\t%s\n", cg.ID, cg.Managed, sb, cg.SizeLimitMB, bayapi.FormatTime(cg.CreatedAt.Time))
+				}
+				return w.Flush()
+			})
 		}}
 	list.Flags().BoolVar(&managed, "managed", false, "list sandbox-managed cargos instead of external ones")
 	get := &cobra.Command{Use: "get <cargo>", Short: "Show a cargo", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			cg, err := c.GetCargo(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(cg)
-			}
-			fmt.Fprintf(a.stdout, "%s managed=%t size_mb=%d backend=%s created=%s\n", cg.ID, cg.Managed, cg.SizeLimitMB, cg.Backend, bayapi.FormatTime(cg.CreatedAt.Time))
-			return nil
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				cg, err := c.GetCargo(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return a.printJSON(cg)
+				}
+				fmt.Fprintf(a.stdout, "%s managed=%t size_mb=%d backend=%s created=%s\n", cg.ID, cg.Managed, cg.SizeLimitMB, cg.Backend, bayapi.FormatTime(cg.CreatedAt.Time))
+				return nil
+			})
 		}}
 	del := &cobra.Command{Use: "delete <cargo>", Aliases: []string{"rm"}, Short: "Delete a cargo", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			if err := c.DeleteCargo(ctx, args[0]); err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(map[string]string{"id": args[0], "status": "deleted"})
-			}
-			fmt.Fprintf(a.stdout, "%s deleted\n", args[0])
-			return nil
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				if err := c.DeleteCargo(ctx, args[0]); err != nil {
+					return err
+				}
+				if a.json() {
+					return a.printJSON(map[string]string{"id": args[0], "status": "deleted"})
+				}
+				fmt.Fprintf(a.stdout, "%s deleted\n", args[0])
+				return nil
+			})
 		}}
 	cmd.AddCommand(create, list, get, del)
 	return cmd
@@ -201,20 +179,16 @@ func (a *app) cargoCmd() *cobra.Command {
 func (a *app) healthCmd() *cobra.Command {
 	return &cobra.Command{Use: "health", Short: "Check that bay answers", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			h, err := c.Health(ctx)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(h)
-			}
-			fmt.Fprintf(a.stdout, "%s (bay %s at %s)\n", h.Status, h.Version, c.Endpoint())
-			return nil
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				h, err := c.Health(ctx)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return a.printJSON(h)
+				}
+				fmt.Fprintf(a.stdout, "%s (bay %s at %s)\n", h.Status, h.Version, c.Endpoint())
+				return nil
+			})
 		}}
 }

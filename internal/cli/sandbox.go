@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -67,25 +68,21 @@ func (a *app) sandboxCmd() *cobra.Command {
 	var ttl int
 	create := &cobra.Command{Use: "create", Short: "Create a sandbox (prints its id)", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			var opts []sdk.CallOption
-			if idemKey != "" {
-				opts = append(opts, sdk.WithIdempotencyKey(idemKey))
-			}
-			sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl}, opts...)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(sb.SandboxResponse)
-			}
-			fmt.Fprintln(a.stdout, sb.ID)
-			return nil
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				var opts []sdk.CallOption
+				if idemKey != "" {
+					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
+				}
+				sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl}, opts...)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return a.printJSON(sb.SandboxResponse)
+				}
+				fmt.Fprintln(a.stdout, sb.ID)
+				return nil
+			})
 		}}
 	create.Flags().StringVar(&profile, "profile", "", "profile id (default: bay's python-default)")
 	create.Flags().IntVar(&ttl, "ttl", 0, "time to live in seconds (0 = no expiry)")
@@ -97,42 +94,38 @@ func (a *app) sandboxCmd() *cobra.Command {
 	var all bool
 	list := &cobra.Command{Use: "list", Aliases: []string{"ls"}, Short: "List sandboxes", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			out := bayapi.SandboxList{Items: []bayapi.SandboxResponse{}}
-			cur := cursor
-			for {
-				page, err := c.ListSandboxes(ctx, sdk.ListSandboxesRequest{Limit: limit, Cursor: cur, Status: status})
-				if err != nil {
-					return err
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				out := bayapi.SandboxList{Items: []bayapi.SandboxResponse{}}
+				cur := cursor
+				for {
+					page, err := c.ListSandboxes(ctx, sdk.ListSandboxesRequest{Limit: limit, Cursor: cur, Status: status})
+					if err != nil {
+						return err
+					}
+					out.Items = append(out.Items, page.Items...)
+					out.NextCursor = page.NextCursor
+					if !all || page.NextCursor == nil {
+						break
+					}
+					cur = *page.NextCursor
 				}
-				out.Items = append(out.Items, page.Items...)
-				out.NextCursor = page.NextCursor
-				if !all || page.NextCursor == nil {
-					break
+				if a.json() {
+					return a.printJSON(out)
 				}
-				cur = *page.NextCursor
-			}
-			if a.json() {
-				return a.printJSON(out)
-			}
-			w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tSTATUS\tPROFILE\tCREATED\tEXPIRES")
-			for _, sb := range out.Items {
-				exp := timeStr(sb.ExpiresAt)
-				if sb.ExpiresAt == nil {
-					exp = "never"
+				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "ID\tSTATUS\tPROFILE\tCREATED\tEXPIRES")
+				for _, sb := range out.Items {
+					exp := timeStr(sb.ExpiresAt)
+					if sb.ExpiresAt == nil {
+						exp = "never"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Status, sb.Profile, bayapi.FormatTime(sb.CreatedAt.Time), exp)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Status, sb.Profile, bayapi.FormatTime(sb.CreatedAt.Time), exp)
-			}
-			if out.NextCursor != nil {
-				fmt.Fprintf(w, "(more: --cursor %s)\n", *out.NextCursor)
-			}
-			return w.Flush()
+				if out.NextCursor != nil {
+					fmt.Fprintf(w, "(more: --cursor %s)\n", *out.NextCursor)
+				}
+				return w.Flush()
+			})
 		}}
 	list.Flags().StringVar(&status, "status", "", "filter: idle|starting|ready|failed|expired")
 	list.Flags().IntVar(&limit, "limit", 0, "page size (1-200)")
@@ -141,17 +134,13 @@ func (a *app) sandboxCmd() *cobra.Command {
 
 	get := &cobra.Command{Use: "get <sandbox>", Short: "Show a sandbox", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			sb, err := c.GetSandbox(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return a.printSandbox(&sb.SandboxResponse)
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				sb, err := c.GetSandbox(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return a.printSandbox(&sb.SandboxResponse)
+			})
 		}}
 
 	simple := func(use, short, done string, f func(c *sdk.Client, cmd *cobra.Command, id string) error) *cobra.Command {
@@ -197,25 +186,21 @@ func (a *app) sandboxCmd() *cobra.Command {
 			if err != nil {
 				return usageErr("seconds must be an integer, not %q", args[1])
 			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := a.ctx(cmd)
-			defer cancel()
-			var opts []sdk.CallOption
-			if idemKey != "" {
-				opts = append(opts, sdk.WithIdempotencyKey(idemKey))
-			}
-			sb, err := c.ExtendTTL(ctx, args[0], secs, opts...)
-			if err != nil {
-				return err
-			}
-			if a.json() {
-				return a.printJSON(sb.SandboxResponse)
-			}
-			fmt.Fprintf(a.stdout, "%s expires %s\n", sb.ID, timeStr(sb.ExpiresAt))
-			return nil
+			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				var opts []sdk.CallOption
+				if idemKey != "" {
+					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
+				}
+				sb, err := c.ExtendTTL(ctx, args[0], secs, opts...)
+				if err != nil {
+					return err
+				}
+				if a.json() {
+					return a.printJSON(sb.SandboxResponse)
+				}
+				fmt.Fprintf(a.stdout, "%s expires %s\n", sb.ID, timeStr(sb.ExpiresAt))
+				return nil
+			})
 		}}
 	extend.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
 
