@@ -32,6 +32,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/bench/benchlib"
+	"github.com/shipyard-dev/shipyard/bench/benchlib/inproc"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/app"
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
@@ -111,14 +112,10 @@ type result struct {
 // measure runs one bay with lazy (default) or eager volume creation, warms it up, then times n creates from conc
 // clients, and deletes everything it created.
 func measure(ctx context.Context, out string, lazy bool, n, conc int) (result, error) {
-	dir, err := os.MkdirTemp("", "lazycreate-")
-	if err != nil {
-		return result{}, err
-	}
-	defer os.RemoveAll(dir)
 	mode := map[bool]string{true: "lazy", false: "eager"}[lazy]
 	instance := fmt.Sprintf("bench-lazycreate-%d-%s", os.Getpid(), mode)
-	cfg := fmt.Sprintf(`database:
+	config := func(dir string) string {
+		return fmt.Sprintf(`database:
   url: "sqlite:///%s/bay.db"
 security:
   allow_anonymous: true
@@ -131,28 +128,19 @@ profiles:
   - id: python-default
     image: "ship:latest"
 `, dir, instance)
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return result{}, err
 	}
-	logs, err := os.Create(filepath.Join(out, "lazycreate-"+mode+"-bay.log"))
+	b, err := inproc.New(inproc.Options{TempPrefix: "lazycreate-", Config: config,
+		LogPath: filepath.Join(out, "lazycreate-"+mode+"-bay.log"), LogLevel: slog.LevelWarn})
 	if err != nil {
 		return result{}, err
 	}
-	defer logs.Close()
-	m := &app.Main{ConfigFile: cfgPath, Env: []string{"BAY_DATA_DIR=" + dir}, Addr: "127.0.0.1:0",
-		Log:  slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Tune: func(c *sandbox.Config) { c.EagerVolume = !lazy }}
-	bayCtx, stopBay := context.WithCancel(ctx)
-	bayDone := make(chan error, 1)
-	go func() { bayDone <- m.Run(bayCtx) }()
-	defer func() { stopBay(); <-bayDone }()
-	select {
-	case <-m.Ready():
-	case err := <-bayDone:
-		return result{}, fmt.Errorf("bay: %w", err)
+	defer b.Close()
+	m := b.Main
+	m.Tune = func(c *sandbox.Config) { c.EagerVolume = !lazy }
+	if err := b.Start(ctx); err != nil {
+		return result{}, err
 	}
-	base := "http://" + m.ListenAddr()
+	base := b.URL()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc * 2}, Timeout: time.Minute}
 
 	var mu sync.Mutex

@@ -27,6 +27,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/bench/benchlib"
+	"github.com/shipyard-dev/shipyard/bench/benchlib/inproc"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/app"
 	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
@@ -56,13 +57,9 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
-	dir, err := os.MkdirTemp("", "warmclaim-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
 	instance := fmt.Sprintf("bench-warmclaim-%d", os.Getpid())
-	cfg := fmt.Sprintf(`database:
+	config := func(dir string) string {
+		return fmt.Sprintf(`database:
   url: "sqlite:///%s/bay.db"
 driver:
   type: docker
@@ -88,36 +85,27 @@ profiles:
     image: %q
     idle_timeout: 600
 `, dir, instance, *image, *pool, *image)
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+	}
+	b, err := inproc.New(inproc.Options{TempPrefix: "warmclaim-", Config: config, LogPath: filepath.Join(*out, "warmclaim-bay.log")})
+	if err != nil {
 		return err
 	}
-	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, "bay.db"), Logger: slog.New(slog.DiscardHandler)})
+	defer b.Close()
+	store, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(b.Dir, "bay.db"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	logs, err := os.Create(filepath.Join(*out, "warmclaim-bay.log"))
-	if err != nil {
-		return err
-	}
-	defer logs.Close()
-	m := &app.Main{ConfigFile: cfgPath, Env: []string{"BAY_DATA_DIR=" + dir}, Addr: "127.0.0.1:0", Store: store,
-		Log: slog.New(slog.NewJSONHandler(logs, nil))}
-	bayCtx, stopBay := context.WithCancel(ctx)
-	bayDone := make(chan error, 1)
-	go func() { bayDone <- m.Run(bayCtx) }()
+	m := b.Main
+	m.Store = store
 	defer func() {
-		stopBay()
-		<-bayDone
+		b.Stop()
 		cleanupWarm(store, m)
 	}()
-	select {
-	case <-m.Ready():
-	case err := <-bayDone:
-		return fmt.Errorf("bay: %w", err)
+	if err := b.Start(ctx); err != nil {
+		return err
 	}
-	c := &client{base: "http://" + m.ListenAddr(), hc: &http.Client{Timeout: 5 * time.Minute}}
+	c := &client{base: b.URL(), hc: &http.Client{Timeout: 5 * time.Minute}}
 
 	rep := &benchlib.Report{Title: "Warm-pool claim to first python result", Date: time.Now().UTC(), Machine: benchlib.ReadMachine(),
 		GitRev: benchlib.GitRevision(".")}
