@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,11 +22,12 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
 const (
@@ -97,14 +97,13 @@ type Bay struct {
 	URL        string
 	InstanceID string
 	DBPath     string
-	cmd        *exec.Cmd
-	logw       *lockedWriter
+	proc       *testenv.BayProcess // nil until the first launch succeeds
+	logs       *testenv.LogBuffer  // kept across relaunches
 	http       *http.Client
 	mu         sync.Mutex
 	created    []string
 	dir        string
-	cfgPath    string
-	exited     chan struct{}
+	cfg        string
 }
 
 const defaultProfiles = `profiles:
@@ -120,55 +119,26 @@ const defaultProfiles = `profiles:
     idle_timeout: 2
 `
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startBay starts the bay binary with a fresh SQLite file and the Docker driver, waits for
 // /health, and stops it (SIGTERM) at cleanup after deleting every sandbox the test created.
 func startBay(t *testing.T, o bayOptions) *Bay {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t)
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	instance := fmt.Sprintf("e2e-%d-%d", os.Getpid(), port)
 	profiles := o.profiles
 	if profiles == "" {
 		profiles = defaultProfiles
 	}
-	cfg := fmt.Sprintf(`server:
-  host: "127.0.0.1"
-  port: %d
-database:
-  url: "sqlite:///%s/bay.db"
-driver:
-  type: docker
-  docker:
-    connect_mode: auto
-security:
-  api_key: %q
-  allow_anonymous: false
-gc:
-  enabled: false
-  run_on_startup: false
-  instance_id: %q
-  orphan_container:
-    enabled: true
-    grace_seconds: 0
-%s
-%s`, port, dir, apiKey, instance, profiles, o.extraConfig)
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	b := &Bay{t: t, URL: fmt.Sprintf("http://127.0.0.1:%d", port), InstanceID: instance,
-		DBPath: filepath.Join(dir, "bay.db"), logw: &lockedWriter{w: &bytes.Buffer{}},
-		http: &http.Client{Timeout: 5 * time.Minute}, dir: dir, cfgPath: cfgPath}
+	cfg := testenv.Config{Port: port, DataDir: dir, APIKey: apiKey, InstanceID: instance,
+		GC:    "  orphan_container:\n    enabled: true\n    grace_seconds: 0\n",
+		Extra: profiles + "\n" + o.extraConfig}
+	b := &Bay{t: t, URL: cfg.URL(), InstanceID: instance,
+		DBPath: filepath.Join(dir, "bay.db"), logs: &testenv.LogBuffer{},
+		http: &http.Client{Timeout: 5 * time.Minute}, dir: dir, cfg: cfg.YAML()}
 	t.Cleanup(b.stop)
 	b.launch()
 	return b
@@ -177,72 +147,48 @@ gc:
 // launch starts the bay process on the Bay's config and waits for /health.
 func (b *Bay) launch() {
 	b.t.Helper()
-	b.cmd = exec.Command(bayBin, "serve")
-	b.cmd.Dir = b.dir
-	b.cmd.Env = append(os.Environ(), "BAY_CONFIG_FILE="+b.cfgPath, "BAY_DATA_DIR="+b.dir)
-	b.cmd.Stdout, b.cmd.Stderr = b.logw, b.logw
-	if err := b.cmd.Start(); err != nil {
-		b.t.Fatalf("start bay: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, err := testenv.StartBay(ctx, testenv.BayOptions{Binary: bayBin, Dir: b.dir, Config: b.cfg, URL: b.URL, Log: b.logs})
+	if err != nil {
+		b.t.Fatalf("%v\n%s", err, b.logText())
 	}
-	exited := make(chan struct{})
-	b.exited = exited
-	go func() { b.cmd.Wait(); close(exited) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(b.URL + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		select {
-		case <-exited:
-			b.t.Fatalf("bay exited before becoming healthy:\n%s", b.logText())
-		default:
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("bay did not become healthy: %v\n%s", err, b.logText())
-		}
-		time.Sleep(50 * time.Millisecond)
+	b.proc = p
+}
+
+// running reports whether the last launched bay process is still up.
+func (b *Bay) running() bool {
+	if b.proc == nil {
+		return false
+	}
+	select {
+	case <-b.proc.Exited():
+		return false
+	default:
+		return true
 	}
 }
 
 // kill ends the bay process with SIGKILL (no drain, no cleanup) and waits for it.
 func (b *Bay) kill() {
 	b.t.Helper()
-	b.cmd.Process.Kill()
-	<-b.exited
+	b.proc.Kill()
 }
 
 // terminate sends SIGTERM and waits up to 30 s for a graceful exit.
 func (b *Bay) terminate() {
 	b.t.Helper()
-	b.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-b.exited:
-	case <-time.After(30 * time.Second):
+	b.proc.Terminate(30 * time.Second)
+	if b.running() {
 		b.t.Fatal("bay did not stop within 30 s of SIGTERM")
 	}
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func (b *Bay) stop() {
 	b.mu.Lock()
 	ids := append([]string(nil), b.created...)
 	b.mu.Unlock()
-	select {
-	case <-b.exited:
+	if !b.running() {
 		// A test that killed bay relaunches it before it ends; if it did not, the sandboxes
 		// cannot be deleted through the API and the leftover check at the end of make test
 		// reports their containers and volumes.
@@ -250,7 +196,6 @@ func (b *Bay) stop() {
 			b.t.Errorf("bay is not running at cleanup; %d sandboxes not deleted", len(ids))
 		}
 		ids = nil
-	default:
 	}
 	for _, id := range ids {
 		// Best effort: the test may have deleted it already (204 again) or GC did (404).
@@ -259,16 +204,8 @@ func (b *Bay) stop() {
 			b.t.Logf("cleanup delete %s: %d %s", id, resp.Status, resp.Body)
 		}
 	}
-	select {
-	case <-b.exited:
-	default:
-		b.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-b.exited:
-		case <-time.After(20 * time.Second):
-			b.cmd.Process.Kill()
-			<-b.exited
-		}
+	if b.proc != nil {
+		b.proc.Stop(20 * time.Second)
 	}
 	if b.t.Failed() {
 		b.t.Logf("bay logs:\n%s", b.logText())
@@ -524,8 +461,4 @@ func (b *Bay) waitLog(t *testing.T, sub string, n int, timeout time.Duration) {
 }
 
 // logText returns what bay has logged so far.
-func (b *Bay) logText() string {
-	b.logw.mu.Lock()
-	defer b.logw.mu.Unlock()
-	return b.logw.w.(*bytes.Buffer).String()
-}
+func (b *Bay) logText() string { return b.logs.String() }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
-	"github.com/shipyard-dev/shipyard/bench/benchlib"
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
 // Profiles of the generated configuration.
@@ -32,7 +32,7 @@ const (
 // bayProc is the bay daemon under test: bin/bay serve with a generated config.yaml, a SQLite
 // file in a temporary directory, the Docker driver (connect_mode auto), an API key and GC off.
 type bayProc struct {
-	proc     *benchlib.Proc
+	proc     *testenv.BayProcess
 	URL      string
 	Instance string
 	Key      string
@@ -48,33 +48,17 @@ func (b *bench) startBay(ctx context.Context) (*bayProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := benchlib.FreePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	bp := &bayProc{
-		URL: fmt.Sprintf("http://127.0.0.1:%d", port), Instance: "bench-" + b.runID,
-		Key: "sk-bench-" + b.runID + "-0123456789abcdef", dir: dir,
+		Instance: "bench-" + b.runID, Key: "sk-bench-" + b.runID + "-0123456789abcdef", dir: dir,
 		LogPath: filepath.Join(b.out, "bay.log"),
 	}
-	cfg := fmt.Sprintf(`server:
-  host: "127.0.0.1"
-  port: %d
-database:
-  url: "sqlite:///%s/bay.db"
-driver:
-  type: docker
-  image_pull_policy: never
-  docker:
-    connect_mode: auto
-security:
-  api_key: %q
-  allow_anonymous: false
-gc:
-  enabled: false
-  run_on_startup: false
-  instance_id: %q
-warm_pool:
+	cfg := testenv.Config{Port: port, DataDir: dir, APIKey: bp.Key, InstanceID: bp.Instance,
+		Driver: "  image_pull_policy: never\n",
+		Extra: fmt.Sprintf(`warm_pool:
   enabled: true
   run_on_startup: true
   interval_seconds: 1
@@ -92,22 +76,13 @@ profiles:
     idle_timeout: 3600
     warm_pool_size: %d
     warm_rotate_ttl: 3600
-`, port, dir, bp.Key, bp.Instance, profileCold, b.image, profileWarm, b.image, b.warmPool)
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(b.out, "bay-config.yaml"), []byte(cfg), 0o644); err != nil {
+`, profileCold, b.image, profileWarm, b.image, b.warmPool)}
+	bp.URL = cfg.URL()
+	if err := os.WriteFile(filepath.Join(b.out, "bay-config.yaml"), []byte(cfg.YAML()), 0o644); err != nil {
 		return nil, err
 	}
 	bp.logs, err = os.Create(bp.LogPath)
 	if err != nil {
-		return nil, err
-	}
-	bp.proc, err = benchlib.Start(b.bayBin, []string{"serve", "--config", cfgPath, "--log-level", "info"}, dir,
-		[]string{"BAY_DATA_DIR=" + dir}, bp.logs)
-	if err != nil {
-		bp.logs.Close()
 		return nil, err
 	}
 	bp.hc = &http.Client{Timeout: 10 * time.Minute, Transport: &http.Transport{
@@ -115,10 +90,13 @@ profiles:
 	}}
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := benchlib.WaitHTTP(wctx, bp.hc, bp.URL+bayapi.PathHealth, func() bool { return !bp.proc.Exited() }); err != nil {
-		bp.stop()
+	bp.proc, err = testenv.StartBay(wctx, testenv.BayOptions{Binary: b.bayBin, Args: []string{"serve", "--log-level", "info"},
+		Dir: dir, Config: cfg.YAML(), URL: bp.URL, Log: bp.logs, OwnProcessGroup: true})
+	if err != nil {
+		bp.logs.Close()
+		os.RemoveAll(dir)
 		tail, _ := os.ReadFile(bp.LogPath)
-		return nil, fmt.Errorf("bay did not become healthy: %w\n%s", err, lastLines(string(tail), 20))
+		return nil, fmt.Errorf("%w\n%s", err, lastLines(string(tail), 20))
 	}
 	return bp, nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +24,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/mcp"
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 	"github.com/shipyard-dev/shipyard/sdk"
 	"github.com/shipyard-dev/shipyard/sdk/sdktest"
 )
@@ -38,14 +37,6 @@ const (
 	realAPIKey = "sk-clients-0123456789abcdef"
 )
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // startRealBay runs `bay serve` on a free port and returns its URL; cleanup deletes the
 // sandboxes left and stops it.
 func startRealBay(t *testing.T) string {
@@ -54,48 +45,26 @@ func startRealBay(t *testing.T) string {
 		t.Fatalf("image %s is needed (make image): %v %s", realImage, err, out)
 	}
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cfg := fmt.Sprintf(`server:
-  host: "127.0.0.1"
-  port: %d
-database:
-  url: "sqlite:///%s/bay.db"
-driver:
-  type: docker
-  docker:
-    connect_mode: auto
-security:
-  api_key: %q
-  allow_anonymous: false
-gc:
-  enabled: false
-  run_on_startup: false
-  instance_id: "clients-%d"
-profiles:
+	cfg := testenv.Config{Port: port, DataDir: dir, APIKey: realAPIKey, InstanceID: fmt.Sprintf("clients-%d", port),
+		Extra: fmt.Sprintf(`profiles:
   - id: python-default
     image: %q
     resources: {cpus: 1.0, memory: "1g"}
     capabilities: [filesystem, shell, python]
     idle_timeout: 1800
-`, port, dir, realAPIKey, port, realImage)
-	cfgPath := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+`, realImage)}
+	logs := &testenv.LogBuffer{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	bay, err := testenv.StartBay(ctx, testenv.BayOptions{Binary: bayBinary, Dir: dir, Config: cfg.YAML(), URL: cfg.URL(), Log: logs})
+	if err != nil {
+		t.Fatalf("bay not healthy: %v\n%s", err, logs)
 	}
-	logs := &syncBuf{}
-	cmd := exec.Command(bayBinary, "serve")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "BAY_CONFIG_FILE="+cfgPath, "BAY_DATA_DIR="+dir)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	url := cfg.URL()
 	c, _ := sdk.New(url, realAPIKey)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -105,32 +74,12 @@ profiles:
 				c.DeleteSandbox(ctx, sb.ID)
 			}
 		}
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-		}
+		bay.Stop(30 * time.Second)
 		if t.Failed() {
-			t.Logf("bay logs:\n%s", logs.String())
+			t.Logf("bay logs:\n%s", logs)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("bay not healthy: %v\n%s", err, logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return url
 }
 
 // runReal runs the CLI against the real bay with its API key in the environment.
