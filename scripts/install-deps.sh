@@ -4,7 +4,7 @@
 # matplotlib for ship's tests (run with /usr/bin/python3; the pyenv python3 on PATH does not see
 # Debian's python3-* packages).
 set -euo pipefail
-pkgs=(mmdebstrap python3-ipykernel python3-matplotlib ca-certificates)
+pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,4 +18,6 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "installing: ${missing[*]}"
 apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# With recommends: mmdebstrap uses gpg and the other recommended helpers when it checks the
+# archive keyring; this is the set the image build was tested with.
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
