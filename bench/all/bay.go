@@ -203,27 +203,12 @@ func (b *bench) shell(ctx context.Context, id, command string) error {
 // upload streams size bytes from src to path through bay's multipart upload (never holding
 // the file in memory on this side either).
 func (b *bench) upload(ctx context.Context, id, path string, src io.Reader, size int64) error {
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
-		err := mw.WriteField(bayapi.UploadPathField, path)
-		if err == nil {
-			var fw io.Writer
-			fw, err = mw.CreateFormFile(bayapi.UploadFileField, filepath.Base(path))
-			if err == nil {
-				_, err = io.Copy(fw, src)
-			}
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
+	pr, ctype := multipartStream(bayapi.UploadPathField, path, bayapi.UploadFileField, filepath.Base(path), src)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.bay.URL+"/v1/sandboxes/"+id+"/filesystem/upload", pr)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Content-Type", ctype)
 	req.Header.Set(bayapi.HeaderAuthorization, "Bearer "+b.bay.Key)
 	resp, err := b.bay.hc.Do(req)
 	if err != nil {
@@ -299,4 +284,26 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// multipartStream returns a body that streams a multipart form of one text field followed by
+// one file part read from src (never held in memory), and its Content-Type. bay's and ship's
+// upload endpoints differ only in the field names. A write error ends the body with that error.
+func multipartStream(textField, value, fileField, filename string, src io.Reader) (*io.PipeReader, string) {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		err := mw.WriteField(textField, value)
+		if err == nil {
+			var fw io.Writer
+			if fw, err = mw.CreateFormFile(fileField, filename); err == nil {
+				_, err = io.Copy(fw, src)
+			}
+		}
+		if err == nil {
+			err = mw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr, mw.FormDataContentType()
 }

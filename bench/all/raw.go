@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -241,27 +240,12 @@ func (b *bench) shipShell(ctx context.Context, endpoint, command string) error {
 
 // shipUpload streams src to ship's /fs/upload (multipart: file_path, then file).
 func (b *bench) shipUpload(ctx context.Context, endpoint, path string, src io.Reader, size int64) error {
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
-		err := mw.WriteField(shipapi.UploadPathField, path)
-		if err == nil {
-			var fw io.Writer
-			fw, err = mw.CreateFormFile(shipapi.UploadFileField, path)
-			if err == nil {
-				_, err = io.Copy(fw, src)
-			}
-		}
-		if err == nil {
-			err = mw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
+	pr, ctype := multipartStream(shipapi.UploadPathField, path, shipapi.UploadFileField, path, src)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+shipapi.PathFSUpload, pr)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Content-Type", ctype)
 	resp, err := b.shipHTTP.Do(req)
 	if err != nil {
 		pr.CloseWithError(err)
