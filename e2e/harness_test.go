@@ -412,7 +412,8 @@ func (b *Bay) get(id string) Response {
 	return b.do("GET", "/v1/sandboxes/"+id, nil, nil)
 }
 
-// sessionContainers lists the containers of a sandbox through the Engine API.
+// sessionContainers lists the containers of a sandbox through the Engine API, each described
+// as "name state session=<bay.session_id>" for failure messages.
 func sessionContainers(t *testing.T, cli *client.Client, sandboxID string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -424,7 +425,11 @@ func sessionContainers(t *testing.T, cli *client.Client, sandboxID string) []str
 	}
 	var ids []string
 	for _, c := range res.Items {
-		ids = append(ids, c.ID)
+		name := c.ID[:12]
+		if len(c.Names) > 0 {
+			name = strings.TrimPrefix(c.Names[0], "/")
+		}
+		ids = append(ids, fmt.Sprintf("%s %s session=%s", name, c.State, c.Labels["bay.session_id"]))
 	}
 	return ids
 }

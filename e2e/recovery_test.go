@@ -66,8 +66,8 @@ func TestRestartAfterSIGKILL(t *testing.T) {
 	}
 	b.gcRun(t, "orphan_container")
 	for id, want := range map[string]int{a: 1, bb: 1, c: 0} {
-		if n := len(sessionContainers(t, cli, id)); n != want {
-			t.Fatalf("sandbox %s has %d containers after restart and GC, want %d", id, n, want)
+		if got := sessionContainers(t, cli, id); len(got) != want {
+			t.Fatalf("sandbox %s has %d containers after restart and GC, want %d: %q", id, len(got), want, got)
 		}
 	}
 }

@@ -352,24 +352,76 @@ func mapState(s container.ContainerState) bay.ContainerState {
 // and returns once it is gone, within ctx's deadline (RemoveTimeout when ctx has none). A
 // missing container is success; so is one whose removal another caller started, once that
 // removal has finished (so that the container's volume can be deleted right after).
+//
+// A container whose create is still under way is not missing: the engine lists it as soon as
+// its configuration is written, but answers 404 to inspect and remove until the create has
+// finished (copying the image's files into a fresh volume can take seconds). Such a container
+// is waited for and then removed; otherwise a create sent by a bay that died, or abandoned by
+// a client that gave up, would finish after its "successful" removal and leak.
 func (d *Driver) RemoveContainer(ctx context.Context, id string) error {
+	if id == "" {
+		// An empty filter below would match every container.
+		return errors.New("remove container: empty container id")
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, RemoveTimeout)
 		defer cancel()
 	}
-	_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	switch {
-	case err == nil:
-		d.log.Debug("container removed", "id", id)
-		return nil
-	case cerrdefs.IsNotFound(err):
-		return nil
-	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
-		d.log.Debug("container removal already in progress, waiting for it", "id", id)
-		return d.waitGone(ctx, id)
+	delay := 10 * time.Millisecond
+	for {
+		_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		switch {
+		case err == nil:
+			d.log.Debug("container removed", "id", id)
+			return nil
+		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
+			d.log.Debug("container removal already in progress, waiting for it", "id", id)
+			return d.waitGone(ctx, id)
+		case !cerrdefs.IsNotFound(err):
+			return fmt.Errorf("remove container %s: %w", id, classify(err))
+		}
+		creating, lerr := d.listed(ctx, id)
+		switch {
+		case lerr != nil:
+			return fmt.Errorf("remove container %s: %w", id, lerr)
+		case !creating:
+			return nil
+		}
+		d.log.Debug("container is still being created, waiting to remove it", "id", id)
+		if err := sleepCtx(ctx, delay); err != nil {
+			return fmt.Errorf("remove container %s: still being created: %w", id, err)
+		}
+		delay = min(2*delay, 250*time.Millisecond)
 	}
-	return fmt.Errorf("remove container %s: %w", id, classify(err))
+}
+
+// listed reports whether the engine lists a container with this id (or id prefix) or name.
+// It lists everything and compares here: the engine's id filter resolves through an index that
+// a container only joins once its create has finished, which is the very case asked about.
+func (d *Driver) listed(ctx context.Context, ref string) (bool, error) {
+	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true})
+	if err != nil {
+		return false, fmt.Errorf("list containers: %w", classify(err))
+	}
+	for _, c := range res.Items {
+		if strings.HasPrefix(c.ID, ref) || slices.Contains(c.Names, "/"+ref) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// sleepCtx waits for d or until ctx ends (then it returns ctx's error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // waitGone polls until the container no longer exists (10 ms doubling to 250 ms) or ctx ends.
@@ -383,12 +435,8 @@ func (d *Driver) waitGone(ctx context.Context, id string) error {
 		case ctx.Err() != nil:
 			return fmt.Errorf("remove container %s: waiting for a removal in progress: %w", id, ctx.Err())
 		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("remove container %s: waiting for a removal in progress: %w", id, ctx.Err())
-		case <-t.C:
+		if err := sleepCtx(ctx, delay); err != nil {
+			return fmt.Errorf("remove container %s: waiting for a removal in progress: %w", id, err)
 		}
 		delay = min(2*delay, 250*time.Millisecond)
 	}

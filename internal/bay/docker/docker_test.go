@@ -555,3 +555,73 @@ func TestUnreachableEngine(t *testing.T) {
 		t.Fatalf("InspectContainer = %v, want unavailable", err)
 	}
 }
+
+// TestRemoveWaitsForCreateInFlight: the engine lists a container while its create is still
+// copying the image's files into a fresh volume, but answers 404 to remove until the create has
+// finished. A removal in that window (a restarted bay cleaning up after the one that died
+// mid-create) must wait and remove the container, not report success and leak it.
+func TestRemoveWaitsForCreateInFlight(t *testing.T) {
+	f := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
+	img, err := testimage.EnsureSlowCopyUp(t.Context(), f.cli, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := f.spec("copyup")
+	spec.Image = img
+	spec.VolumeRef = f.volume("copyup")
+	spec.MountPath = "/workspace"
+	t.Cleanup(func() { // runs before the volume's cleanup
+		ctx, cancel := f.detached()
+		defer cancel()
+		f.d.RemoveContainer(ctx, spec.Name)
+	})
+
+	type result struct {
+		id  string
+		err error
+	}
+	created := make(chan result, 1)
+	go func() {
+		id, err := f.d.CreateContainer(context.WithoutCancel(t.Context()), spec)
+		created <- result{id, err}
+	}()
+	nameFilter := make(client.Filters).Add("name", "^/"+spec.Name+"$")
+	var listedID string
+	for deadline := time.Now().Add(30 * time.Second); listedID == "" && time.Now().Before(deadline); {
+		res, err := f.cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: nameFilter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Items) > 0 {
+			listedID = res.Items[0].ID
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if listedID == "" {
+		t.Fatal("the container never appeared in the engine's list")
+	}
+	select {
+	case r := <-created:
+		t.Fatalf("the create finished (%v) before the container was seen listed: the window this test needs did not open", r.err)
+	default:
+	}
+	if _, err := f.cli.ContainerInspect(t.Context(), listedID, client.ContainerInspectOptions{}); err == nil {
+		t.Log("the engine already knew the container when it was listed; the window closed early")
+	}
+
+	ctx, cancel := f.detached()
+	defer cancel()
+	if err := f.d.RemoveContainer(ctx, listedID); err != nil {
+		t.Fatalf("RemoveContainer during the create: %v", err)
+	}
+	r := <-created
+	t.Logf("the create returned id=%q err=%v", r.id, r.err)
+	res, err := f.cli.ContainerList(t.Context(), client.ContainerListOptions{All: true, Filters: nameFilter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Items) != 0 {
+		t.Fatalf("container %s survived a removal that reported success (state %s)", listedID, res.Items[0].State)
+	}
+}

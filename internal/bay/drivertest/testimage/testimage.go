@@ -48,7 +48,18 @@ func Tag() string {
 // Ensure returns the tag of the test image, building and importing it if the engine does not
 // have it yet.
 func Ensure(ctx context.Context, cli *client.Client) (string, error) {
-	tag := Tag()
+	return ensure(ctx, cli, Tag(), 0)
+}
+
+// EnsureSlowCopyUp returns the tag of a variant whose /workspace holds n empty files, building
+// it when missing. A fresh volume mounted there gets those files copied in while the container
+// is created, which makes the create take long enough (about 1 s for 5000 files) to act on a
+// container whose create is still under way.
+func EnsureSlowCopyUp(ctx context.Context, cli *client.Client, n int) (string, error) {
+	return ensure(ctx, cli, fmt.Sprintf("%s-copyup-%d", Tag(), n), n)
+}
+
+func ensure(ctx context.Context, cli *client.Client, tag string, workspaceFiles int) (string, error) {
 	_, err := cli.ImageInspect(ctx, tag)
 	if err == nil {
 		return tag, nil
@@ -60,7 +71,7 @@ func Ensure(ctx context.Context, cli *client.Client) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	layer, err := rootfs(bin)
+	layer, err := rootfs(bin, workspaceFiles)
 	if err != nil {
 		return "", err
 	}
@@ -113,8 +124,9 @@ func buildServer(ctx context.Context) ([]byte, error) {
 }
 
 // rootfs returns the image's only layer: /server, a /workspace owned by uid 1000 (a fresh named
-// volume mounted there copies that ownership) and a world-writable /tmp.
-func rootfs(bin []byte) ([]byte, error) {
+// volume mounted there copies that ownership) holding workspaceFiles empty files, and a
+// world-writable /tmp.
+func rootfs(bin []byte, workspaceFiles int) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	mtime := time.Unix(0, 0)
@@ -124,12 +136,15 @@ func rootfs(bin []byte) ([]byte, error) {
 		{Name: "tmp/", Mode: 0o1777, Typeflag: tar.TypeDir},
 		{Name: "etc/", Mode: 0o755, Typeflag: tar.TypeDir},
 	}
+	for i := range workspaceFiles {
+		entries = append(entries, tar.Header{Name: fmt.Sprintf("workspace/f%06d", i), Mode: 0o644, Uid: 1000, Gid: 1000, Typeflag: tar.TypeReg})
+	}
 	for _, h := range entries {
 		h.ModTime, h.Format = mtime, tar.FormatPAX
 		if err := tw.WriteHeader(&h); err != nil {
 			return nil, err
 		}
-		if h.Typeflag == tar.TypeReg {
+		if h.Name == "server" {
 			if _, err := tw.Write(bin); err != nil {
 				return nil, err
 			}
