@@ -464,18 +464,18 @@ func TestDeadContainerIsRebuiltAfterTheProbeCache(t *testing.T) {
 	}
 }
 
-func TestStartingSessionOfAnotherInstance(t *testing.T) {
-	e := newEnv(t)
+// startingSession stores a session left "starting" by instanceID and makes it current.
+func startingSession(t *testing.T, e *env, sandboxID, instanceID string) *bay.Session {
+	t.Helper()
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
 	now := e.clock.Now()
-	sess := &bay.Session{ID: bay.NewID(bay.PrefixSession), SandboxID: r.ID, ProfileID: "python-default", RuntimeType: "ship",
-		DesiredState: bay.SessionRunning, ObservedState: bay.SessionStarting, InstanceID: "other/1234", CreatedAt: now, StartedAt: &now}
+	sess := &bay.Session{ID: bay.NewID(bay.PrefixSession), SandboxID: sandboxID, ProfileID: "python-default", RuntimeType: "ship",
+		DesiredState: bay.SessionRunning, ObservedState: bay.SessionStarting, InstanceID: instanceID, CreatedAt: now, StartedAt: &now}
 	err := e.store.Tx(ctx, func(tx bay.Tx) error {
 		if err := tx.InsertSession(ctx, sess); err != nil {
 			return err
 		}
-		sb, err := tx.GetSandbox(ctx, r.ID)
+		sb, err := tx.GetSandbox(ctx, sandboxID)
 		if err != nil {
 			return err
 		}
@@ -485,7 +485,15 @@ func TestStartingSessionOfAnotherInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.svc.EnsureRunning(ctx, r.ID)
+	return sess
+}
+
+func TestStartingSessionOfAnotherInstance(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	sess := startingSession(t, e, r.ID, "other/1234")
+	_, err := e.svc.EnsureRunning(ctx, r.ID)
 	var be *bay.Error
 	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Details["retry_after_ms"] != 1000 {
 		t.Fatalf("fresh start elsewhere: %v", err)
@@ -495,6 +503,22 @@ func TestStartingSessionOfAnotherInstance(t *testing.T) {
 	s, err := e.svc.EnsureRunning(ctx, r.ID)
 	if err != nil || s.ID == sess.ID {
 		t.Fatalf("stale: %v %v", s, err)
+	}
+}
+
+// A session left starting by an earlier incarnation of this very instance (bay killed and
+// restarted) is rebuilt at once: nobody is going to finish that start.
+func TestStartingSessionOfADeadBoot(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	sess := startingSession(t, e, r.ID, "test/deadbeef")
+	s, err := e.svc.EnsureRunning(ctx, r.ID)
+	if err != nil || s.ID == sess.ID {
+		t.Fatalf("a dead boot's start must be discarded and rebuilt: %v %v", s, err)
+	}
+	if n := len(e.drv.Containers()); n != 1 {
+		t.Fatalf("containers: %d, want 1", n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,7 +149,8 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 				}
 				continue
 			case cur.ObservedState == bay.SessionStarting || cur.ObservedState == bay.SessionPending:
-				if cur.InstanceID != s.bootID && !s.staleStart(cur, now) {
+				if cur.InstanceID != s.bootID && !s.deadBoot(cur) && !s.staleStart(cur, now) {
+					// Another bay on this database is starting it.
 					return nil, notReady("Session is starting", id, true)
 				}
 				s.log.Warn("discarding a stale starting session", "sandbox_id", id, "session_id", cur.ID, "instance", cur.InstanceID)
@@ -173,6 +175,13 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 		return s.startSession(ctx, sb, prof, sess)
 	}
 	return nil, notReady("Session state is changing, retry", id, true)
+}
+
+// deadBoot reports whether a session was started by an earlier incarnation of this bay
+// instance: that process is gone and nobody will finish the start, so the caller need not wait
+// for restart recovery (which runs beside the listener) to discard it.
+func (s *Service) deadBoot(cur *bay.Session) bool {
+	return cur.InstanceID != s.bootID && strings.HasPrefix(cur.InstanceID, s.cfg.InstanceID+"/")
 }
 
 // staleStart reports whether a starting session is older than the readiness bound + margin.
