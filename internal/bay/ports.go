@@ -65,6 +65,14 @@ type VolumeInfo struct {
 	CreatedAt time.Time
 }
 
+// NetworkInfo is what a driver reports about one network.
+type NetworkInfo struct {
+	Name      string
+	ID        string
+	Labels    map[string]string
+	CreatedAt time.Time
+}
+
 // Driver creates and destroys runtime containers and cargo volumes. Every method is bounded by
 // ctx. Errors wrap ErrNotFound / ErrConflict where those apply, and are otherwise unclassified
 // (internal). Implementations: internal/bay/docker (real engine), internal/bay/fake
@@ -105,6 +113,9 @@ type Driver interface {
 	// containers attached wraps ErrConflict).
 	CreateNetwork(ctx context.Context, name string, labels map[string]string) error
 	RemoveNetwork(ctx context.Context, name string) error
+	// ListNetworks lists networks carrying all the given labels, one entry per name (networks
+	// are addressed by name; should the engine hold duplicates, the oldest is reported).
+	ListNetworks(ctx context.Context, labels map[string]string) ([]NetworkInfo, error)
 }
 
 // ---------------------------------------------------------------------------------------------

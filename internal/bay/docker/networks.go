@@ -40,12 +40,7 @@ func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[stri
 	if err != nil || len(all) < 2 {
 		return nil // ours exists; a failed re-check changes nothing
 	}
-	slices.SortFunc(all, func(a, b network.Summary) int {
-		if c := a.Created.Compare(b.Created); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(all, oldestFirst)
 	if all[0].ID != res.ID {
 		if _, err := d.cli.NetworkRemove(ctx, res.ID, client.NetworkRemoveOptions{}); err != nil {
 			d.log.Warn("remove duplicate network", "network", name, "id", res.ID, "err", err)
@@ -78,6 +73,27 @@ func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
 	return nil
 }
 
+// ListNetworks lists the networks carrying all the given labels, one per name: the oldest, the
+// one CreateNetwork keeps when the engine holds duplicates.
+func (d *Driver) ListNetworks(ctx context.Context, labels map[string]string) ([]bay.NetworkInfo, error) {
+	res, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilters(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list networks %v: %w", labels, classify(err))
+	}
+	nets := res.Items
+	slices.SortFunc(nets, oldestFirst)
+	out := make([]bay.NetworkInfo, 0, len(nets))
+	seen := make(map[string]bool, len(nets))
+	for _, n := range nets {
+		if seen[n.Name] {
+			continue
+		}
+		seen[n.Name] = true
+		out = append(out, bay.NetworkInfo{Name: n.Name, ID: n.ID, Labels: n.Labels, CreatedAt: n.Created})
+	}
+	return out, nil
+}
+
 // networksNamed lists the networks whose name is exactly name (the engine's filter matches
 // substrings).
 func (d *Driver) networksNamed(ctx context.Context, name string) ([]network.Summary, error) {
@@ -92,4 +108,13 @@ func (d *Driver) networksNamed(ctx context.Context, name string) ([]network.Summ
 		}
 	}
 	return out, nil
+}
+
+// oldestFirst orders networks by creation, then id: among duplicates of one name the first is
+// the one kept.
+func oldestFirst(a, b network.Summary) int {
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }

@@ -254,13 +254,14 @@ func (s *suite) volume(t *testing.T, labels map[string]string) string {
 	return ref
 }
 
-func (s *suite) network(t *testing.T) string {
+// network creates a network labelled s.labels(kv...); the sweep removes it if the test does not.
+func (s *suite) network(t *testing.T, kv ...string) string {
 	t.Helper()
 	name := s.name("n")
 	s.mu.Lock()
 	s.networks = append(s.networks, name)
 	s.mu.Unlock()
-	if err := s.h.Driver.CreateNetwork(t.Context(), name, s.labels()); err != nil {
+	if err := s.h.Driver.CreateNetwork(t.Context(), name, s.labels(kv...)); err != nil {
 		t.Fatalf("CreateNetwork(%s): %v", name, err)
 	}
 	return name
@@ -650,12 +651,58 @@ func (s *suite) testVolumeInUse(t *testing.T) {
 	}
 }
 
+// networkNames lists the names of the networks carrying all of labels.
+func (s *suite) networkNames(t *testing.T, labels map[string]string) []string {
+	t.Helper()
+	list, err := s.h.Driver.ListNetworks(t.Context(), labels)
+	if err != nil {
+		t.Fatalf("ListNetworks(%v): %v", labels, err)
+	}
+	var out []string
+	for _, n := range list {
+		out = append(out, n.Name)
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (s *suite) testNetworks(t *testing.T) {
 	d, ctx := s.h.Driver, t.Context()
-	net1 := s.network(t)
-	if err := d.CreateNetwork(ctx, net1, s.labels()); err != nil {
+	labels1 := s.labels("bay.session_id", "sess-net1", bay.LabelManaged, "true")
+	before := time.Now()
+	net1 := s.network(t, "bay.session_id", "sess-net1", bay.LabelManaged, "true")
+	if err := d.CreateNetwork(ctx, net1, labels1); err != nil {
 		t.Fatalf("CreateNetwork again: %v, want success (idempotent)", err)
 	}
+	net2 := s.network(t, "bay.session_id", "sess-net2")
+
+	list, err := d.ListNetworks(ctx, labels1)
+	if err != nil {
+		t.Fatalf("ListNetworks: %v", err)
+	}
+	if len(list) != 1 || list[0].Name != net1 || list[0].ID == "" {
+		t.Fatalf("ListNetworks(%v) = %+v, want just %s with its id (once, though created twice)", labels1, list, net1)
+	}
+	for k, v := range labels1 {
+		if list[0].Labels[k] != v {
+			t.Errorf("network label %s = %q, want %q", k, list[0].Labels[k], v)
+		}
+	}
+	if c := list[0].CreatedAt; c.IsZero() || c.Before(before.Add(-time.Minute)) || c.After(time.Now().Add(time.Minute)) {
+		t.Errorf("network CreatedAt = %v, want about %v", c, before)
+	}
+	both := []string{net1, net2}
+	slices.Sort(both)
+	if got := s.networkNames(t, s.labels()); !slices.Equal(got, both) {
+		t.Errorf("ListNetworks(run) = %v, want %v", got, both)
+	}
+	if got := s.networkNames(t, s.labels("bay.session_id", "sess-net2", bay.LabelManaged, "true")); len(got) != 0 {
+		t.Errorf("ListNetworks with a label %s lacks = %v, want none (all labels must match)", net2, got)
+	}
+	if got := s.networkNames(t, s.labels("bay.session_id", "sess-other")); len(got) != 0 {
+		t.Errorf("ListNetworks(other session) = %v, want none", got)
+	}
+
 	spec := s.spec()
 	spec.Network = net1
 	id := s.create(t, spec)
@@ -669,13 +716,16 @@ func (s *suite) testNetworks(t *testing.T) {
 	if err := d.RemoveNetwork(ctx, net1); err != nil {
 		t.Fatalf("RemoveNetwork: %v", err)
 	}
+	if got := s.networkNames(t, s.labels()); !slices.Equal(got, []string{net2}) {
+		t.Errorf("ListNetworks after removing %s = %v, want [%s]", net1, got, net2)
+	}
 	if err := d.RemoveNetwork(ctx, net1); err != nil {
 		t.Fatalf("RemoveNetwork of a removed network: %v, want success", err)
 	}
 
 	spec = s.spec()
 	spec.Network = s.name("missing-n")
-	id, err := d.CreateContainer(ctx, spec)
+	id, err = d.CreateContainer(ctx, spec)
 	if !bay.IsNotFound(err) {
 		if id != "" {
 			_ = d.RemoveContainer(context.WithoutCancel(ctx), id)

@@ -49,12 +49,13 @@ const (
 	MethodListContainers   = "ListContainers"
 	MethodCreateNetwork    = "CreateNetwork"
 	MethodRemoveNetwork    = "RemoveNetwork"
+	MethodListNetworks     = "ListNetworks"
 )
 
 var methods = []string{
 	MethodPing, MethodCreateVolume, MethodDeleteVolume, MethodInspectVolume, MethodListVolumes,
 	MethodCreateContainer, MethodStartContainer, MethodInspectContainer, MethodRemoveContainer,
-	MethodListContainers, MethodCreateNetwork, MethodRemoveNetwork,
+	MethodListContainers, MethodCreateNetwork, MethodRemoveNetwork, MethodListNetworks,
 }
 
 // Always makes an injected failure permanent (pass it as times).
@@ -71,7 +72,7 @@ type Call struct {
 	// for Ping and the List methods. For CreateContainer it is the spec's name.
 	Target string
 	Spec   *bay.ContainerSpec // CreateContainer only (a copy)
-	Labels map[string]string  // CreateVolume, CreateNetwork, ListVolumes, ListContainers
+	Labels map[string]string  // CreateVolume, CreateNetwork and the List methods
 	Err    error              // what the call returned
 }
 
@@ -164,7 +165,7 @@ type Driver struct {
 	images     map[string]bool // nil = every image exists
 	containers map[string]*Container
 	volumes    map[string]*bay.VolumeInfo
-	networks   map[string]map[string]string // name -> labels
+	networks   map[string]*bay.NetworkInfo
 	rules      map[string][]*rule
 	latency    map[string]time.Duration
 	calls      []Call
@@ -180,7 +181,7 @@ func New(opts ...Option) *Driver {
 		now:        time.Now,
 		containers: map[string]*Container{},
 		volumes:    map[string]*bay.VolumeInfo{},
-		networks:   map[string]map[string]string{},
+		networks:   map[string]*bay.NetworkInfo{},
 		rules:      map[string][]*rule{},
 		latency:    map[string]time.Duration{},
 	}
@@ -730,7 +731,7 @@ func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[stri
 		return d.end(call, nil, fmt.Errorf("create network: empty name"))
 	}
 	if _, ok := d.networks[name]; !ok {
-		d.networks[name] = maps.Clone(labels)
+		d.networks[name] = &bay.NetworkInfo{Name: name, ID: newID(), Labels: maps.Clone(labels), CreatedAt: d.now().UTC()}
 	}
 	return d.end(call, late, nil)
 }
@@ -753,6 +754,28 @@ func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
 		delete(d.networks, name)
 	}
 	return d.end(call, late, nil)
+}
+
+// ListNetworks lists the networks carrying all the given labels, ordered by name.
+func (d *Driver) ListNetworks(ctx context.Context, labels map[string]string) ([]bay.NetworkInfo, error) {
+	call := Call{Method: MethodListNetworks, Labels: labels}
+	late, err := d.begin(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	var out []bay.NetworkInfo
+	for _, name := range slices.Sorted(maps.Keys(d.networks)) {
+		n := d.networks[name]
+		if hasLabels(n.Labels, labels) {
+			cp := *n
+			cp.Labels = maps.Clone(n.Labels)
+			out = append(out, cp)
+		}
+	}
+	if err := d.end(call, late, nil); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ---------------------------------------------------------------------------------------------
