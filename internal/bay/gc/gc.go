@@ -1,6 +1,6 @@
 // Package gc is bay's garbage collector: it reclaims the compute of idle sandboxes, deletes
-// expired sandboxes, and removes cargos, volumes and containers that nothing refers to any
-// more (contract section 6.2, without defects 13, 15 and 27).
+// expired sandboxes, and removes cargos, volumes, containers and session networks that nothing
+// refers to any more (contract section 6.2, without defects 13, 15 and 27).
 //
 // Tasks, in the order a cycle runs them:
 //
@@ -14,7 +14,9 @@
 //     bay.managed=true with a bay.cargo_id that has no row, owned by this instance, older than
 //     the grace period.
 //   - orphan_container: containers that provably belong to this bay instance (strict labels and
-//     name) whose session is unknown to the database, older than the grace period.
+//     name) whose session is unknown to the database, older than the grace period; then, by the
+//     same rules, the leaked networks of multi-container sessions ("bay_net_<session_id>"). A
+//     network still in use is skipped.
 //
 // Every decision is taken on a snapshot and pinned (bay.Pin): the lifecycle service re-checks
 // it in the transaction that acts, so a sandbox revived meanwhile is left alone. Several bays
@@ -80,8 +82,8 @@ type Config struct {
 	BootID string
 	// Tasks switches each task by name; a task missing from the map is disabled.
 	Tasks map[string]bool
-	// OrphanGrace: containers, volumes and never-attached cargos younger than this are never
-	// collected (default 300 s), so a create in flight is not mistaken for an orphan.
+	// OrphanGrace: containers, networks, volumes and never-attached cargos younger than this are
+	// never collected (default 300 s), so a create in flight is not mistaken for an orphan.
 	OrphanGrace time.Duration
 	// OrphanContainerDryRun makes orphan_container only report what it would remove.
 	OrphanContainerDryRun bool

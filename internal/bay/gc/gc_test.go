@@ -359,6 +359,65 @@ func TestOrphanContainersStrict(t *testing.T) {
 	})
 }
 
+// Leaked session networks: orphan_container removes the networks that provably belong to this
+// instance, older than the grace period, whose session the database does not know. One still in
+// use is skipped without an error; everything else stays.
+func TestOrphanNetworks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		live := e.seed(sandboxOpts{session: true})
+		leaked := e.network(bay.NewID(bay.PrefixSession), "sandbox-x", instance)
+		inUse := e.network(bay.NewID(bay.PrefixSession), "sandbox-x", instance)
+		liveNet := e.network(live.sess.ID, live.sb.ID, instance)
+		otherInstance := e.network(bay.NewID(bay.PrefixSession), "sandbox-x", "bay-other")
+		noPrefix := "user-net"
+		err := e.drv.CreateNetwork(e.ctx, noPrefix, map[string]string{bay.LabelManaged: "true",
+			bay.LabelSessionID: bay.NewID(bay.PrefixSession), bay.LabelSandboxID: "sandbox-x", bay.LabelInstanceID: instance})
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		time.Sleep(6 * time.Minute)
+		young := e.network(bay.NewID(bay.PrefixSession), "sandbox-x", instance)
+		// A container started on inUse since then (not GC's to remove) keeps it busy.
+		id, err := e.drv.CreateContainer(e.ctx, bay.ContainerSpec{Name: "user-container", Image: "ship:latest", RuntimePort: 8123, Network: inUse})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.drv.StartContainer(e.ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		all := []string{leaked, inUse, liveNet, otherInstance, noPrefix, young}
+
+		s := newScheduler(e, nil)
+		r := result(runOnce(t, s, gc.RunOptions{Tasks: []string{gc.TaskOrphanContainer}, DryRun: true}), gc.TaskOrphanContainer)
+		want := []string{"network/" + leaked, "network/" + inUse}
+		slices.Sort(want)
+		if got := slices.Sorted(slices.Values(r.WouldClean)); r.CleanedCount != 0 || !slices.Equal(got, want) {
+			t.Fatalf("dry run %+v, want would_clean %v", r, want)
+		}
+		for _, n := range all {
+			if !e.hasNetwork(n) {
+				t.Fatalf("dry run removed network %s", n)
+			}
+		}
+
+		r = result(runOnce(t, s, gc.RunOptions{Tasks: []string{gc.TaskOrphanContainer}}), gc.TaskOrphanContainer)
+		if r.CleanedCount != 1 || r.SkippedCount != 1 {
+			t.Fatalf("orphan network run %+v, want 1 cleaned (leaked) and 1 skipped (in use)", r)
+		}
+		if e.hasNetwork(leaked) {
+			t.Fatal("leaked network not removed")
+		}
+		for name, n := range map[string]string{"in use": inUse, "live session": liveNet, "other instance": otherInstance,
+			"no bay_net_ prefix": noPrefix, "younger than grace": young} {
+			if !e.hasNetwork(n) {
+				t.Errorf("%s: network removed", name)
+			}
+		}
+	})
+}
+
 // Orphan cargo GC: managed cargos of deleted or never-written sandboxes and unreferenced
 // labelled volumes go; everything live, external, young or foreign stays.
 func TestOrphanCargos(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -139,6 +140,23 @@ func (e *env) container(sessionID, sandboxID, cargoID, inst, volume string) stri
 	}
 	return id
 }
+
+// network creates the network of a multi-container session labelled like the lifecycle service
+// labels it, and returns its name.
+func (e *env) network(sessionID, sandboxID, inst string) string {
+	e.t.Helper()
+	name := "bay_net_" + sessionID
+	err := e.drv.CreateNetwork(e.ctx, name, map[string]string{
+		bay.LabelManaged: "true", bay.LabelSessionID: sessionID, bay.LabelSandboxID: sandboxID,
+		bay.LabelInstanceID: inst, bay.LabelCreatedAt: now().Format(time.RFC3339),
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return name
+}
+
+func (e *env) hasNetwork(name string) bool { return slices.Contains(e.drv.Networks(), name) }
 
 func (e *env) sandbox(id string) *bay.Sandbox {
 	e.t.Helper()

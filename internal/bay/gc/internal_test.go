@@ -8,26 +8,56 @@ import (
 )
 
 func TestProvablyOurs(t *testing.T) {
-	base := func() bay.ContainerInfo {
-		return bay.ContainerInfo{Name: "/bay-session-sess-1", Labels: map[string]string{
-			bay.LabelSessionID: "sess-1", bay.LabelSandboxID: "sandbox-1", bay.LabelCargoID: "ws-1",
-			bay.LabelInstanceID: "me", bay.LabelManaged: "true"}}
+	type object struct {
+		name   string
+		labels map[string]string
 	}
-	if !provablyOurs(base(), "me") {
-		t.Fatal("fully labelled container not recognised")
-	}
-	for name, mut := range map[string]func(*bay.ContainerInfo){
-		"name":     func(c *bay.ContainerInfo) { c.Name = "/session-1" },
-		"managed":  func(c *bay.ContainerInfo) { c.Labels[bay.LabelManaged] = "True" },
-		"instance": func(c *bay.ContainerInfo) { c.Labels[bay.LabelInstanceID] = "other" },
-		"session":  func(c *bay.ContainerInfo) { delete(c.Labels, bay.LabelSessionID) },
-		"sandbox":  func(c *bay.ContainerInfo) { c.Labels[bay.LabelSandboxID] = "" },
-		"cargo":    func(c *bay.ContainerInfo) { delete(c.Labels, bay.LabelCargoID) },
+	for kind, tc := range map[string]struct {
+		o    ownership
+		base func() object
+		muts map[string]func(*object)
+	}{
+		"container": {
+			o: containerOwnership,
+			base: func() object {
+				return object{"bay-session-sess-1", map[string]string{
+					bay.LabelSessionID: "sess-1", bay.LabelSandboxID: "sandbox-1", bay.LabelCargoID: "ws-1",
+					bay.LabelInstanceID: "me", bay.LabelManaged: "true"}}
+			},
+			muts: map[string]func(*object){
+				"name":     func(c *object) { c.name = "session-1" },
+				"managed":  func(c *object) { c.labels[bay.LabelManaged] = "True" },
+				"instance": func(c *object) { c.labels[bay.LabelInstanceID] = "other" },
+				"session":  func(c *object) { delete(c.labels, bay.LabelSessionID) },
+				"sandbox":  func(c *object) { c.labels[bay.LabelSandboxID] = "" },
+				"cargo":    func(c *object) { delete(c.labels, bay.LabelCargoID) },
+			},
+		},
+		"network": {
+			o: networkOwnership,
+			base: func() object {
+				return object{"bay_net_sess-1", map[string]string{
+					bay.LabelSessionID: "sess-1", bay.LabelSandboxID: "sandbox-1",
+					bay.LabelInstanceID: "me", bay.LabelManaged: "true"}}
+			},
+			muts: map[string]func(*object){
+				"name":     func(n *object) { n.name = "bay-sess-1" },
+				"managed":  func(n *object) { delete(n.labels, bay.LabelManaged) },
+				"instance": func(n *object) { n.labels[bay.LabelInstanceID] = "other" },
+				"session":  func(n *object) { n.labels[bay.LabelSessionID] = "" },
+				"sandbox":  func(n *object) { delete(n.labels, bay.LabelSandboxID) },
+			},
+		},
 	} {
-		c := base()
-		mut(&c)
-		if provablyOurs(c, "me") {
-			t.Errorf("%s: accepted", name)
+		if b := tc.base(); !tc.o.provablyOurs(b.name, b.labels, "me") {
+			t.Fatalf("%s: fully labelled object not recognised", kind)
+		}
+		for name, mut := range tc.muts {
+			b := tc.base()
+			mut(&b)
+			if tc.o.provablyOurs(b.name, b.labels, "me") {
+				t.Errorf("%s %s: accepted", kind, name)
+			}
 		}
 	}
 }

@@ -278,7 +278,7 @@ func (r *taskRun) orphanCargo(ctx context.Context, c *bay.Cargo) {
 // exist, older than the grace period.
 func (r *taskRun) orphanVolumes(ctx context.Context) {
 	cctx, cancel := r.call(ctx)
-	vols, err := r.s.drv.ListVolumes(cctx, map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: r.s.cfg.InstanceID})
+	vols, err := r.s.drv.ListVolumes(cctx, r.ourLabels())
 	cancel()
 	if err != nil {
 		r.fail(fmt.Errorf("list volumes: %w", err))
@@ -321,21 +321,34 @@ func (r *taskRun) orphanVolumes(ctx context.Context) {
 	}
 }
 
-// strictLabels must all be present (non-empty) on a container for GC to consider it.
-var strictLabels = []string{bay.LabelSessionID, bay.LabelSandboxID, bay.LabelCargoID, bay.LabelInstanceID, bay.LabelManaged}
+// ownership is what proves that an engine object was created by a bay instance for a session:
+// its name prefix, and labels that must all be present (non-empty).
+type ownership struct {
+	prefix string
+	labels []string
+}
 
-// provablyOurs reports whether a container was created by this bay instance: name prefix
-// "bay-", every strict label present, bay.managed "true", bay.instance_id ours.
-func provablyOurs(c bay.ContainerInfo, instanceID string) bool {
-	if !strings.HasPrefix(strings.TrimPrefix(c.Name, "/"), "bay-") {
+var (
+	// Session containers: "bay-session-<session_id>", "bay-<session_id>-<name>".
+	containerOwnership = ownership{prefix: "bay-", labels: []string{
+		bay.LabelSessionID, bay.LabelSandboxID, bay.LabelCargoID, bay.LabelInstanceID, bay.LabelManaged}}
+	// Networks of multi-container sessions: "bay_net_<session_id>".
+	networkOwnership = ownership{prefix: "bay_net_", labels: []string{
+		bay.LabelSessionID, bay.LabelSandboxID, bay.LabelInstanceID, bay.LabelManaged}}
+)
+
+// provablyOurs reports whether the object named name was created by bay instance instanceID:
+// name prefix, every label of o present, bay.managed "true", bay.instance_id instanceID.
+func (o ownership) provablyOurs(name string, labels map[string]string, instanceID string) bool {
+	if !strings.HasPrefix(name, o.prefix) {
 		return false
 	}
-	for _, l := range strictLabels {
-		if c.Labels[l] == "" {
+	for _, l := range o.labels {
+		if labels[l] == "" {
 			return false
 		}
 	}
-	return c.Labels[bay.LabelManaged] == "true" && c.Labels[bay.LabelInstanceID] == instanceID
+	return labels[bay.LabelManaged] == "true" && labels[bay.LabelInstanceID] == instanceID
 }
 
 // createdAt is the bay.created_at label when it parses, else the engine's time.
@@ -348,12 +361,42 @@ func createdAt(labels map[string]string, engine time.Time) time.Time {
 	return engine
 }
 
-// orphanContainers removes containers that provably belong to this instance, are older than
-// the grace period, and whose session the database does not know. Everything else is left
-// alone.
-func (r *taskRun) orphanContainers(ctx context.Context) {
+// leaked reports whether the engine object what (named name) is a leftover of a session of this
+// instance: provably ours by o, older than the grace period, and its session unknown to the
+// database. A failed session lookup is recorded and counts as not leaked.
+func (r *taskRun) leaked(ctx context.Context, o ownership, what, name string, labels map[string]string, engineCreated time.Time) bool {
+	if !o.provablyOurs(name, labels, r.s.cfg.InstanceID) || !r.older(createdAt(labels, engineCreated)) {
+		return false
+	}
+	sessionID := labels[bay.LabelSessionID]
 	cctx, cancel := r.call(ctx)
-	list, err := r.s.drv.ListContainers(cctx, map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: r.s.cfg.InstanceID})
+	_, err := r.s.store.GetSession(cctx, sessionID)
+	cancel()
+	if err != nil && !bay.IsNotFound(err) {
+		r.fail(fmt.Errorf("%s: get session %s: %w", what, sessionID, err))
+	}
+	return bay.IsNotFound(err)
+}
+
+// ourLabels selects, at the engine, the objects labelled as managed by this instance.
+func (r *taskRun) ourLabels() map[string]string {
+	return map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: r.s.cfg.InstanceID}
+}
+
+// orphanContainers removes leaked session containers, then leaked session networks (after the
+// containers, which would keep them in use). Everything not provably leaked is left alone.
+func (r *taskRun) orphanContainers(ctx context.Context) {
+	r.leakedContainers(ctx)
+	if ctx.Err() == nil {
+		r.leakedNetworks(ctx)
+	}
+}
+
+// leakedContainers removes the containers that provably belong to this instance, are older
+// than the grace period, and whose session the database does not know.
+func (r *taskRun) leakedContainers(ctx context.Context) {
+	cctx, cancel := r.call(ctx)
+	list, err := r.s.drv.ListContainers(cctx, r.ourLabels())
 	cancel()
 	if err != nil {
 		r.fail(fmt.Errorf("list containers: %w", err))
@@ -363,33 +406,60 @@ func (r *taskRun) orphanContainers(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !provablyOurs(c, r.s.cfg.InstanceID) || !r.older(createdAt(c.Labels, c.CreatedAt)) {
+		name := strings.TrimPrefix(c.Name, "/")
+		what := "container/" + name
+		if !r.leaked(ctx, containerOwnership, what, name, c.Labels, c.CreatedAt) {
 			continue
 		}
-		sessionID := c.Labels[bay.LabelSessionID]
-		cctx, cancel := r.call(ctx)
-		_, err := r.s.store.GetSession(cctx, sessionID)
-		cancel()
-		if err == nil {
-			continue
-		}
-		if !bay.IsNotFound(err) {
-			r.fail(fmt.Errorf("container %s: get session %s: %w", c.ID, sessionID, err))
-			continue
-		}
-		what := "container/" + strings.TrimPrefix(c.Name, "/")
 		if r.dry {
 			r.would(what)
 			continue
 		}
-		cctx, cancel = r.call(ctx)
-		err = r.s.drv.RemoveContainer(cctx, c.ID)
+		cctx, cancel := r.call(ctx)
+		err := r.s.drv.RemoveContainer(cctx, c.ID)
 		cancel()
 		if err != nil {
 			r.fail(fmt.Errorf("remove container %s: %w", c.ID, err))
 			continue
 		}
-		r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", sessionID, "sandbox_id", c.Labels[bay.LabelSandboxID])
+		r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", c.Labels[bay.LabelSessionID], "sandbox_id", c.Labels[bay.LabelSandboxID])
+	}
+}
+
+// leakedNetworks removes the session networks left behind by a bay that died mid-start or a
+// failed removal, under the same rules as leakedContainers. A network that still has
+// containers attached is skipped: they are live, or leaked containers a later cycle removes.
+func (r *taskRun) leakedNetworks(ctx context.Context) {
+	cctx, cancel := r.call(ctx)
+	list, err := r.s.drv.ListNetworks(cctx, r.ourLabels())
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("list networks: %w", err))
+		return
+	}
+	for _, n := range list {
+		if ctx.Err() != nil {
+			return
+		}
+		what := "network/" + n.Name
+		if !r.leaked(ctx, networkOwnership, what, n.Name, n.Labels, n.CreatedAt) {
+			continue
+		}
+		if r.dry {
+			r.would(what)
+			continue
+		}
+		cctx, cancel := r.call(ctx)
+		err := r.s.drv.RemoveNetwork(cctx, n.Name)
+		cancel()
+		switch {
+		case bay.IsConflict(err):
+			r.res.SkippedCount++
+		case err != nil:
+			r.fail(fmt.Errorf("remove network %s: %w", n.Name, err))
+		default:
+			r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", n.Labels[bay.LabelSessionID], "sandbox_id", n.Labels[bay.LabelSandboxID])
+		}
 	}
 }
 
