@@ -18,6 +18,7 @@ type shipBenchResult struct {
 	IdleRSSMiB   float64 `json:"idle_rss_mib"`
 	PythonShip   shipLat `json:"python_ship"`
 	PythonDirect shipLat `json:"python_direct"`
+	PythonRef    shipLat `json:"python_reference_client"` // N 0: not measured
 	UploadMBps   float64 `json:"upload_mb_per_s"`
 	DownloadMBps float64 `json:"download_mb_per_s"`
 	RSSGrowthMiB float64 `json:"rss_growth_mib"`
@@ -78,6 +79,10 @@ func (b *bench) figShipBench(ctx context.Context) error {
 		benchlib.Scalar("ship upload", r.UploadMBps, "MB/s"),
 		benchlib.Scalar("ship download", r.DownloadMBps, "MB/s"),
 		benchlib.Scalar("ship RSS growth during the transfer", r.RSSGrowthMiB, "MiB"),
+	}
+	if r.PythonRef.N > 0 {
+		// The floor of any client: what ipykernel itself takes to answer `1+1`.
+		f.Breakdown = append([]benchlib.Series{r.PythonRef.series("jupyter_client (Jupyter's Python client) to its own kernel")}, f.Breakdown...)
 	}
 	f.Note("from `go run ./bench/ship` (ship and ipykernel as host processes, no container, no cgroup limit); its full table is in %s/ship-bench.md", dir)
 	b.add(f)

@@ -2,7 +2,9 @@
 //
 //  1. idle RSS of ship without a kernel (target <= 15 MiB);
 //  2. python `1+1` round trip through ship's HTTP API versus a direct kernel
-//     round trip with the same Jupyter client (target ratio <= 1.3x at p50);
+//     round trip with the same Jupyter client (target ratio <= 1.3x at p50), and, as the
+//     floor any client meets, Jupyter's reference Python client (jupyter_client) on its own
+//     kernel;
 //  3. a large upload then download through ship: MB/s each way (target >= 300),
 //     ship's peak RSS growth (target <= 16 MiB) and sha256 equality.
 //
@@ -17,6 +19,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -48,21 +51,24 @@ type latency struct {
 }
 
 type results struct {
-	When          time.Time `json:"when"`
-	Quick         bool      `json:"quick"`
-	ScratchDir    string    `json:"scratch_dir"`
-	IdleRSSMiB    float64   `json:"idle_rss_mib"`
-	PythonShip    latency   `json:"python_ship"`
-	PythonDirect  latency   `json:"python_direct"`
-	PythonRatio   float64   `json:"python_ratio_p50"`
-	TransferBytes int64     `json:"transfer_bytes"`
-	UploadMBps    float64   `json:"upload_mb_per_s"`
-	UploadShipCPU float64   `json:"upload_ship_cpu_seconds"`
-	DownloadMBps  float64   `json:"download_mb_per_s"`
-	RSSBeforeMiB  float64   `json:"rss_before_transfer_mib"`
-	RSSPeakMiB    float64   `json:"rss_peak_mib"`
-	RSSGrowthMiB  float64   `json:"rss_growth_mib"`
-	SHA256Equal   bool      `json:"sha256_equal"`
+	When         time.Time `json:"when"`
+	Quick        bool      `json:"quick"`
+	ScratchDir   string    `json:"scratch_dir"`
+	IdleRSSMiB   float64   `json:"idle_rss_mib"`
+	PythonShip   latency   `json:"python_ship"`
+	PythonDirect latency   `json:"python_direct"`
+	PythonRatio  float64   `json:"python_ratio_p50"`
+	// PythonRefClient is jupyter_client's round trip; N is 0 when it could not run.
+	PythonRefClient latency `json:"python_reference_client"`
+	RefClientError  string  `json:"python_reference_client_error,omitempty"`
+	TransferBytes   int64   `json:"transfer_bytes"`
+	UploadMBps      float64 `json:"upload_mb_per_s"`
+	UploadShipCPU   float64 `json:"upload_ship_cpu_seconds"`
+	DownloadMBps    float64 `json:"download_mb_per_s"`
+	RSSBeforeMiB    float64 `json:"rss_before_transfer_mib"`
+	RSSPeakMiB      float64 `json:"rss_peak_mib"`
+	RSSGrowthMiB    float64 `json:"rss_growth_mib"`
+	SHA256Equal     bool    `json:"sha256_equal"`
 }
 
 func main() {
@@ -127,6 +133,15 @@ func run() error {
 		return err
 	}
 
+	fmt.Fprintln(os.Stderr, "python round trips, reference client ...")
+	if ds, err := benchRefClient(*py, *reps); err != nil {
+		// Informational: a host without jupyter_client still gets every other figure.
+		res.RefClientError = err.Error()
+		fmt.Fprintln(os.Stderr, "reference client:", err)
+	} else {
+		res.PythonRefClient = stats(ds)
+	}
+
 	// 3. Upload / download.
 	fmt.Fprintf(os.Stderr, "transfer %d MiB ...\n", *sizeMiB)
 	if err := benchTransfer(&res, *shipBin, tmp, *py, *sizeMiB<<20); err != nil {
@@ -158,6 +173,11 @@ func table(r results) string {
 	fmt.Fprintf(&b, "| python 1+1 via ship (min/p50/p99/max, n=%d) | %.2f / %.2f / %.2f / %.2f ms | | |\n", r.PythonShip.N, r.PythonShip.MinMS, r.PythonShip.P50MS, r.PythonShip.P99MS, r.PythonShip.MaxMS)
 	fmt.Fprintf(&b, "| python 1+1 direct kernel (min/p50/p99/max, n=%d) | %.2f / %.2f / %.2f / %.2f ms | | |\n", r.PythonDirect.N, r.PythonDirect.MinMS, r.PythonDirect.P50MS, r.PythonDirect.P99MS, r.PythonDirect.MaxMS)
 	fmt.Fprintf(&b, "| ship / direct (p50) | %.2fx | <= 1.3x | %s |\n", r.PythonRatio, ok(r.PythonRatio <= 1.3))
+	if r.PythonRefClient.N > 0 {
+		fmt.Fprintf(&b, "| python 1+1, jupyter_client to its own kernel (min/p50/p99/max, n=%d) | %.2f / %.2f / %.2f / %.2f ms | | |\n", r.PythonRefClient.N, r.PythonRefClient.MinMS, r.PythonRefClient.P50MS, r.PythonRefClient.P99MS, r.PythonRefClient.MaxMS)
+	} else {
+		fmt.Fprintf(&b, "| python 1+1, jupyter_client | not measured: %s | | |\n", r.RefClientError)
+	}
 	fmt.Fprintf(&b, "| scratch dir (workspace, source file) | %s | | |\n", r.ScratchDir)
 	fmt.Fprintf(&b, "| upload %d MiB | %.0f MB/s | >= 300 MB/s | %s |\n", r.TransferBytes>>20, r.UploadMBps, ok(r.UploadMBps >= 300))
 	fmt.Fprintf(&b, "| ship CPU time during upload | %.2f s (%.0f MB per ship CPU-second) | | |\n", r.UploadShipCPU, float64(r.TransferBytes)/1e6/max(r.UploadShipCPU, 0.01))
@@ -241,6 +261,39 @@ func benchPython(res *results, bin, ws, py string, reps int) error {
 	res.PythonShip, res.PythonDirect = stats(viaShip), stats(direct)
 	res.PythonRatio = res.PythonShip.P50MS / res.PythonDirect.P50MS
 	return nil
+}
+
+//go:embed refclient.py
+var refClientScript string
+
+// benchRefClient runs refclient.py with py and returns its round trips.
+func benchRefClient(py string, reps int) ([]time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-c", refClientScript, "10", strconv.Itoa(reps))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s refclient.py: %w: %s", py, err, lastLine(stderr.String()))
+	}
+	var ms []float64
+	if err := json.Unmarshal(out, &ms); err != nil || len(ms) != reps {
+		return nil, fmt.Errorf("refclient.py printed %d round trips (%v), want %d", len(ms), err, reps)
+	}
+	ds := make([]time.Duration, len(ms))
+	for i, m := range ms {
+		ds[i] = time.Duration(m * float64(time.Millisecond))
+	}
+	return ds, nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
 }
 
 func stats(ds []time.Duration) latency {
