@@ -323,6 +323,20 @@ func checkCommon(t *testing.T, img Result) *sandbox {
 		t.Errorf("python3 --version = %q", got)
 	}
 	s.ok("python3", "-c", "import ipykernel, jupyter_client, zmq")
+	// The hot paths must exist and hold the modules a kernel imports, or the driver's image
+	// cache would mount empty volumes over nothing useful.
+	hot := strings.Split(cfg.Labels[LabelHotPaths], ",")
+	if len(hot) < 2 {
+		t.Errorf("hot paths label %q", cfg.Labels[LabelHotPaths])
+	}
+	for _, p := range hot {
+		if r := s.exec("test", "-d", p); r.code != 0 {
+			t.Errorf("hot path %s is not a directory in the image", p)
+		}
+	}
+	if got := s.ok("python3", "-c", "import ipykernel, json; print(ipykernel.__file__); print(json.__file__)"); !strings.Contains(got, hot[0]+"/") || !strings.Contains(got, hot[1]+"/") {
+		t.Errorf("a kernel imports from %q, not from the hot paths %q", got, hot)
+	}
 	if got := s.ok("sh", "-c", "echo $HOME $LANG; pwd"); got != "/workspace C.UTF-8\n/workspace" {
 		t.Errorf("home/lang/pwd = %q", got)
 	}

@@ -77,6 +77,11 @@ const (
 	LabelSuite       = "dev.shipyard.image.suite"
 	LabelContentTag  = "dev.shipyard.image.content-tag"
 	LabelBuilderVers = "dev.shipyard.image.builder"
+	// LabelHotPaths: see Plan.HotPaths (the Docker driver reads it as docker.LabelHotPaths).
+	LabelHotPaths = "dev.shipyard.image.hot-paths"
+	// LabelHotPathsKey names the hot paths' content (the root filesystem hash): images that
+	// share it share the driver's cache (docker.LabelHotPathsKey).
+	LabelHotPathsKey = "dev.shipyard.image.hot-paths-key"
 )
 
 // Engine is the part of the Docker Engine API the builder uses;

@@ -29,7 +29,7 @@ import (
 // same recipe files, so that the content tags change too.
 const (
 	rootfsFormat = "shipyard-rootfs/1"
-	imageFormat  = "shipyard-image/2"
+	imageFormat  = "shipyard-image/3"
 )
 
 // Recipe paths inside Options.Recipe.
@@ -145,6 +145,7 @@ func newPlan(opts Options) (Plan, error) {
 		h.field(f.recipePath, string(f.data))
 	}
 	h.field("ship", p.ShipSHA256)
+	h.field("hot-paths", p.HotPaths())
 	p.ContentHash = h.sum()
 	p.ContentTag = ImageRepo + ":" + string(p.Flavour) + "-" + p.ContentHash[:12]
 	return p, nil
@@ -384,9 +385,25 @@ func (p Plan) labelArgs() string {
 	return strings.Join(args, " \\\n      ")
 }
 
+// suitePython is the python3 version each supported Debian suite ships.
+var suitePython = map[string]string{"bookworm": "3.11", "trixie": "3.13"}
+
+// HotPaths is the LabelHotPaths value: the Python trees every kernel start imports from and
+// nothing writes at run time (uid 1000 cannot). Bay's Docker driver may serve them from a
+// volume when the engine's storage driver is slow to read (fuse-overlayfs).
+func (p Plan) HotPaths() string {
+	paths := []string{"/usr/lib/python3"}
+	if v := suitePython[p.Suite]; v != "" {
+		paths = append(paths, "/usr/lib/python"+v)
+	}
+	return strings.Join(paths, ",")
+}
+
 // Labels are set on the final image.
 func (p Plan) Labels() map[string]string {
 	return map[string]string{
+		LabelHotPaths:    p.HotPaths(),
+		LabelHotPathsKey: p.RootfsHash, // the hot paths come from the root filesystem alone
 		LabelFlavour:     string(p.Flavour),
 		LabelRecipeHash:  p.ContentHash,
 		LabelRootfsHash:  p.RootfsHash,
