@@ -98,7 +98,32 @@ profiles:
 		tail, _ := os.ReadFile(bp.LogPath)
 		return nil, fmt.Errorf("%w\n%s", err, lastLines(string(tail), 20))
 	}
+	if err := bp.waitImageCache(ctx); err != nil {
+		bp.stop()
+		return nil, err
+	}
 	return bp, nil
+}
+
+// waitImageCache waits until bay has reported on its image cache (the profiles here share one
+// image), so that no figure measures creates made while the cache is still being copied.
+func (bp *bayProc) waitImageCache(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for {
+		logs, err := os.ReadFile(bp.LogPath)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(logs), `"msg":"image cache warm"`) || strings.Contains(string(logs), `"msg":"image cache not warmed`) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bay did not report on its image cache: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // stop ends bay (SIGTERM, then SIGKILL after 30 s) and removes its directory.

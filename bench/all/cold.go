@@ -222,6 +222,7 @@ func (b *bench) figColdPython(ctx context.Context) error {
 	f.Breakdown = pp.series("")
 	f.Note("bay = POST /v1/sandboxes then POST .../python/exec {code: 1+1}, output checked (\"2\")")
 	f.Note("baseline = raw Engine API volume + container create + start (same spec as bay's driver), ship's /health polled every 5 ms, then POST /ipython/exec {code: 1+1} on ship directly: ship starts ipykernel at boot and the exec waits until the kernel answers (kernel_info over the Jupyter protocol inside the container), so the baseline ends at the first result of a ready kernel")
+	f.Note("the baseline's container reads its Python trees from the image, as plain `docker run` does; bay's Docker driver serves them from its image cache (driver.docker.image_cache, on by default where the engine's storage driver is fuse-overlayfs or vfs, as here: see bay.log, \"image cache\"), which the benchmark lets finish its one-time copy before measuring. The ratio below 1 is that cache; without it (image_cache: off) bay and the baseline are level")
 	f.Note("%d repetitions per side after %d unmeasured round(s), interleaved in rotating order", b.reps.Cold, b.reps.ColdWarmup)
 	s := f.Measured
 	b.coldPython = &s

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,6 +159,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		dc.HostAddress = cfg.Driver.Docker.HostAddress
 		dc.PublishPorts = cfg.Driver.Docker.PublishPorts
 		dc.HostPort = cfg.Driver.Docker.HostPort
+		dc.ImageCache = docker.ImageCacheMode(cfg.Driver.Docker.ImageCache)
 		d, err := docker.New(dc, log)
 		if err != nil {
 			return fmt.Errorf("docker driver: %w", err)
@@ -271,7 +273,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Background loops run until bgCtx ends (after the HTTP drain).
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	for name, run := range map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run} {
+	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run}
+	if w, ok := drv.(imageCacheWarmer); ok {
+		loops["imagecache"] = func(ctx context.Context) error { warmImageCaches(ctx, w, cfg.Profiles, log); return nil }
+	}
+	for name, run := range loops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -324,4 +330,33 @@ func lookup(env []string, key string) string {
 		}
 	}
 	return ""
+}
+
+// imageCacheWarmer is implemented by drivers with an image cache (internal/bay/docker).
+type imageCacheWarmer interface {
+	WarmImageCache(ctx context.Context, image string) (bool, error)
+}
+
+// warmImageCaches prepares the image cache of every profile image, one image at a time (each
+// copy is disk-bound), and logs "image cache warm" once per image: benchmarks wait for it.
+func warmImageCaches(ctx context.Context, w imageCacheWarmer, profiles []bay.Profile, log *slog.Logger) {
+	var images []string
+	for _, p := range profiles {
+		for _, c := range p.Containers {
+			if c.Image != "" && !slices.Contains(images, c.Image) {
+				images = append(images, c.Image)
+			}
+		}
+	}
+	for _, img := range images {
+		began := time.Now()
+		used, err := w.WarmImageCache(ctx, img)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("image cache not warmed; sandboxes of this image read it from the image", "image", img, "err", err)
+			}
+			continue
+		}
+		log.Info("image cache warm", "image", img, "used", used, "took_ms", time.Since(began).Milliseconds())
+	}
 }

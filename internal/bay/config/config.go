@@ -82,6 +82,9 @@ type DockerConfig struct {
 	HostAddress  string `yaml:"host_address"` // host used in host_port endpoints
 	PublishPorts bool   `yaml:"publish_ports"`
 	HostPort     int    `yaml:"host_port"` // fixed host port, 0 = random
+	// ImageCache serves an image's declared hot paths (its Python trees) from engine volumes:
+	// auto (on when the engine's storage driver is fuse-overlayfs or vfs) | on | off. Ours.
+	ImageCache string `yaml:"image_cache"`
 }
 
 // K8sConfig configures the Kubernetes driver (accepted, not supported yet).
@@ -332,6 +335,7 @@ func DefaultConfig() *Config {
 				ConnectMode:  "auto",
 				HostAddress:  "127.0.0.1",
 				PublishPorts: true,
+				ImageCache:   "auto",
 			},
 			K8s: K8sConfig{
 				Namespace:          "bay",

@@ -142,6 +142,7 @@ func (c *Config) Validate() error {
 		add("driver.docker.socket", "must be unix:///path, /path or tcp://host:port, got %q", d.Socket)
 	}
 	oneOf(add, "driver.docker.connect_mode", d.ConnectMode, "container_network", "host_port", "auto")
+	oneOf(add, "driver.docker.image_cache", d.ImageCache, "auto", "on", "off")
 	if d.HostAddress == "" {
 		add("driver.docker.host_address", "is required")
 	}

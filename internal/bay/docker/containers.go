@@ -51,6 +51,9 @@ func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (s
 		Config:     d.containerConfig(spec),
 		HostConfig: d.hostConfig(spec, primary),
 	}
+	var cached []mount.Mount
+	opts.Config.Image, cached = d.cache.imageForCreate(ctx, spec.Image)
+	opts.HostConfig.Mounts = append(opts.HostConfig.Mounts, cached...)
 	if primary != "" {
 		// API 1.41 accepts one endpoint at create; a second network is connected below.
 		opts.NetworkingConfig = &network.NetworkingConfig{

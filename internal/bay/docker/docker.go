@@ -13,7 +13,9 @@
 //     exited is left behind, and a missing container is success;
 //   - a container never silently gets a fresh empty volume: a missing cargo volume is reported
 //     (the engine would auto-create one), and a missing image says how to build it (there is no
-//     registry, the driver never pulls).
+//     registry, the driver never pulls);
+//   - on a storage driver that is slow to read (fuse-overlayfs, vfs), an image's declared hot
+//     paths are served from engine volumes, read-only (imagecache.go).
 //
 // The root filesystem stays writable (ReadonlyRootfs false): ship and the Python kernel write to
 // /tmp, $HOME caches and pip/npm directories that are not volumes; making them tmpfs would cap
@@ -91,6 +93,9 @@ type Config struct {
 	// StopTimeout is the grace period the engine gives a container on stop before SIGKILL
 	// (recorded on the container; RemoveContainer kills at once).
 	StopTimeout time.Duration `yaml:"stop_timeout"`
+	// ImageCache serves an image's hot read-only paths from engine volumes (see imagecache.go):
+	// auto (on for slow storage drivers), on, off.
+	ImageCache ImageCacheMode `yaml:"image_cache"`
 }
 
 // DefaultConfig returns the reference defaults.
@@ -102,6 +107,7 @@ func DefaultConfig() Config {
 		PublishPorts:     true,
 		DefaultPidsLimit: DefaultPidsLimit,
 		StopTimeout:      DefaultStopTimeout,
+		ImageCache:       ImageCacheAuto,
 	}
 }
 
@@ -124,6 +130,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StopTimeout == 0 {
 		c.StopTimeout = DefaultStopTimeout
+	}
+	if c.ImageCache == "" {
+		c.ImageCache = ImageCacheAuto
 	}
 	return c
 }
@@ -153,6 +162,11 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultPidsLimit < 0 {
 		errs = append(errs, fmt.Errorf("default_pids_limit must be positive, got %d", c.DefaultPidsLimit))
+	}
+	switch c.ImageCache {
+	case ImageCacheAuto, ImageCacheOn, ImageCacheOff:
+	default:
+		errs = append(errs, fmt.Errorf("image_cache must be auto, on or off, got %q", c.ImageCache))
 	}
 	if c.StopTimeout < 0 {
 		errs = append(errs, fmt.Errorf("stop_timeout must be positive, got %v", c.StopTimeout))
@@ -187,6 +201,7 @@ type Driver struct {
 	log       *slog.Logger
 
 	netMu sync.Mutex // serialises CreateNetwork in this process (the engine allows duplicate names)
+	cache *imageCache
 }
 
 var _ bay.Driver = (*Driver)(nil)
@@ -206,12 +221,14 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Driver{
+	d := &Driver{
 		cfg:       cfg,
 		publishIP: ip,
 		cli:       cli,
 		log:       log.With("component", "docker", "socket", cfg.Socket),
-	}, nil
+	}
+	d.cache = &imageCache{d: d, entries: map[string]*cacheEntry{}}
+	return d, nil
 }
 
 // Config returns the effective configuration (defaults applied).

@@ -3,6 +3,7 @@ package docker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,12 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest"
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest/testimage"
+	"github.com/shipyard-dev/shipyard/internal/imagebuild"
 )
 
 // engine is the shared state of the tests against the real engine.
@@ -623,5 +626,148 @@ func TestRemoveWaitsForCreateInFlight(t *testing.T) {
 	}
 	if len(res.Items) != 0 {
 		t.Fatalf("container %s survived a removal that reported success (state %s)", listedID, res.Items[0].State)
+	}
+}
+
+// TestImageCache: an image declaring hot paths gets them copied once into volumes kept by a
+// keeper container; later creates mount them read-only and run the image by id; a second
+// driver (another bay, or a restart) reuses the keeper instead of copying again.
+func TestImageCache(t *testing.T) {
+	cfg := modeConfig(docker.ConnectAuto)
+	cfg.ImageCache = docker.ImageCacheOn
+	f := newFixture(t, cfg)
+	img, err := testimage.EnsureHotPaths(t.Context(), f.cli, docker.LabelHotPaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := f.cli.ImageInspect(t.Context(), img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removeKeeper := func() {
+		ctx, cancel := f.detached()
+		defer cancel()
+		keeper := "shipyard-imagecache-" + strings.TrimPrefix(ins.ID, "sha256:")[:12]
+		if k, err := f.cli.ContainerInspect(ctx, keeper, client.ContainerInspectOptions{}); err == nil {
+			if _, err := f.cli.ContainerRemove(ctx, keeper, client.ContainerRemoveOptions{Force: true}); err != nil {
+				t.Errorf("remove keeper: %v", err)
+			}
+			for _, m := range k.Container.Mounts {
+				if _, err := f.cli.VolumeRemove(ctx, m.Name, client.VolumeRemoveOptions{}); err != nil {
+					t.Errorf("remove cache volume: %v", err)
+				}
+			}
+		}
+	}
+	removeKeeper() // left by an earlier run: this test wants the first copy
+	t.Cleanup(removeKeeper)
+
+	// The first create goes ahead without the cache and starts the copy.
+	spec := f.spec("cache-1")
+	spec.Image = img
+	id1, _ := f.createStart(spec)
+	if m := cacheMounts(t, f.cli, id1); len(m) != 0 {
+		t.Fatalf("the first create already has cache mounts %v", m)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	if used, err := f.d.WarmImageCache(ctx, img); err != nil || !used {
+		t.Fatalf("WarmImageCache = %v, %v; want true", used, err)
+	}
+
+	spec = f.spec("cache-2")
+	spec.Image = img
+	id2, endpoint := f.createStart(spec)
+	m := cacheMounts(t, f.cli, id2)
+	if len(m) != 1 || m[0].RW {
+		t.Fatalf("cache mounts %+v, want one read-only volume at %s", m, testimage.HotPath)
+	}
+	res, err := f.cli.ContainerInspect(t.Context(), id2, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Container.Image != ins.ID {
+		t.Errorf("the container runs image %s, want the cached image's id %s", res.Container.Image, ins.ID)
+	}
+	if code, body := do(t, "GET", endpoint+"/file?path="+testimage.HotFile, ""); code != 200 || body != testimage.HotContent {
+		t.Fatalf("read through the cache: %d %q", code, body)
+	}
+	if code, _ := do(t, "PUT", endpoint+"/file?path="+testimage.HotPath+"/new", "x"); code == 204 {
+		t.Fatal("a sandbox wrote into the shared image cache")
+	}
+
+	// Another driver finds the keeper: no second copy, the same volume.
+	other := newDriver(t, cfg)
+	if used, err := other.WarmImageCache(ctx, img); err != nil || !used {
+		t.Fatalf("second driver: WarmImageCache = %v, %v", used, err)
+	}
+	spec = f.spec("cache-3")
+	spec.Image = img
+	id3, err := other.CreateContainer(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := f.detached()
+		defer cancel()
+		other.RemoveContainer(ctx, id3)
+	})
+	if m3 := cacheMounts(t, f.cli, id3); len(m3) != 1 || m3[0].Name != m[0].Name {
+		t.Fatalf("second driver mounts %+v, want the keeper's volume %s", m3, m[0].Name)
+	}
+
+	// Two drivers warming a fresh cache at once: one copies, the other waits for its keeper.
+	other.RemoveContainer(ctx, id3)
+	f.d.RemoveContainer(ctx, id2)
+	removeKeeper()
+	a, b := newDriver(t, cfg), newDriver(t, cfg)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, d := range []*docker.Driver{a, b} {
+		wg.Go(func() {
+			used, err := d.WarmImageCache(ctx, img)
+			if err == nil && !used {
+				err = errors.New("cache not used")
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("concurrent warm: %v", err)
+	}
+	keepers, err := f.cli.ContainerList(t.Context(), client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", "dev.shipyard.image-cache.key="+ins.ID)})
+	if err != nil || len(keepers.Items) != 1 {
+		t.Fatalf("keepers after a concurrent warm: %d (%v), want 1", len(keepers.Items), err)
+	}
+	vols, err := f.cli.VolumeList(t.Context(), client.VolumeListOptions{
+		Filters: make(client.Filters).Add("label", "dev.shipyard.image-cache.key="+ins.ID)})
+	if err != nil || len(vols.Items) != 1 {
+		t.Fatalf("cache volumes after a concurrent warm: %d (%v), want 1: the loser must remove its own", len(vols.Items), err)
+	}
+}
+
+// cacheMounts are the container's volume mounts at the test image's hot path.
+func cacheMounts(t *testing.T, cli *client.Client, id string) []container.MountPoint {
+	t.Helper()
+	res, err := cli.ContainerInspect(t.Context(), id, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []container.MountPoint
+	for _, m := range res.Container.Mounts {
+		if m.Destination == testimage.HotPath {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// The sandbox image declares its hot paths with the labels the driver reads.
+func TestHotPathLabelsMatchTheImageBuilder(t *testing.T) {
+	if docker.LabelHotPaths != imagebuild.LabelHotPaths || docker.LabelHotPathsKey != imagebuild.LabelHotPathsKey {
+		t.Fatalf("driver labels %q %q, image builder labels %q %q", docker.LabelHotPaths, docker.LabelHotPathsKey,
+			imagebuild.LabelHotPaths, imagebuild.LabelHotPathsKey)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -48,7 +49,27 @@ func Tag() string {
 // Ensure returns the tag of the test image, building and importing it if the engine does not
 // have it yet.
 func Ensure(ctx context.Context, cli *client.Client) (string, error) {
-	return ensure(ctx, cli, Tag(), 0)
+	return ensure(ctx, cli, Tag(), variant{})
+}
+
+// HotPath is the directory the EnsureHotPaths variant declares as its hot path; HotFile in it
+// holds HotContent.
+const (
+	HotPath    = "/lib/hot"
+	HotFile    = HotPath + "/marker.txt"
+	HotContent = "served from the image cache"
+)
+
+// EnsureHotPaths returns the tag of a variant that declares HotPath in the image label the
+// Docker driver's image cache reads (labelHotPaths), building it when missing.
+func EnsureHotPaths(ctx context.Context, cli *client.Client, labelHotPaths string) (string, error) {
+	return ensure(ctx, cli, Tag()+"-hot", variant{hotLabel: labelHotPaths})
+}
+
+// variant is what an image adds to the base test image.
+type variant struct {
+	workspaceFiles int    // empty files in /workspace
+	hotLabel       string // label key naming HotPath as a hot path; "" = none
 }
 
 // EnsureSlowCopyUp returns the tag of a variant whose /workspace holds n empty files, building
@@ -56,10 +77,10 @@ func Ensure(ctx context.Context, cli *client.Client) (string, error) {
 // is created, which makes the create take long enough (about 1 s for 5000 files) to act on a
 // container whose create is still under way.
 func EnsureSlowCopyUp(ctx context.Context, cli *client.Client, n int) (string, error) {
-	return ensure(ctx, cli, fmt.Sprintf("%s-copyup-%d", Tag(), n), n)
+	return ensure(ctx, cli, fmt.Sprintf("%s-copyup-%d", Tag(), n), variant{workspaceFiles: n})
 }
 
-func ensure(ctx context.Context, cli *client.Client, tag string, workspaceFiles int) (string, error) {
+func ensure(ctx context.Context, cli *client.Client, tag string, v variant) (string, error) {
 	_, err := cli.ImageInspect(ctx, tag)
 	if err == nil {
 		return tag, nil
@@ -71,18 +92,14 @@ func ensure(ctx context.Context, cli *client.Client, tag string, workspaceFiles 
 	if err != nil {
 		return "", err
 	}
-	layer, err := rootfs(bin, workspaceFiles)
+	layer, err := rootfs(bin, v)
 	if err != nil {
 		return "", err
 	}
 	rc, err := cli.ImageImport(ctx, client.ImageImportSource{Source: bytes.NewReader(layer), SourceName: "-"}, tag,
 		client.ImageImportOptions{
 			Message: "shipyard driver conformance test image",
-			Changes: []string{
-				`ENTRYPOINT ["/server"]`,
-				fmt.Sprintf("EXPOSE %d/tcp", Port),
-				"LABEL shipyard.drivertest=true",
-			},
+			Changes: changes(v),
 		})
 	if err != nil {
 		return "", fmt.Errorf("import image %s: %w", tag, err)
@@ -123,10 +140,22 @@ func buildServer(ctx context.Context) ([]byte, error) {
 	return os.ReadFile(filepath.Join(dir, "server"))
 }
 
+func changes(v variant) []string {
+	out := []string{
+		`ENTRYPOINT ["/server"]`,
+		fmt.Sprintf("EXPOSE %d/tcp", Port),
+		"LABEL shipyard.drivertest=true",
+	}
+	if v.hotLabel != "" {
+		out = append(out, fmt.Sprintf("LABEL %s=%s", v.hotLabel, HotPath))
+	}
+	return out
+}
+
 // rootfs returns the image's only layer: /server, a /workspace owned by uid 1000 (a fresh named
-// volume mounted there copies that ownership) holding workspaceFiles empty files, and a
-// world-writable /tmp.
-func rootfs(bin []byte, workspaceFiles int) ([]byte, error) {
+// volume mounted there copies that ownership) holding v.workspaceFiles empty files, a
+// world-writable /tmp, and with v.hotLabel HotPath holding HotFile.
+func rootfs(bin []byte, v variant) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	mtime := time.Unix(0, 0)
@@ -136,13 +165,24 @@ func rootfs(bin []byte, workspaceFiles int) ([]byte, error) {
 		{Name: "tmp/", Mode: 0o1777, Typeflag: tar.TypeDir},
 		{Name: "etc/", Mode: 0o755, Typeflag: tar.TypeDir},
 	}
-	for i := range workspaceFiles {
+	if v.hotLabel != "" {
+		entries = append(entries,
+			tar.Header{Name: "lib/", Mode: 0o755, Typeflag: tar.TypeDir},
+			tar.Header{Name: strings.TrimPrefix(HotPath, "/") + "/", Mode: 0o755, Typeflag: tar.TypeDir},
+			tar.Header{Name: strings.TrimPrefix(HotFile, "/"), Mode: 0o644, Size: int64(len(HotContent)), Typeflag: tar.TypeReg})
+	}
+	for i := range v.workspaceFiles {
 		entries = append(entries, tar.Header{Name: fmt.Sprintf("workspace/f%06d", i), Mode: 0o644, Uid: 1000, Gid: 1000, Typeflag: tar.TypeReg})
 	}
 	for _, h := range entries {
 		h.ModTime, h.Format = mtime, tar.FormatPAX
 		if err := tw.WriteHeader(&h); err != nil {
 			return nil, err
+		}
+		if h.Name == strings.TrimPrefix(HotFile, "/") {
+			if _, err := io.WriteString(tw, HotContent); err != nil {
+				return nil, err
+			}
 		}
 		if h.Name == "server" {
 			if _, err := tw.Write(bin); err != nil {
