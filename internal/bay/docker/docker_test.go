@@ -746,6 +746,19 @@ func TestImageCache(t *testing.T) {
 	if err != nil || len(vols.Items) != 1 {
 		t.Fatalf("cache volumes after a concurrent warm: %d (%v), want 1: the loser must remove its own", len(vols.Items), err)
 	}
+
+	// The keeper removed by hand (and its volumes with it): the next create must not mount
+	// the vanished volumes (the engine would create them empty), it goes without the cache.
+	removeKeeper()
+	spec = f.spec("cache-4")
+	spec.Image = img
+	id4, endpoint4 := f.createStart(spec)
+	if m := cacheMounts(t, f.cli, id4); len(m) != 0 {
+		t.Fatalf("a create after the keeper vanished mounts %+v", m)
+	}
+	if code, body := do(t, "GET", endpoint4+"/file?path="+testimage.HotFile, ""); code != 200 || body != testimage.HotContent {
+		t.Fatalf("read from the image after the cache vanished: %d %q", code, body)
+	}
 }
 
 // cacheMounts are the container's volume mounts at the test image's hot path.

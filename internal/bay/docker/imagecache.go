@@ -86,7 +86,7 @@ type imageCache struct {
 
 type cacheEntry struct {
 	ready   chan struct{} // closed when the copy has finished, well or not
-	mounts  []mount.Mount // read-only mounts, set before ready is closed (nil: failed)
+	mounts  []mount.Mount // the keeper's mounts when the copy ended well (nil: failed)
 	retryAt time.Time     // when a failed entry may be tried again
 }
 
@@ -118,7 +118,21 @@ func (c *imageCache) imageForCreate(ctx context.Context, image string) (string, 
 	if !isClosed(e.ready) || e.mounts == nil {
 		return image, nil
 	}
-	return res.ID, slices.Clone(e.mounts)
+	// The keeper holds the volumes: while it exists they do, so its mounts are read afresh on
+	// every create. Without this, a keeper removed by hand (docker container prune) and its
+	// volumes pruned would make the engine auto-create empty volumes under the old names and
+	// hide the image's Python; and a keeper recreated by another bay has other volumes.
+	mounts, err := c.keeperMounts(ctx, cachePrefix+shortID(key), key)
+	if err != nil {
+		c.mu.Lock()
+		if c.entries[key] == e {
+			delete(c.entries, key) // the next create copies again
+		}
+		c.mu.Unlock()
+		c.d.log.Warn("image cache: keeper gone, creating without the cache", "cache_key", shortID(key), "err", err)
+		return image, nil
+	}
+	return res.ID, mounts
 }
 
 // WarmImageCache makes sure the cache of image is ready (copying it if need be) and reports whether it
@@ -244,16 +258,25 @@ func (c *imageCache) keeper(ctx context.Context, key, id string, paths []string)
 	name := cachePrefix + shortID(key)
 	delay := 100 * time.Millisecond
 	for {
-		if ms, err := c.keeperMounts(ctx, name, key); err == nil {
+		ms, err := c.keeperMounts(ctx, name, key)
+		if err == nil {
 			return ms, nil
-		} else if !cerrdefs.IsNotFound(err) {
+		}
+		if !cerrdefs.IsNotFound(err) {
 			return nil, err
 		}
-		ms, err := c.createKeeper(ctx, name, key, id, paths)
-		if err == nil || !cerrdefs.IsConflict(err) {
-			return ms, err
+		// A keeper that is listed but answers 404 is still being created (copying) by another
+		// bay: wait for it rather than race it.
+		creating, err := c.d.listed(ctx, name)
+		if err != nil {
+			return nil, err
 		}
-		// The name is taken: another bay is copying (its keeper answers 404 until done).
+		if !creating {
+			ms, err := c.createKeeper(ctx, name, key, id, paths)
+			if err == nil || !cerrdefs.IsConflict(err) {
+				return ms, err
+			}
+		}
 		if err := sleepCtx(ctx, delay); err != nil {
 			return nil, fmt.Errorf("wait for the keeper %s another process is creating: %w", name, err)
 		}
