@@ -821,3 +821,35 @@ func TestStopDuringStart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Back-to-back calls on a ready sandbox refresh the idle deadline at most once per slack
+// (1 s for a 30 min idle timeout): the rest cost no write.
+func TestTouchCoalescesBackToBackCalls(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	first, err := e.store.GetSandbox(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(300 * time.Millisecond)
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	second, _ := e.store.GetSandbox(ctx, r.ID)
+	if second.Version != first.Version || !second.LastActiveAt.Equal(first.LastActiveAt) {
+		t.Fatalf("a call 300 ms after the last one wrote the row (version %d -> %d)", first.Version, second.Version)
+	}
+	e.clock.Advance(800 * time.Millisecond)
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := e.store.GetSandbox(ctx, r.ID)
+	now := e.clock.Now()
+	if !third.LastActiveAt.Equal(now) || third.IdleExpiresAt == nil || !third.IdleExpiresAt.Equal(now.Add(30*time.Minute)) {
+		t.Fatalf("after the slack the call must refresh: last_active %v idle %v, now %v", third.LastActiveAt, third.IdleExpiresAt, now)
+	}
+}

@@ -58,8 +58,10 @@ func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Sess
 	}
 	// Fast path: a ready session whose container was seen alive very recently.
 	if cur, err := s.currentSession(ctx, s.store, sb); err == nil && cur != nil && cur.Ready() && s.probeFresh(cur.ID, now) {
-		if err := s.touch(ctx, sandboxID); err != nil {
-			return nil, err
+		if !s.recentlyTouched(sb, now) {
+			if err := s.touch(ctx, sandboxID); err != nil {
+				return nil, err
+			}
 		}
 		return cur, nil
 	}
@@ -104,6 +106,21 @@ func (s *Service) touch(ctx context.Context, sandboxID string) error {
 	}
 	return nil
 }
+
+// recentlyTouched reports whether the row the caller just read already carries the activity a
+// touch would write, give or take touchSlack(idle timeout): back-to-back calls then cost no
+// write transaction. The idle deadline is never more than that slack short of the last call.
+func (s *Service) recentlyTouched(sb *bay.Sandbox, now time.Time) bool {
+	p := s.Profile(sb.ProfileID)
+	if p == nil || p.IdleTimeout <= 0 || sb.IdleExpiresAt == nil {
+		return false
+	}
+	slack := touchSlack(p.IdleTimeout)
+	return now.Sub(sb.LastActiveAt) < slack && sb.IdleExpiresAt.After(now.Add(p.IdleTimeout-slack))
+}
+
+// touchSlack is how stale an idle deadline may be left: 1/20 of the idle timeout, at most 1 s.
+func touchSlack(idle time.Duration) time.Duration { return min(time.Second, idle/20) }
 
 // Touch refreshes a sandbox's idle deadline (the terminal proxy calls it while open).
 func (s *Service) Touch(ctx context.Context, sandboxID string) error { return s.touch(ctx, sandboxID) }
