@@ -135,25 +135,32 @@ func (c *imageCache) imageForCreate(ctx context.Context, image string) (string, 
 	return res.ID, mounts
 }
 
-// WarmImageCache makes sure the cache of image is ready (copying it if need be) and reports whether it
-// is used: false when the cache is off, or the image declares no hot paths.
+// WarmImageCache makes sure the cache of image is ready (copying it if need be) and reports
+// whether it is used: false when the cache is off, or the image declares no hot paths.
 func (d *Driver) WarmImageCache(ctx context.Context, image string) (bool, error) {
 	c := d.cache
 	if !c.on(ctx) {
 		return false, nil
 	}
-	res, err := d.cli.ImageInspect(ctx, image)
-	if err != nil {
-		return false, fmt.Errorf("image cache: inspect %s: %w", image, classify(err))
-	}
-	if len(hotPaths(imageLabels(res))) == 0 {
-		return false, nil
-	}
 	for {
+		// Inspected on every round: the tag may move to an image with another key meanwhile.
+		res, err := d.cli.ImageInspect(ctx, image)
+		if err != nil {
+			return false, fmt.Errorf("image cache: inspect %s: %w", image, classify(err))
+		}
+		if len(hotPaths(imageLabels(res))) == 0 {
+			return false, nil
+		}
 		c.imageForCreate(ctx, image)
 		c.mu.Lock()
 		e := c.entries[cacheKey(res)]
 		c.mu.Unlock()
+		if e == nil { // the keeper vanished and the entry was dropped: the next round copies again
+			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+				return false, fmt.Errorf("image cache for %s: %w", image, err)
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return false, fmt.Errorf("image cache for %s: %w", image, ctx.Err())
