@@ -33,6 +33,11 @@ func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (s
 		}
 	}
 	primary, extra := d.networks(spec)
+	if primary == SandboxNetwork || extra == SandboxNetwork {
+		if err := d.ensureSandboxNetwork(ctx); err != nil {
+			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+	}
 	// The engine (20.10) accepts a missing network at create and fails only at start: check.
 	for _, n := range []string{primary, extra} {
 		if n == "" || n == "bridge" || n == "default" {
@@ -131,9 +136,11 @@ func validateSpec(s bay.ContainerSpec) error {
 // networks returns the network the container is created on ("" = default bridge) and a second
 // one to connect before start ("" = none).
 func (d *Driver) networks(spec bay.ContainerSpec) (primary, extra string) {
-	configured := ""
-	if d.cfg.ConnectMode != ConnectHostPort {
-		configured = d.cfg.Network
+	configured := d.cfg.Network
+	if configured == "" || (d.cfg.ConnectMode == ConnectHostPort && configured != "bridge") {
+		// host_port mode reaches runtimes through published ports, not a configured network;
+		// either way they are kept apart from each other.
+		configured = SandboxNetwork
 	}
 	switch {
 	case spec.Network != "" && configured != "" && spec.Network != configured:

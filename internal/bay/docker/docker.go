@@ -8,7 +8,8 @@
 //     no-new-privileges, a non-root user (the spec's, default 1000:1000), a pids limit (the
 //     spec's, default 256), memory with swap capped at the same value, no privileged mode, no
 //     host or container network mode;
-//   - a runtime port is published on a loopback address only, never on 0.0.0.0;
+//   - a runtime port is published on a loopback address only, never on 0.0.0.0, and unless a
+//     network is configured runtimes cannot reach each other (SandboxNetwork);
 //   - RemoveContainer force-removes (kill + remove, anonymous volumes included), so nothing
 //     exited is left behind, and a missing container is success;
 //   - a container never silently gets a fresh empty volume: a missing cargo volume is reported
@@ -78,7 +79,8 @@ type Config struct {
 	// tcp://host:port.
 	Socket string `yaml:"socket"`
 	// Network is an existing network to attach runtimes to (container_network and auto modes);
-	// "" = the engine's default bridge.
+	// "" = SandboxNetwork, bay's own bridge without inter-container communication (also in
+	// host_port mode); "bridge" = the engine's default bridge, where sandboxes reach each other.
 	Network     string      `yaml:"network"`
 	ConnectMode ConnectMode `yaml:"connect_mode"`
 	// HostAddress is the host in host_port endpoints; it must be a loopback address (or
@@ -200,8 +202,9 @@ type Driver struct {
 	cli       *client.Client
 	log       *slog.Logger
 
-	netMu sync.Mutex // serialises CreateNetwork in this process (the engine allows duplicate names)
-	cache *imageCache
+	netMu        sync.Mutex // serialises CreateNetwork in this process (the engine allows duplicate names)
+	sandboxNetOK bool       // SandboxNetwork was seen isolated (under netMu)
+	cache        *imageCache
 }
 
 var _ bay.Driver = (*Driver)(nil)

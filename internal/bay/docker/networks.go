@@ -23,6 +23,11 @@ func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[stri
 	}
 	d.netMu.Lock()
 	defer d.netMu.Unlock()
+	return d.createNetworkLocked(ctx, name, labels, nil)
+}
+
+// createNetworkLocked is CreateNetwork with driver options, under netMu.
+func (d *Driver) createNetworkLocked(ctx context.Context, name string, labels, options map[string]string) error {
 	existing, err := d.networksNamed(ctx, name)
 	if err != nil {
 		return fmt.Errorf("create network %s: %w", name, err)
@@ -30,7 +35,7 @@ func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[stri
 	if len(existing) > 0 {
 		return nil
 	}
-	res, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
+	res, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Labels: labels, Options: options})
 	if err != nil {
 		return fmt.Errorf("create network %s: %w", name, classify(err))
 	}
@@ -46,6 +51,42 @@ func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[stri
 			d.log.Warn("remove duplicate network", "network", name, "id", res.ID, "err", err)
 		}
 	}
+	return nil
+}
+
+// SandboxNetwork is the network runtimes join when driver.docker.network is not set: a bridge
+// of bay's own with inter-container communication off, so that code in one sandbox cannot
+// reach another sandbox's unauthenticated runtime port (on the engine's default bridge it
+// can). Bay, on the host, still reaches every container; the containers of one
+// multi-container session talk over their session network.
+const SandboxNetwork = "shipyard-sandboxes"
+
+// iccOption is the bridge driver option that turns inter-container communication off.
+const iccOption = "com.docker.network.bridge.enable_icc"
+
+// ensureSandboxNetwork creates SandboxNetwork when missing and refuses one whose
+// inter-container communication is on (made by someone else under our name).
+func (d *Driver) ensureSandboxNetwork(ctx context.Context) error {
+	d.netMu.Lock()
+	defer d.netMu.Unlock()
+	if d.sandboxNetOK {
+		return nil
+	}
+	err := d.createNetworkLocked(ctx, SandboxNetwork, map[string]string{"dev.shipyard.network": "sandboxes"},
+		map[string]string{iccOption: "false"})
+	if err != nil {
+		return err
+	}
+	nets, err := d.networksNamed(ctx, SandboxNetwork)
+	if err != nil {
+		return fmt.Errorf("network %s: %w", SandboxNetwork, err)
+	}
+	for _, n := range nets {
+		if n.Options[iccOption] != "false" {
+			return fmt.Errorf("network %s exists with inter-container communication on, which would let sandboxes reach each other; remove it (bay recreates it isolated) or set driver.docker.network", SandboxNetwork)
+		}
+	}
+	d.sandboxNetOK = true
 	return nil
 }
 

@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+)
+
+// Code in one sandbox cannot reach another sandbox's runtime: ship's API has no authentication
+// of its own, so on a shared bridge any sandbox could run commands in any other (another
+// owner's included). Bay itself still reaches both.
+func TestSandboxesCannotReachEachOther(t *testing.T) {
+	t.Parallel()
+	cli := docker(t)
+	b := startBay(t, bayOptions{})
+	a := b.create(nil, nil).Str("id")
+	victim := b.create(nil, nil).Str("id")
+	b.shellOK(a, "true")
+	b.shellOK(victim, "echo secret > /workspace/s.txt")
+
+	ip := containerIP(t, cli, victim)
+	out := b.shellOK(a, "curl -s -m 3 -o /dev/null -w '%{http_code}' http://"+ip+":8123/health; echo \" rc=$?\"")
+	if strings.Contains(out, "200") || strings.Contains(out, "rc=0") {
+		t.Fatalf("sandbox %s reached sandbox %s's runtime at %s: %q", a, victim, ip, out)
+	}
+	if got := b.shellOK(victim, "cat /workspace/s.txt"); got != "secret" {
+		t.Fatalf("bay must still reach the sandbox: %q", got)
+	}
+}
+
+// containerIP is the address of the sandbox's container on its (first) network.
+func containerIP(t *testing.T, cli *client.Client, sandboxID string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{
+		Filters: make(client.Filters).Add("label", "bay.sandbox_id="+sandboxID)})
+	if err != nil || len(res.Items) != 1 {
+		t.Fatalf("list the container of %s: %v (%d found)", sandboxID, err, len(res.Items))
+	}
+	ins, err := cli.ContainerInspect(ctx, res.Items[0].ID, client.ContainerInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ep := range ins.Container.NetworkSettings.Networks {
+		if ep != nil && ep.IPAddress.IsValid() {
+			t.Logf("sandbox %s is at %s on %s", sandboxID, ep.IPAddress, name)
+			return ep.IPAddress.String()
+		}
+	}
+	t.Fatalf("sandbox %s has no IP address", sandboxID)
+	return ""
+}
