@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,20 @@ func TestSandboxesCannotReachEachOther(t *testing.T) {
 	}
 	if got := b.shellOK(victim, "cat /workspace/s.txt"); got != "secret" {
 		t.Fatalf("bay must still reach the sandbox: %q", got)
+	}
+
+	// Whoever does reach the port (a host user, a shared network) still needs the session's
+	// runtime token for anything but /health.
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for path, want := range map[string]int{"/health": http.StatusOK, "/meta": http.StatusUnauthorized} {
+		resp, err := hc.Get("http://" + ip + ":8123" + path)
+		if err != nil {
+			t.Fatalf("GET %s from the host: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s without the runtime token: %d, want %d", path, resp.StatusCode, want)
+		}
 	}
 }
 

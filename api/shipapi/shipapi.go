@@ -8,6 +8,12 @@ package shipapi
 // DefaultPort is the port ship listens on inside a sandbox container.
 const DefaultPort = 8123
 
+// EnvAuthToken names the environment variable holding the token ship requires on every
+// request but /health, as "Authorization: Bearer <token>" or as the password of Basic
+// credentials. Ship removes it from the environment its kernel, shells and terminals get.
+// Without it ship requires nothing (a runtime started by hand on a host).
+const EnvAuthToken = "SHIP_AUTH_TOKEN"
+
 // DefaultWorkspace is the workspace mount path inside a sandbox container.
 const DefaultWorkspace = "/workspace"
 
@@ -56,6 +62,7 @@ const (
 	CodeKernelDied    = "kernel_died"     // 500 on exec: kernel died during the call and was restarted
 	CodeKernelStartup = "kernel_starting" // 503: kernel not ready in time
 	CodeInternal      = "internal_error"  // 500
+	CodeUnauthorized  = "unauthorized"    // 401: missing or wrong runtime token (EnvAuthToken)
 )
 
 // HealthResponse is GET /health.

@@ -275,7 +275,8 @@ func (b *bench) download(ctx context.Context, id, path string, dst io.Writer) (i
 }
 
 // sandboxContainer finds the running container of a bay sandbox and its runtime endpoint
-// (the container IP, as bay's connect_mode auto resolves it).
+// (the container IP, as bay's connect_mode auto resolves it), with the session's runtime
+// token from the container's environment as user info, as bay itself calls ship.
 func (b *bench) sandboxContainer(ctx context.Context, sandboxID string) (id, endpoint string, err error) {
 	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{
 		Filters: make(client.Filters).Add("label", "bay.sandbox_id="+sandboxID)})
@@ -286,10 +287,20 @@ func (b *bench) sandboxContainer(ctx context.Context, sandboxID string) (id, end
 		return "", "", fmt.Errorf("sandbox %s has %d running containers, want 1", sandboxID, len(res.Items))
 	}
 	c := res.Items[0]
+	ins, err := b.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("inspect the container of %s: %w", sandboxID, err)
+	}
+	userinfo := ""
+	for _, kv := range ins.Container.Config.Env {
+		if tok, ok := strings.CutPrefix(kv, shipapi.EnvAuthToken+"="); ok {
+			userinfo = "bench:" + tok + "@"
+		}
+	}
 	if c.NetworkSettings != nil {
 		for _, ep := range c.NetworkSettings.Networks {
 			if ep != nil && ep.IPAddress.IsValid() {
-				return c.ID, "http://" + ep.IPAddress.String() + ":" + strconv.Itoa(shipapi.DefaultPort), nil
+				return c.ID, "http://" + userinfo + ep.IPAddress.String() + ":" + strconv.Itoa(shipapi.DefaultPort), nil
 			}
 		}
 	}

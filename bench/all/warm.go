@@ -26,25 +26,19 @@ func (b *bench) warmPoolReady(ctx context.Context) (int, error) {
 	var wg sync.WaitGroup
 	ready := 0
 	for _, c := range res.Items {
-		if c.NetworkSettings == nil {
+		_, url, err := b.sandboxContainer(ctx, c.Labels["bay.sandbox_id"]) // with its runtime token
+		if err != nil {
 			continue
 		}
-		for _, ep := range c.NetworkSettings.Networks {
-			if ep == nil || !ep.IPAddress.IsValid() {
-				continue
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if b.kernelAlive(ctx, url) {
+				mu.Lock()
+				ready++
+				mu.Unlock()
 			}
-			url := fmt.Sprintf("http://%s:%d", ep.IPAddress, shipapi.DefaultPort)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if b.kernelAlive(ctx, url) {
-					mu.Lock()
-					ready++
-					mu.Unlock()
-				}
-			}()
-			break
-		}
+		}()
 	}
 	wg.Wait()
 	return ready, nil

@@ -7,6 +7,7 @@ package bay
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"time"
 )
 
@@ -137,6 +138,28 @@ type Session struct {
 	CreatedAt      time.Time
 	StartedAt      *time.Time // when it entered "starting"
 	LastObservedAt *time.Time
+	// RuntimeToken is the secret the runtime requires on every call but /health ("" for
+	// sessions started without one). Never logged, never on the wire of bay's API.
+	RuntimeToken string
+}
+
+// RuntimeUserName is the user name of the credentials in an authorized runtime URL.
+const RuntimeUserName = "bay"
+
+// AuthorizedURL returns endpoint (a runtime base URL) with the session's token as the
+// password of its user info: Go's HTTP client turns that into an Authorization header on every
+// request (and strips it from error messages), so callers pass it on like any endpoint. It is
+// never to be logged; without a token it is endpoint itself.
+func (s *Session) AuthorizedURL(endpoint string) string {
+	if s == nil || s.RuntimeToken == "" || endpoint == "" {
+		return endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return endpoint
+	}
+	u.User = url.UserPassword(RuntimeUserName, s.RuntimeToken)
+	return u.String()
 }
 
 // SessionContainer is one container of a multi-container session.

@@ -40,7 +40,10 @@ type Config struct {
 	KernelStartTimeout time.Duration
 	// ShutdownTimeout bounds graceful shutdown; default 10s.
 	ShutdownTimeout time.Duration
-	Log             *slog.Logger
+	// AuthToken, when set, is required on every request but /health; default
+	// $SHIP_AUTH_TOKEN (shipapi.EnvAuthToken), which bay sets per session.
+	AuthToken string
+	Log       *slog.Logger
 }
 
 // DefaultConfig returns the production defaults.
@@ -59,6 +62,7 @@ func DefaultConfig() Config {
 		MaxStderrBytes:     1 << 20,
 		KernelStartTimeout: 60 * time.Second,
 		ShutdownTimeout:    10 * time.Second,
+		AuthToken:          os.Getenv(shipapi.EnvAuthToken),
 	}
 }
 
@@ -143,7 +147,9 @@ func (m *Main) Run(ctx context.Context) error {
 		log.Warn("cannot install built-in skills", "err", err)
 	}
 
-	env := os.Environ()
+	// The kernel, shells and terminals do not inherit the runtime token (code in the sandbox
+	// has no use for it; the token only guards ship from other sandboxes and host users).
+	env := withoutEnv(os.Environ(), shipapi.EnvAuthToken)
 	kernelEnv := withEnv(env, "PYDEVD_DISABLE_FILE_VALIDATION=1", "MPLBACKEND="+kernelMPLBackend)
 	km := jupyter.NewManager(jupyter.ManagerConfig{
 		Kernel: jupyter.KernelConfig{
@@ -193,6 +199,7 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxUploadBytes: cfg.MaxUploadBytes,
 		Log:            base.With("component", "http"),
 		Started:        time.Now(),
+		AuthToken:      cfg.AuthToken,
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -239,6 +246,17 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("ship stopped")
 	return nil
+}
+
+// withoutEnv returns env without the variable key.
+func withoutEnv(env []string, key string) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k != key {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // withEnv returns env with the given KEY=VALUE pairs set (replacing).

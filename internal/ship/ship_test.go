@@ -14,13 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship"
 	"github.com/shipyard-dev/shipyard/internal/ship/shiptest"
 )
 
 // daemon is a whole ship running in-process on 127.0.0.1:0 with a real kernel.
 type daemon struct {
-	url       string
+	url       string // with the runtime token as user info
+	addr      string // host:port, for requests without it
 	workspace string
 	skills    string
 }
@@ -58,6 +60,9 @@ func runMain(m *testing.M) int {
 	must(os.MkdirAll(filepath.Join(ws, "skills", "custom"), 0o755))
 	must(os.WriteFile(filepath.Join(ws, "skills", "custom", "SKILL.md"), []byte("mine"), 0o644))
 
+	// As bay starts it: with a runtime token in the environment. The tests' URL carries it as
+	// user info (Go's client sends it as Basic credentials), as bay's does.
+	os.Setenv(shipapi.EnvAuthToken, testToken)
 	cfg := ship.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Workspace = ws
@@ -88,7 +93,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "ship did not start:", err)
 		return 1
 	}
-	shared = &daemon{url: "http://" + md.Addr(), workspace: ws, skills: sk}
+	shared = &daemon{url: "http://bay:" + testToken + "@" + md.Addr(), addr: md.Addr(), workspace: ws, skills: sk}
 	code := m.Run()
 	cancel()
 	if err := <-done; err != nil {
@@ -97,6 +102,9 @@ func runMain(m *testing.M) int {
 	}
 	return code
 }
+
+// testToken is the shared daemon's runtime token.
+const testToken = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 
 // testMatplotlibRC stands in for image/files/matplotlibrc (MATPLOTLIBRC).
 const testMatplotlibRC = `backend: Agg
@@ -183,3 +191,47 @@ func TestPythonRequiresIPyKernel(t *testing.T) {
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// With a runtime token, every endpoint but /health needs it (Bearer or Basic password), and
+// nothing started in the sandbox inherits it.
+func TestRuntimeToken(t *testing.T) {
+	d := newDaemon(t)
+	get := func(path string, auth func(*http.Request)) int {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+d.addr+path, nil)
+		if auth != nil {
+			auth(req)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if c := get(shipapi.PathHealth, nil); c != http.StatusOK {
+		t.Errorf("/health without a token: %d, want 200 (bay's readiness probe)", c)
+	}
+	for _, p := range []string{shipapi.PathMeta, shipapi.PathStat, shipapi.PathShellProcs, shipapi.PathKernelStatus} {
+		if c := get(p, nil); c != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d, want 401", p, c)
+		}
+		if c := get(p, func(r *http.Request) { r.Header.Set("Authorization", "Bearer wrong") }); c != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong token: %d, want 401", p, c)
+		}
+		if c := get(p, func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+testToken) }); c != http.StatusOK {
+			t.Errorf("%s with the Bearer token: %d, want 200", p, c)
+		}
+		if c := get(p, func(r *http.Request) { r.SetBasicAuth("anyone", testToken) }); c != http.StatusOK {
+			t.Errorf("%s with the token as Basic password: %d, want 200", p, c)
+		}
+	}
+	code, body := d.call(t, http.MethodPost, shipapi.PathShellExec, map[string]any{"command": "env | grep -c " + shipapi.EnvAuthToken + " || true"})
+	if code != http.StatusOK || strings.TrimSpace(fmt.Sprint(body["stdout"])) != "0" {
+		t.Errorf("a shell command sees the runtime token: %d %v", code, body)
+	}
+	code, body = d.call(t, http.MethodPost, shipapi.PathPythonExec, map[string]any{"code": "import os; print(os.environ.get('" + shipapi.EnvAuthToken + "'))"})
+	if out, _ := body["output"].(map[string]any); code != http.StatusOK || strings.TrimSpace(fmt.Sprint(out["text"])) != "None" {
+		t.Errorf("the kernel sees the runtime token: %d %v", code, body)
+	}
+}

@@ -99,6 +99,7 @@ func (s *Service) target(ctx context.Context, owner, id, capability string) (*ba
 	if err != nil {
 		return nil, nil, "", err
 	}
+	ep = sess.AuthorizedURL(ep) // carries the session's runtime token: never log it
 	if err := s.checkRuntimeCapability(ctx, sess, ep, capability); err != nil {
 		return nil, nil, "", err
 	}

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -201,6 +203,13 @@ func (s *Service) deadBoot(cur *bay.Session) bool {
 	return cur.InstanceID != s.bootID && strings.HasPrefix(cur.InstanceID, s.cfg.InstanceID+"/")
 }
 
+// newRuntimeToken is a session's runtime secret: 256 random bits, hex.
+func newRuntimeToken() string {
+	b := make([]byte, 32)
+	rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
 // staleStart reports whether a starting session is older than the readiness bound + margin.
 func (s *Service) staleStart(cur *bay.Session, now time.Time) bool {
 	started := cur.CreatedAt
@@ -240,6 +249,7 @@ func (s *Service) createSessionRow(ctx context.Context, id string, prof *bay.Pro
 			InstanceID:    s.bootID,
 			CreatedAt:     now,
 			StartedAt:     &now,
+			RuntimeToken:  newRuntimeToken(),
 		}
 		if err := tx.InsertSession(ctx, sess); err != nil {
 			return err
@@ -677,6 +687,9 @@ func (s *Service) containerSpec(sb *bay.Sandbox, prof *bay.Profile, c *bay.Conta
 	maps.Copy(env, prof.Env)
 	maps.Copy(env, c.Env)
 	maps.Copy(env, config.ProxyEnv(cmp.Or(c.Proxy, prof.Proxy, s.cfg.Proxy)))
+	if sess.RuntimeToken != "" {
+		env[shipapi.EnvAuthToken] = sess.RuntimeToken
+	}
 	env["BAY_SESSION_ID"] = sess.ID
 	env["BAY_SANDBOX_ID"] = sb.ID
 	env["BAY_WORKSPACE_PATH"] = shipapi.DefaultWorkspace

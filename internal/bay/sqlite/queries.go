@@ -395,7 +395,7 @@ func (q *txn) ClaimWarmSandbox(ctx context.Context, c bay.WarmClaim) (*bay.Sandb
 // ---- sessions -------------------------------------------------------------------------------
 
 const sessionCols = `id, sandbox_id, profile_id, runtime_type, container_id, endpoint, containers,
-desired_state, observed_state, instance_id, created_at, started_at, last_observed_at`
+desired_state, observed_state, instance_id, created_at, started_at, last_observed_at, runtime_token`
 
 func scanSession(r scanner) (*bay.Session, error) {
 	var s bay.Session
@@ -403,7 +403,7 @@ func scanSession(r scanner) (*bay.Session, error) {
 	var created int64
 	var started, observed sql.NullInt64
 	if err := r.Scan(&s.ID, &s.SandboxID, &s.ProfileID, &s.RuntimeType, &s.ContainerID, &s.Endpoint, &containers,
-		&s.DesiredState, &s.ObservedState, &s.InstanceID, &created, &started, &observed); err != nil {
+		&s.DesiredState, &s.ObservedState, &s.InstanceID, &created, &started, &observed, &s.RuntimeToken); err != nil {
 		return nil, err
 	}
 	if containers.Valid {
@@ -477,7 +477,8 @@ func (q *txn) InsertSession(ctx context.Context, s *bay.Session) error {
 	}
 	_, err = q.exec(ctx, qInsertSession,
 		s.ID, s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj, string(s.DesiredState),
-		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt))
+		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt),
+		s.RuntimeToken)
 	if err != nil {
 		return classify(err, "insert session %s", s.ID)
 	}
@@ -492,7 +493,8 @@ func (q *txn) UpdateSession(ctx context.Context, s *bay.Session) error {
 	}
 	res, err := q.exec(ctx, qUpdateSession,
 		s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj, string(s.DesiredState),
-		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt), s.ID)
+		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt),
+		s.RuntimeToken, s.ID)
 	return mustAffect(res, err, "update session %s", s.ID)
 }
 
@@ -885,10 +887,10 @@ var (
 		RETURNING ` + sandboxCols)
 	qTransferCargo = prepared(`UPDATE cargos SET owner = ? WHERE id = ?`)
 	qGetSession    = prepared(`SELECT ` + sessionCols + ` FROM sessions WHERE id = ?`)
-	qInsertSession = prepared(`INSERT INTO sessions (` + sessionCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qInsertSession = prepared(`INSERT INTO sessions (` + sessionCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qUpdateSession = prepared(`UPDATE sessions SET sandbox_id = ?, profile_id = ?, runtime_type = ?,
 		container_id = ?, endpoint = ?, containers = ?, desired_state = ?, observed_state = ?, instance_id = ?,
-		created_at = ?, started_at = ?, last_observed_at = ? WHERE id = ?`)
+		created_at = ?, started_at = ?, last_observed_at = ?, runtime_token = ? WHERE id = ?`)
 	qDeleteSession = prepared(`DELETE FROM sessions WHERE id = ?`)
 	qGetCargo      = prepared(`SELECT ` + cargoCols + ` FROM cargos WHERE id = ?`)
 	qInsertCargo   = prepared(`INSERT INTO cargos (` + cargoCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)

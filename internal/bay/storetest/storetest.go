@@ -379,7 +379,7 @@ func testSessionRoundTrip(t *testing.T, s bay.Store) {
 	single := &bay.Session{ID: "sess-1", SandboxID: "sandbox-s", ProfileID: "python-default", RuntimeType: "ship",
 		ContainerID: "c1", Endpoint: "http://172.18.0.5:8123", DesiredState: bay.SessionRunning,
 		ObservedState: bay.SessionStarting, InstanceID: "bay-1", CreatedAt: at(0), StartedAt: ptr(at(1)),
-		LastObservedAt: ptr(at(2))}
+		LastObservedAt: ptr(at(2)), RuntimeToken: "0123abcd"}
 	multi := &bay.Session{ID: "sess-2", SandboxID: "sandbox-s", ProfileID: "browser", RuntimeType: "ship",
 		Containers: []bay.SessionContainer{
 			{Name: "ship", ContainerID: "c2", Endpoint: "http://a:8123", Status: "running", RuntimeType: "ship", Capabilities: []string{"python", "shell"}},
@@ -422,9 +422,9 @@ func testSessionRoundTrip(t *testing.T, s bay.Store) {
 }
 
 func fmtSession(s *bay.Session) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%#v|%s|%s|%s|%s|%s|%s", s.ID, s.SandboxID, s.ProfileID, s.RuntimeType,
+	return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%#v|%s|%s|%s|%s|%s|%s|%s", s.ID, s.SandboxID, s.ProfileID, s.RuntimeType,
 		s.ContainerID, s.Endpoint, s.Containers, s.DesiredState, s.ObservedState, s.InstanceID, fmtTime(&s.CreatedAt),
-		fmtTime(s.StartedAt), fmtTime(s.LastObservedAt))
+		fmtTime(s.StartedAt), fmtTime(s.LastObservedAt), s.RuntimeToken)
 }
 
 func testSessionUpdateDeleteList(t *testing.T, s bay.Store) {
@@ -466,6 +466,7 @@ func testSessionUpdateDeleteList(t *testing.T, s bay.Store) {
 	upd.ObservedState, upd.ContainerID, upd.Endpoint = bay.SessionRunning, "cid", "http://x:8123"
 	upd.StartedAt, upd.LastObservedAt = ptr(at(2)), ptr(at(3))
 	upd.Containers = []bay.SessionContainer{{Name: "ship", Capabilities: []string{}}}
+	upd.RuntimeToken = "feedface"
 	mustTx(t, s, func(tx bay.Tx) error { return tx.UpdateSession(ctx, upd) })
 	got, _ := s.GetSession(ctx, upd.ID)
 	equal(t, "updated session", fmtSession(got), fmtSession(upd))

@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,6 +47,8 @@ type Server struct {
 	DefaultPythonTimeout time.Duration
 	Log                  *slog.Logger
 	Started              time.Time
+	// AuthToken, when set, is required on every request but /health (see authenticate).
+	AuthToken string
 }
 
 // Handler returns the routed handler with logging and panic recovery.
@@ -88,7 +91,35 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apierr.New(shipapi.CodeNotFound, "Not Found"))
 	})
-	return s.recoverer(mux)
+	return s.recoverer(s.authenticate(mux))
+}
+
+// authenticate requires AuthToken on every request but /health (bay's readiness probe), as a
+// Bearer token or as the password of Basic credentials (what Go's client sends for a URL with
+// user info). Without AuthToken it requires nothing.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	if s.AuthToken == "" {
+		return next
+	}
+	want := []byte(s.AuthToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == shipapi.PathHealth || subtle.ConstantTimeCompare([]byte(requestToken(r)), want) == 1 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ship"`)
+		s.writeError(w, r, apierr.New(shipapi.CodeUnauthorized, "Missing or wrong runtime token"))
+	})
+}
+
+func requestToken(r *http.Request) string {
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return t
+	}
+	if _, p, ok := r.BasicAuth(); ok {
+		return p
+	}
+	return ""
 }
 
 // statusOf is the one code -> HTTP status table.
@@ -104,6 +135,7 @@ var statusOf = map[string]int{
 	shipapi.CodeKernelDied:    http.StatusInternalServerError,
 	shipapi.CodeKernelStartup: http.StatusServiceUnavailable,
 	shipapi.CodeInternal:      http.StatusInternalServerError,
+	shipapi.CodeUnauthorized:  http.StatusUnauthorized,
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
