@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
@@ -851,5 +853,37 @@ func TestTouchCoalescesBackToBackCalls(t *testing.T) {
 	now := e.clock.Now()
 	if !third.LastActiveAt.Equal(now) || third.IdleExpiresAt == nil || !third.IdleExpiresAt.Equal(now.Add(30*time.Minute)) {
 		t.Fatalf("after the slack the call must refresh: last_active %v idle %v, now %v", third.LastActiveAt, third.IdleExpiresAt, now)
+	}
+}
+
+// Every session gets its own runtime token, in its container's environment and its row.
+func TestSessionRuntimeToken(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var tokens []string
+	for range 2 {
+		r := e.create(t, "alice", sandbox.CreateParams{})
+		sess, err := e.svc.EnsureRunning(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := e.store.GetSession(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored.RuntimeToken) != 64 {
+			t.Fatalf("runtime token %q, want 64 hex digits", stored.RuntimeToken)
+		}
+		c, ok := e.drv.Container(stored.ContainerID)
+		if !ok || c.Spec.Env[shipapi.EnvAuthToken] != stored.RuntimeToken {
+			t.Fatalf("the container's %s is not the session's token", shipapi.EnvAuthToken)
+		}
+		if u := stored.AuthorizedURL(stored.Endpoint); !strings.Contains(u, ":"+stored.RuntimeToken+"@") {
+			t.Fatalf("authorized URL %q lacks the token", u)
+		}
+		tokens = append(tokens, stored.RuntimeToken)
+	}
+	if tokens[0] == tokens[1] {
+		t.Fatal("two sessions share a runtime token")
 	}
 }
