@@ -33,14 +33,22 @@ func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (s
 		}
 	}
 	primary, extra := d.networks(spec)
-	if primary == SandboxNetwork || extra == SandboxNetwork {
-		if err := d.ensureSandboxNetwork(ctx); err != nil {
+	sandboxNet := ""
+	if primary == d.sandboxNet || extra == d.sandboxNet {
+		id, err := d.ensureSandboxNetwork(ctx)
+		if err != nil {
 			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+		sandboxNet = id // by id: see ensureSandboxNetwork
+		if primary == d.sandboxNet {
+			primary = id
+		} else {
+			extra = id
 		}
 	}
 	// The engine (20.10) accepts a missing network at create and fails only at start: check.
 	for _, n := range []string{primary, extra} {
-		if n == "" || n == "bridge" || n == "default" {
+		if n == "" || n == "bridge" || n == "default" || n == sandboxNet {
 			continue
 		}
 		found, err := d.networksNamed(ctx, n)
@@ -140,7 +148,7 @@ func (d *Driver) networks(spec bay.ContainerSpec) (primary, extra string) {
 	if configured == "" || (d.cfg.ConnectMode == ConnectHostPort && configured != "bridge") {
 		// host_port mode reaches runtimes through published ports, not a configured network;
 		// either way they are kept apart from each other.
-		configured = SandboxNetwork
+		configured = d.sandboxNet
 	}
 	switch {
 	case spec.Network != "" && configured != "" && spec.Network != configured:

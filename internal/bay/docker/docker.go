@@ -202,9 +202,9 @@ type Driver struct {
 	cli       *client.Client
 	log       *slog.Logger
 
-	netMu        sync.Mutex // serialises CreateNetwork in this process (the engine allows duplicate names)
-	sandboxNetOK bool       // SandboxNetwork was seen isolated (under netMu)
-	cache        *imageCache
+	netMu      sync.Mutex // serialises CreateNetwork in this process (the engine allows duplicate names)
+	sandboxNet string     // SandboxNetwork (tests use their own)
+	cache      *imageCache
 }
 
 var _ bay.Driver = (*Driver)(nil)
@@ -231,6 +231,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 		log:       log.With("component", "docker", "socket", cfg.Socket),
 	}
 	d.cache = &imageCache{d: d, entries: map[string]*cacheEntry{}}
+	d.sandboxNet = SandboxNetwork
 	return d, nil
 }
 

@@ -784,3 +784,60 @@ func TestHotPathLabelsMatchTheImageBuilder(t *testing.T) {
 			imagebuild.LabelHotPaths, imagebuild.LabelHotPathsKey)
 	}
 }
+
+// TestSandboxNetworkRace: bays starting together each create the isolated network; the engine
+// allows duplicate names, and a container naming an ambiguous network fails to start. Every
+// create must succeed, and one isolated network must remain.
+func TestSandboxNetworkRace(t *testing.T) {
+	probe := newFixture(t, modeConfig(docker.ConnectAuto))
+	name := "drivertest-" + probe.run + "-isolated"
+	t.Cleanup(func() {
+		ctx, cancel := probe.detached()
+		defer cancel()
+		nets, _ := probe.cli.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("name", name)})
+		for _, n := range nets.Items {
+			probe.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+		}
+	})
+	const n = 4
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		f := newFixture(t, modeConfig(docker.ConnectAuto))
+		f.run = probe.run
+		docker.SetSandboxNetwork(f.d, name)
+		wg.Go(func() {
+			spec := f.spec(fmt.Sprintf("race-%d", i))
+			id, err := f.d.CreateContainer(t.Context(), spec)
+			if err == nil {
+				t.Cleanup(func() {
+					ctx, cancel := f.detached()
+					defer cancel()
+					f.d.RemoveContainer(ctx, id)
+				})
+				_, err = f.d.StartContainer(t.Context(), id)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("concurrent creates on a fresh isolated network: %v", err)
+	}
+	nets, err := probe.cli.NetworkList(t.Context(), client.NetworkListOptions{Filters: make(client.Filters).Add("name", name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, nw := range nets.Items {
+		if nw.Name == name {
+			kept = append(kept, nw.ID)
+			if nw.Options["com.docker.network.bridge.enable_icc"] != "false" {
+				t.Errorf("network %s has inter-container communication on", nw.ID)
+			}
+		}
+	}
+	if len(kept) != 1 {
+		t.Fatalf("%d networks named %s remain, want 1", len(kept), name)
+	}
+}

@@ -64,30 +64,37 @@ const SandboxNetwork = "shipyard-sandboxes"
 // iccOption is the bridge driver option that turns inter-container communication off.
 const iccOption = "com.docker.network.bridge.enable_icc"
 
-// ensureSandboxNetwork creates SandboxNetwork when missing and refuses one whose
-// inter-container communication is on (made by someone else under our name).
-func (d *Driver) ensureSandboxNetwork(ctx context.Context) error {
-	d.netMu.Lock()
-	defer d.netMu.Unlock()
-	if d.sandboxNetOK {
-		return nil
-	}
-	err := d.createNetworkLocked(ctx, SandboxNetwork, map[string]string{"dev.shipyard.network": "sandboxes"},
-		map[string]string{iccOption: "false"})
+// ensureSandboxNetwork returns the id of SandboxNetwork, creating it when missing, and refuses
+// one whose inter-container communication is on (made by someone else under our name). It
+// answers the id, not the name: bays starting together may each create the network before
+// seeing the other's (the engine allows duplicate names), and until the younger copies are
+// removed a container naming the network fails to start ("ambiguous"); every bay settles on
+// the oldest copy. It is resolved on every call, so a network pruned meanwhile is recreated.
+func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
+	nets, err := d.networksNamed(ctx, d.sandboxNet)
 	if err != nil {
-		return err
+		return "", fmt.Errorf("network %s: %w", d.sandboxNet, err)
 	}
-	nets, err := d.networksNamed(ctx, SandboxNetwork)
-	if err != nil {
-		return fmt.Errorf("network %s: %w", SandboxNetwork, err)
-	}
-	for _, n := range nets {
-		if n.Options[iccOption] != "false" {
-			return fmt.Errorf("network %s exists with inter-container communication on, which would let sandboxes reach each other; remove it (bay recreates it isolated) or set driver.docker.network", SandboxNetwork)
+	if len(nets) == 0 {
+		d.netMu.Lock()
+		err := d.createNetworkLocked(ctx, d.sandboxNet, map[string]string{"dev.shipyard.network": "sandboxes"},
+			map[string]string{iccOption: "false"})
+		d.netMu.Unlock()
+		if err != nil {
+			return "", err
+		}
+		if nets, err = d.networksNamed(ctx, d.sandboxNet); err != nil {
+			return "", fmt.Errorf("network %s: %w", d.sandboxNet, err)
+		}
+		if len(nets) == 0 {
+			return "", fmt.Errorf("network %s: gone right after its creation: %w", d.sandboxNet, bay.ErrNotFound)
 		}
 	}
-	d.sandboxNetOK = true
-	return nil
+	slices.SortFunc(nets, oldestFirst)
+	if nets[0].Options[iccOption] != "false" {
+		return "", fmt.Errorf("network %s exists with inter-container communication on, which would let sandboxes reach each other; remove it (bay recreates it isolated) or set driver.docker.network", d.sandboxNet)
+	}
+	return nets[0].ID, nil
 }
 
 // RemoveNetwork removes the network (every network of that name); missing is success; a network
