@@ -248,8 +248,26 @@ func (d *Driver) hostConfig(spec bay.ContainerSpec, primary string) *container.H
 // its runtime at. A missing container wraps bay.ErrNotFound; a container that is not running
 // right after start (its process exited at once) or has no reachable address is an error.
 func (d *Driver) StartContainer(ctx context.Context, id string) (string, error) {
-	if _, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		return "", fmt.Errorf("start container %s: %w", id, classify(err))
+	delay := 20 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{})
+		if err == nil {
+			break
+		}
+		// The engine resolves the container's networks by name at start: while another bay's
+		// duplicate of the isolated network exists (see ensureSandboxNetwork) the name is
+		// ambiguous. Remove the younger copies and try again.
+		if attempt == 5 || !strings.Contains(err.Error(), "is ambiguous") {
+			return "", fmt.Errorf("start container %s: %w", id, classify(err))
+		}
+		d.log.Debug("network name ambiguous at start, removing duplicates", "id", id, "err", err)
+		if _, nerr := d.ensureSandboxNetwork(ctx); nerr != nil {
+			return "", fmt.Errorf("start container %s: %w (then: %w)", id, classify(err), nerr)
+		}
+		if err := sleepCtx(ctx, delay); err != nil {
+			return "", fmt.Errorf("start container %s: %w", id, err)
+		}
+		delay *= 2
 	}
 	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {

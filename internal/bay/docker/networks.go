@@ -91,6 +91,13 @@ func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 		}
 	}
 	slices.SortFunc(nets, oldestFirst)
+	// Younger copies, whoever made them, only make the name ambiguous: every bay uses the
+	// oldest. One still in use (it should not be) is left and reported.
+	for _, n := range nets[1:] {
+		if _, err := d.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			d.log.Warn("remove a duplicate of the sandbox network", "network", d.sandboxNet, "id", n.ID, "err", err)
+		}
+	}
 	if nets[0].Options[iccOption] != "false" {
 		return "", fmt.Errorf("network %s exists with inter-container communication on, which would let sandboxes reach each other; remove it (bay recreates it isolated) or set driver.docker.network", d.sandboxNet)
 	}
