@@ -295,7 +295,7 @@ func (c *imageCache) keeper(ctx context.Context, key, id string, paths []string)
 func (c *imageCache) keeperMounts(ctx context.Context, name, key string) ([]mount.Mount, error) {
 	res, err := c.d.cli.ContainerInspect(ctx, name, client.ContainerInspectOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("inspect image cache keeper %s: %w", name, classify(err))
 	}
 	k := res.Container
 	if k.Config == nil || k.Config.Labels[labelCacheKey] != key {
