@@ -83,6 +83,13 @@ func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (s
 	}
 	if extra != "" {
 		_, err := d.cli.NetworkConnect(ctx, extra, client.NetworkConnectOptions{Container: id})
+		if err != nil && extra == sandboxNet {
+			// The copy resolved above may have been a duplicate another bay removed since.
+			if again, rerr := d.ensureSandboxNetwork(ctx); rerr == nil && again != extra {
+				extra = again
+				_, err = d.cli.NetworkConnect(ctx, extra, client.NetworkConnectOptions{Container: id})
+			}
+		}
 		if err != nil {
 			d.rollback(ctx, id)
 			return "", fmt.Errorf("create container %s: connect network %s: %w", spec.Name, extra, classify(err))
