@@ -39,7 +39,7 @@ func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (s
 		if err != nil {
 			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 		}
-		sandboxNet = id // by id: see ensureSandboxNetwork
+		sandboxNet = id // the oldest copy: see ensureSandboxNetwork
 		if primary == d.sandboxNet {
 			primary = id
 		} else {

@@ -64,12 +64,13 @@ const SandboxNetwork = "shipyard-sandboxes"
 // iccOption is the bridge driver option that turns inter-container communication off.
 const iccOption = "com.docker.network.bridge.enable_icc"
 
-// ensureSandboxNetwork returns the id of SandboxNetwork, creating it when missing, and refuses
-// one whose inter-container communication is on (made by someone else under our name). It
-// answers the id, not the name: bays starting together may each create the network before
-// seeing the other's (the engine allows duplicate names), and until the younger copies are
-// removed a container naming the network fails to start ("ambiguous"); every bay settles on
-// the oldest copy. It is resolved on every call, so a network pruned meanwhile is recreated.
+// ensureSandboxNetwork returns the id of the oldest copy of SandboxNetwork, creating the
+// network when missing and removing younger copies, and refuses one whose inter-container
+// communication is on (made by someone else under our name). Bays starting together may each
+// create the network before seeing the other's (the engine allows duplicate names); while two
+// copies exist a container on the network fails to start ("ambiguous": the engine resolves a
+// container's networks by name at start), which StartContainer answers by calling this again
+// and retrying. It is resolved on every call, so a network pruned meanwhile is recreated.
 func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 	nets, err := d.networksNamed(ctx, d.sandboxNet)
 	if err != nil {
