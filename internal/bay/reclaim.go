@@ -1,6 +1,9 @@
 package bay
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Reason says why bay's background machinery (GC, warm pool, restart recovery) reclaims a
 // sandbox or its compute. It is logged with every action and decides which re-check Pin.Holds
@@ -79,6 +82,14 @@ func (p Pin) Holds(s *Sandbox, now time.Time) bool {
 	default:
 		return false
 	}
+}
+
+// FromEarlierBoot reports whether the session was started by an earlier incarnation of the bay
+// instance instanceID, which now runs as bootID ("<instance_id>/<random>"); a row that names
+// the instance alone counts too. That process is gone: nobody will finish its start.
+func (s *Session) FromEarlierBoot(instanceID, bootID string) bool {
+	return bootID != "" && s.InstanceID != bootID &&
+		(s.InstanceID == instanceID || strings.HasPrefix(s.InstanceID, instanceID+"/"))
 }
 
 // StaleStart reports whether a session has been starting for longer than bound at now: the

@@ -63,3 +63,22 @@ func TestStaleStart(t *testing.T) {
 		t.Error("running session is never stale")
 	}
 }
+
+func TestSessionFromEarlierBoot(t *testing.T) {
+	for _, tc := range []struct {
+		row, boot string
+		want      bool
+	}{
+		{"bay/aaaa", "bay/bbbb", true},  // an earlier incarnation
+		{"bay", "bay/bbbb", true},       // a row naming the instance alone
+		{"bay/bbbb", "bay/bbbb", false}, // this very process
+		{"other/aaaa", "bay/bbbb", false},
+		{"bayx/aaaa", "bay/bbbb", false}, // another instance sharing a prefix
+		{"bay/aaaa", "", false},          // no boot id: only the age rule applies
+	} {
+		s := &Session{InstanceID: tc.row}
+		if got := s.FromEarlierBoot("bay", tc.boot); got != tc.want {
+			t.Errorf("session of %q, boot %q: %v, want %v", tc.row, tc.boot, got, tc.want)
+		}
+	}
+}

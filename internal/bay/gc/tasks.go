@@ -471,12 +471,7 @@ func (r *taskRun) leakedNetworks(ctx context.Context) {
 func (s *Scheduler) RecoverStaleStarts(ctx context.Context) (int, error) {
 	tr := TaskResult{TaskName: "recover_stale_starts", Errors: []string{}}
 	run := &taskRun{s: s, res: &tr, now: s.now(), log: s.log.With("task", "recover")}
-	dead := func(sess *bay.Session) bool {
-		boot := s.cfg.BootID
-		return boot != "" && sess.InstanceID != boot &&
-			(sess.InstanceID == s.cfg.InstanceID || strings.HasPrefix(sess.InstanceID, s.cfg.InstanceID+"/"))
-	}
-	run.staleStarts(ctx, dead)
+	run.staleStarts(ctx, func(sess *bay.Session) bool { return sess.FromEarlierBoot(s.cfg.InstanceID, s.cfg.BootID) })
 	if len(tr.Errors) > 0 {
 		return tr.CleanedCount, fmt.Errorf("%s", strings.Join(tr.Errors, "; "))
 	}

@@ -10,7 +10,6 @@ import (
 	"maps"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,7 +167,9 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 				}
 				continue
 			case cur.ObservedState == bay.SessionStarting || cur.ObservedState == bay.SessionPending:
-				if cur.InstanceID != s.bootID && !s.deadBoot(cur) && !s.staleStart(cur, now) {
+				// A start by an earlier incarnation of this bay will never finish: rebuild it now
+				// rather than wait for restart recovery, which runs beside the listener.
+				if cur.InstanceID != s.bootID && !cur.FromEarlierBoot(s.cfg.InstanceID, s.bootID) && !s.staleStart(cur, now) {
 					// Another bay on this database is starting it.
 					return nil, notReady("Session is starting", id, true)
 				}
@@ -194,13 +195,6 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 		return s.startSession(ctx, sb, prof, sess)
 	}
 	return nil, notReady("Session state is changing, retry", id, true)
-}
-
-// deadBoot reports whether a session was started by an earlier incarnation of this bay
-// instance: that process is gone and nobody will finish the start, so the caller need not wait
-// for restart recovery (which runs beside the listener) to discard it.
-func (s *Service) deadBoot(cur *bay.Session) bool {
-	return cur.InstanceID != s.bootID && strings.HasPrefix(cur.InstanceID, s.cfg.InstanceID+"/")
 }
 
 // newRuntimeToken is a session's runtime secret: 256 random bits, hex.
