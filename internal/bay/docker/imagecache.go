@@ -106,30 +106,12 @@ func (c *imageCache) imageForCreate(ctx context.Context, image string) (string, 
 	if len(paths) == 0 {
 		return image, nil
 	}
-	key := cacheKey(res)
-	c.mu.Lock()
-	e := c.entries[key]
-	if e == nil || (e.mounts == nil && isClosed(e.ready) && time.Now().After(e.retryAt)) {
-		e = &cacheEntry{ready: make(chan struct{})}
-		c.entries[key] = e
-		go c.populate(key, res.ID, paths, e)
-	}
-	c.mu.Unlock()
+	key, e := c.entry(res, paths)
 	if !isClosed(e.ready) || e.mounts == nil {
 		return image, nil
 	}
-	// The keeper holds the volumes: while it exists they do, so its mounts are read afresh on
-	// every create. Without this, a keeper removed by hand (docker container prune) and its
-	// volumes pruned would make the engine auto-create empty volumes under the old names and
-	// hide the image's Python; and a keeper recreated by another bay has other volumes.
-	mounts, err := c.keeperMounts(ctx, cachePrefix+shortID(key), key)
-	if err != nil {
-		c.mu.Lock()
-		if c.entries[key] == e {
-			delete(c.entries, key) // the next create copies again
-		}
-		c.mu.Unlock()
-		c.d.log.Warn("image cache: keeper gone, creating without the cache", "cache_key", shortID(key), "err", err)
+	mounts, ok := c.keeperStill(ctx, key, e)
+	if !ok {
 		return image, nil
 	}
 	return res.ID, mounts
@@ -148,31 +130,61 @@ func (d *Driver) WarmImageCache(ctx context.Context, image string) (bool, error)
 		if err != nil {
 			return false, fmt.Errorf("image cache: inspect %s: %w", image, classify(err))
 		}
-		if len(hotPaths(imageLabels(res))) == 0 {
+		paths := hotPaths(imageLabels(res))
+		if len(paths) == 0 {
 			return false, nil
 		}
-		c.imageForCreate(ctx, image)
-		c.mu.Lock()
-		e := c.entries[cacheKey(res)]
-		c.mu.Unlock()
-		if e == nil { // the keeper vanished and the entry was dropped: the next round copies again
-			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
-				return false, fmt.Errorf("image cache for %s: %w", image, err)
-			}
-			continue
-		}
+		key, e := c.entry(res, paths)
 		select {
 		case <-ctx.Done():
 			return false, fmt.Errorf("image cache for %s: %w", image, ctx.Err())
 		case <-e.ready:
 		}
 		if e.mounts != nil {
-			return true, nil
+			if _, ok := c.keeperStill(ctx, key, e); ok {
+				return true, nil
+			}
+			continue // the keeper vanished; the next round copies again
 		}
 		if err := sleepCtx(ctx, time.Until(e.retryAt)); err != nil {
 			return false, fmt.Errorf("image cache for %s: copy failed, see the log: %w", image, err)
 		}
 	}
+}
+
+// entry returns the cache key and entry of an inspected image that declares paths, starting
+// the copy when there is no entry yet or the last copy failed and may be retried.
+func (c *imageCache) entry(res client.ImageInspectResult, paths []string) (string, *cacheEntry) {
+	key := cacheKey(res)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	if e == nil || (e.mounts == nil && isClosed(e.ready) && time.Now().After(e.retryAt)) {
+		e = &cacheEntry{ready: make(chan struct{})}
+		c.entries[key] = e
+		go c.populate(key, res.ID, paths, e)
+	}
+	return key, e
+}
+
+// keeperStill returns the current mounts of a ready entry's keeper, or drops the entry (the
+// next use copies again) when the keeper is gone. The keeper holds the volumes: while it
+// exists they do, so its mounts are read afresh on every create. Without this, a keeper
+// removed by hand (docker container prune) and its volumes pruned would make the engine
+// auto-create empty volumes under the old names and hide the image's Python; and a keeper
+// recreated by another bay has other volumes.
+func (c *imageCache) keeperStill(ctx context.Context, key string, e *cacheEntry) ([]mount.Mount, bool) {
+	mounts, err := c.keeperMounts(ctx, cachePrefix+shortID(key), key)
+	if err == nil {
+		return mounts, true
+	}
+	c.mu.Lock()
+	if c.entries[key] == e {
+		delete(c.entries, key)
+	}
+	c.mu.Unlock()
+	c.d.log.Warn("image cache: keeper gone, creating without the cache", "cache_key", shortID(key), "err", err)
+	return nil, false
 }
 
 // on reports whether the cache is in use, asking the engine once in auto mode.
