@@ -130,15 +130,26 @@ func (b *bench) coldRawEngine(ctx context.Context, pp *parts, cmd ...string) (ti
 	return tEnd.Sub(t0), nil
 }
 
+// leg is one side of a repetition: run gets the breakdown collector (nil in warm-up rounds)
+// and its sample goes into *into.
+type leg struct {
+	into *[]time.Duration
+	run  func(ctx context.Context, pp *parts) (time.Duration, error)
+}
+
 // legs runs the legs of one repetition in an order rotated by i, so that no side always
 // runs first (page cache, engine state); samples of warm-up rounds (i < 0) are dropped.
-func legs(ctx context.Context, i int, fns ...func(ctx context.Context, keep bool) error) error {
+func legs(ctx context.Context, i int, pp *parts, ls ...leg) error {
 	keep := i >= 0
-	n := len(fns)
+	n := len(ls)
 	for k := range n {
-		idx := (k + max(i, 0)) % n
-		if err := fns[idx](ctx, keep); err != nil {
+		l := ls[(k+max(i, 0))%n]
+		d, err := l.run(ctx, pick(keep, pp))
+		if err != nil {
 			return err
+		}
+		if keep {
+			*l.into = append(*l.into, d)
 		}
 	}
 	return nil
@@ -151,28 +162,16 @@ func (b *bench) figColdShell(ctx context.Context) error {
 	var bayT, rawEngine, rawShip []time.Duration
 	pp := newParts()
 	for i := -b.reps.ColdWarmup; i < b.reps.Cold; i++ {
-		err := legs(ctx, i,
-			func(ctx context.Context, keep bool) error {
-				d, err := b.coldBay(ctx, pick(keep, pp), false, func(ctx context.Context, id string) error { return b.shell(ctx, id, shellCmd) })
-				if keep && err == nil {
-					bayT = append(bayT, d)
-				}
-				return err
-			},
-			func(ctx context.Context, keep bool) error {
-				d, err := b.coldRawEngine(ctx, pick(keep, pp), "bash", "-lc", shellCmd)
-				if keep && err == nil {
-					rawEngine = append(rawEngine, d)
-				}
-				return err
-			},
-			func(ctx context.Context, keep bool) error {
-				d, err := b.coldRawShip(ctx, pick(keep, pp), false, func(ctx context.Context, ep string) error { return b.shipShell(ctx, ep, shellCmd) })
-				if keep && err == nil {
-					rawShip = append(rawShip, d)
-				}
-				return err
-			})
+		err := legs(ctx, i, pp,
+			leg{&bayT, func(ctx context.Context, pp *parts) (time.Duration, error) {
+				return b.coldBay(ctx, pp, false, func(ctx context.Context, id string) error { return b.shell(ctx, id, shellCmd) })
+			}},
+			leg{&rawEngine, func(ctx context.Context, pp *parts) (time.Duration, error) {
+				return b.coldRawEngine(ctx, pp, "bash", "-lc", shellCmd)
+			}},
+			leg{&rawShip, func(ctx context.Context, pp *parts) (time.Duration, error) {
+				return b.coldRawShip(ctx, pp, false, func(ctx context.Context, ep string) error { return b.shipShell(ctx, ep, shellCmd) })
+			}})
 		if err != nil {
 			return b.failed(id, title, fmt.Errorf("repetition %d: %w", i, err))
 		}
@@ -196,21 +195,13 @@ func (b *bench) figColdPython(ctx context.Context) error {
 	var bayT, rawShip []time.Duration
 	pp := newParts()
 	for i := -b.reps.ColdWarmup; i < b.reps.Cold; i++ {
-		err := legs(ctx, i,
-			func(ctx context.Context, keep bool) error {
-				d, err := b.coldBay(ctx, pick(keep, pp), true, func(ctx context.Context, id string) error { return b.python(ctx, id, "1+1", "2") })
-				if keep && err == nil {
-					bayT = append(bayT, d)
-				}
-				return err
-			},
-			func(ctx context.Context, keep bool) error {
-				d, err := b.coldRawShip(ctx, pick(keep, pp), true, func(ctx context.Context, ep string) error { return b.shipPython(ctx, ep, "1+1", "2") })
-				if keep && err == nil {
-					rawShip = append(rawShip, d)
-				}
-				return err
-			})
+		err := legs(ctx, i, pp,
+			leg{&bayT, func(ctx context.Context, pp *parts) (time.Duration, error) {
+				return b.coldBay(ctx, pp, true, func(ctx context.Context, id string) error { return b.python(ctx, id, "1+1", "2") })
+			}},
+			leg{&rawShip, func(ctx context.Context, pp *parts) (time.Duration, error) {
+				return b.coldRawShip(ctx, pp, true, func(ctx context.Context, ep string) error { return b.shipPython(ctx, ep, "1+1", "2") })
+			}})
 		if err != nil {
 			return b.failed(id, title, fmt.Errorf("repetition %d: %w", i, err))
 		}
