@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -248,11 +249,11 @@ func (m *Main) Run(ctx context.Context) error {
 	return nil
 }
 
-// withoutEnv returns env without the variable key.
-func withoutEnv(env []string, key string) []string {
+// withoutEnv returns env without the variables named keys.
+func withoutEnv(env []string, keys ...string) []string {
 	out := make([]string, 0, len(env))
 	for _, e := range env {
-		if k, _, _ := strings.Cut(e, "="); k != key {
+		if k, _, _ := strings.Cut(e, "="); !slices.Contains(keys, k) {
 			out = append(out, e)
 		}
 	}
@@ -261,21 +262,11 @@ func withoutEnv(env []string, key string) []string {
 
 // withEnv returns env with the given KEY=VALUE pairs set (replacing).
 func withEnv(env []string, kv ...string) []string {
-	out := make([]string, 0, len(env)+len(kv))
-	for _, e := range env {
-		k, _, _ := strings.Cut(e, "=")
-		replaced := false
-		for _, n := range kv {
-			if nk, _, _ := strings.Cut(n, "="); nk == k {
-				replaced = true
-				break
-			}
-		}
-		if !replaced {
-			out = append(out, e)
-		}
+	keys := make([]string, len(kv))
+	for i, n := range kv {
+		keys[i], _, _ = strings.Cut(n, "=")
 	}
-	return append(out, kv...)
+	return append(withoutEnv(env, keys...), kv...)
 }
 
 func envOr(k, def string) string {
