@@ -20,6 +20,8 @@ import (
 	"github.com/moby/moby/api/types/jsonstream"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/internal/hostlock"
 )
 
 // Build makes sure the image of opts exists and the friendly tag points at it.
@@ -113,7 +115,7 @@ func (b *builder) run(ctx context.Context, start time.Time) (Result, error) {
 
 	// One build per flavour at a time on this machine (parallel test
 	// binaries call EnsureImage concurrently); re-check under the lock.
-	unlock, err := lockFlavour(ctx, plan.Flavour, func() {
+	unlock, err := hostlock.Acquire(ctx, "shipyard-imagebuild-"+string(plan.Flavour), func() {
 		b.logf("waiting for another build of the %s image on this machine...", plan.Flavour)
 	})
 	if err != nil {
