@@ -2,6 +2,8 @@ package docker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/hostlock"
 )
 
 // CreateNetwork creates a bridge network with labels; an existing network of that name is
@@ -66,29 +69,20 @@ const iccOption = "com.docker.network.bridge.enable_icc"
 
 // ensureSandboxNetwork returns the id of the oldest copy of SandboxNetwork, creating the
 // network when missing and removing younger copies, and refuses one whose inter-container
-// communication is on (made by someone else under our name). Bays starting together may each
-// create the network before seeing the other's (the engine allows duplicate names); while two
-// copies exist a container on the network fails to start ("ambiguous": the engine resolves a
-// container's networks by name at start), which StartContainer answers by calling this again
-// and retrying. It is resolved on every call, so a network pruned meanwhile is recreated.
+// communication is on (made by someone else under our name). The engine allows duplicate
+// names: bays on one host create the network under a machine-wide lock, but bays on several
+// hosts sharing a remote engine may each create it; while two copies exist a container on the
+// network fails to start ("ambiguous": the engine resolves a container's networks by name at
+// start), which StartContainer answers by calling this again and retrying. It is resolved on
+// every call, so a network pruned meanwhile is recreated.
 func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 	nets, err := d.networksNamed(ctx, d.sandboxNet)
 	if err != nil {
 		return "", fmt.Errorf("network %s: %w", d.sandboxNet, err)
 	}
 	if len(nets) == 0 {
-		d.netMu.Lock()
-		err := d.createNetworkLocked(ctx, d.sandboxNet, map[string]string{"dev.shipyard.network": "sandboxes"},
-			map[string]string{iccOption: "false"})
-		d.netMu.Unlock()
-		if err != nil {
+		if nets, err = d.createSandboxNetwork(ctx); err != nil {
 			return "", err
-		}
-		if nets, err = d.networksNamed(ctx, d.sandboxNet); err != nil {
-			return "", fmt.Errorf("network %s: %w", d.sandboxNet, err)
-		}
-		if len(nets) == 0 {
-			return "", fmt.Errorf("network %s: gone right after its creation: %w", d.sandboxNet, bay.ErrNotFound)
 		}
 	}
 	slices.SortFunc(nets, oldestFirst)
@@ -103,6 +97,33 @@ func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("network %s exists with inter-container communication on, which would let sandboxes reach each other; remove it (bay recreates it isolated) or set driver.docker.network", d.sandboxNet)
 	}
 	return nets[0].ID, nil
+}
+
+// createSandboxNetwork creates the sandbox network under a machine-wide lock (bays on one
+// host never make duplicates; a duplicate that one of them has started a container on could
+// not be removed again) and returns its copies.
+func (d *Driver) createSandboxNetwork(ctx context.Context) ([]network.Summary, error) {
+	sum := sha256.Sum256([]byte(d.cfg.Socket + "\x00" + d.sandboxNet))
+	unlock, err := hostlock.Acquire(ctx, "shipyard-network-"+hex.EncodeToString(sum[:8]), nil)
+	if err != nil {
+		return nil, fmt.Errorf("network %s: %w", d.sandboxNet, err)
+	}
+	defer unlock()
+	d.netMu.Lock()
+	err = d.createNetworkLocked(ctx, d.sandboxNet, map[string]string{"dev.shipyard.network": "sandboxes"},
+		map[string]string{iccOption: "false"})
+	d.netMu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	nets, err := d.networksNamed(ctx, d.sandboxNet)
+	if err != nil {
+		return nil, fmt.Errorf("network %s: %w", d.sandboxNet, err)
+	}
+	if len(nets) == 0 {
+		return nil, fmt.Errorf("network %s: gone right after its creation: %w", d.sandboxNet, bay.ErrNotFound)
+	}
+	return nets, nil
 }
 
 // RemoveNetwork removes the network (every network of that name); missing is success; a network
