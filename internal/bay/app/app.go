@@ -232,7 +232,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// A warm sandbox is made available only once its kernel has answered a silent cell, so a
 	// claim never pays for the kernel start that ship began at boot.
 	wpc.Prime = func(ctx context.Context, sess *bay.Session) error {
-		res, err := ship.ExecPython(ctx, sess.AuthorizedURL(sess.Endpoint), shipapi.ExecPythonRequest{Code: "pass", Silent: true, Timeout: 60})
+		res, err := ship.ExecPython(ctx, sess.AuthorizedURL(sess.Primary().Endpoint), shipapi.ExecPythonRequest{Code: "pass", Silent: true, Timeout: 60})
 		if err != nil {
 			return fmt.Errorf("prime kernel: %w", err)
 		}

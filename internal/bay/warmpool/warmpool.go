@@ -482,7 +482,7 @@ func (p *Pool) requeue(ctx context.Context, sb *bay.Sandbox, now time.Time) {
 	p.Enqueue(sb.ID)
 }
 
-// alive probes an available warm sandbox's container. A probe that fails for another reason
+// alive probes an available warm sandbox's instance. A probe that fails for another reason
 // than "not found" counts as alive (the engine may be briefly unreachable).
 func (p *Pool) alive(ctx context.Context, sb *bay.Sandbox) bool {
 	if sb.CurrentSessionID == "" {
@@ -497,17 +497,17 @@ func (p *Pool) alive(ctx context.Context, sb *bay.Sandbox) bool {
 	if err != nil {
 		return true
 	}
-	if sess.ContainerID == "" || sess.ObservedState != bay.SessionRunning {
+	if !sess.Ready() {
 		return false
 	}
-	info, err := p.drv.InspectContainer(cctx, sess.ContainerID)
+	inst, err := p.drv.InspectInstance(cctx, bay.InstanceName(sess.ID))
 	if bay.IsNotFound(err) {
 		return false
 	}
 	if err != nil {
 		return true
 	}
-	return info.State == bay.ContainerRunning
+	return inst.Running() && len(inst.Containers) == len(sess.Containers)
 }
 
 // setState moves a warm sandbox from one warm state to another if it is still warm, not

@@ -224,7 +224,7 @@ func TestReconcileDeadContainer(t *testing.T) {
 		synctest.Wait()
 		victim := e.warm()[bay.WarmAvailable][0]
 		sess, _ := e.store.GetSession(e.ctx, victim.CurrentSessionID)
-		e.drv.Vanish(sess.ContainerID)
+		e.drv.Vanish(sess.Primary().ContainerID)
 
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -251,7 +251,7 @@ func TestRestartReusesWarmSandboxes(t *testing.T) {
 			t.Fatalf("shutdown deleted warm sandboxes: %d left", len(w))
 		}
 		sess, _ := e.store.GetSession(e.ctx, w[0].CurrentSessionID)
-		e.drv.Kill(sess.ContainerID) // died while bay was down
+		e.drv.Kill(sess.Primary().ContainerID) // died while bay was down
 
 		e.start(e.pool(nil))
 		synctest.Wait()
