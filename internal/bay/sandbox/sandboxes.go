@@ -269,9 +269,10 @@ scan:
 	return out, nil
 }
 
-// GetSandbox returns the owner's sandbox. When its current session is ready, containers[] is
-// filled: version from the runtime's cached /meta and healthy from a live /health, all within
-// a 2 s budget (null values on failure). No probe or recovery is done.
+// GetSandbox returns the owner's sandbox. When it is ready, containers[] is filled: version
+// from the runtime's cached description (read with the session's runtime token) and healthy
+// from a live health check, all within a 2 s budget (null values on failure). No probe or
+// recovery is done.
 func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.SandboxResponse, error) {
 	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
 	if err != nil {
@@ -282,7 +283,9 @@ func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.San
 		return nil, err
 	}
 	resp := s.sandboxResponse(sb, cur, s.now())
-	if cur != nil && cur.Ready() {
+	// containers is null unless the sandbox is ready: an idle, stopped, failed or expired
+	// sandbox has no runtime to describe.
+	if resp.Status == bay.StatusReady && cur.Ready() {
 		resp.Containers = s.containerRuntimes(ctx, cur)
 	}
 	return resp, nil
@@ -320,7 +323,7 @@ func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bay
 	return out
 }
 
-// ExtendTTL extends an expiring sandbox (contract 1.10): extend_by <= 0 -> validation_error;
+// ExtendTTL extends an expiring sandbox: extend_by <= 0 -> validation_error;
 // infinite TTL -> sandbox_ttl_infinite; already expired (also after the expiry GC deleted it)
 // -> sandbox_expired with details;
 // otherwise expires_at = max(expires_at, now) + extend_by. hook runs in the same transaction.
