@@ -182,17 +182,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	instanceID := cfg.InstanceID()
 	ship := shipclient.New(nil, log)
-	var proxy *bay.Proxy
-	if cfg.Proxy.Enabled {
-		proxy = &bay.Proxy{Enabled: true, HTTPProxy: cfg.Proxy.HTTPProxy, HTTPSProxy: cfg.Proxy.HTTPSProxy,
-			NoProxy: cfg.Proxy.NoProxy, DefaultNoProxy: cfg.Proxy.DefaultNoProxy}
-	}
+	// The global proxy block is already resolved into every profile container's (config).
 	scfg := sandbox.Config{
 		Profiles:           cfg.Profiles,
 		InstanceID:         instanceID,
 		ReadinessTimeout:   cfg.Session.ReadinessTimeout,
 		DefaultCargoSizeMB: cfg.Cargo.DefaultSizeLimitMB,
-		Proxy:              proxy,
 		SkillsRoot:         cfg.Skills.RootPath,
 	}
 	if m.Tune != nil {

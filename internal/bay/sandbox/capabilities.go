@@ -17,7 +17,8 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
-// ValidatePath validates a workspace-relative path exactly as contract 3.5 and returns its
+// ValidatePath validates a workspace-relative path (not empty, no NUL, relative, never above the
+// workspace after resolving "..") and returns its
 // normalised form ("." for the root). field names the request field ("path" or "cwd") in the
 // invalid_path error's details {field, reason}; reasons: empty_path, null_byte, absolute_path,
 // path_traversal.

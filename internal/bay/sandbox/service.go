@@ -61,8 +61,6 @@ type Config struct {
 	ProbeCacheTTL time.Duration
 	// DefaultCargoSizeMB is the size_limit_mb of cargos created without one (default 1024).
 	DefaultCargoSizeMB int
-	// Proxy is the global proxy block (nil = none).
-	Proxy *bay.Proxy
 	// SkillsRoot is the host directory of skill folders; profile skills are mounted read-only
 	// at /skills/<name>. "" = none.
 	SkillsRoot string

@@ -226,7 +226,7 @@ func TestCreateOnCargo(t *testing.T) {
 	if _, err := e.svc.CreateSandbox(ctx, "bob", sandbox.CreateParams{CargoID: &ext.ID}, nil); code(err) != bay.CodeNotFound {
 		t.Fatalf("bob: %v", err)
 	}
-	// A managed cargo (another sandbox's workspace) is refused: reference defect 3.
+	// A managed cargo (another sandbox's workspace) is refused: it belongs to that sandbox.
 	other := e.create(t, "alice", sandbox.CreateParams{})
 	if _, err := e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{CargoID: &other.CargoID}, nil); code(err) != bay.CodeConflict {
 		t.Fatalf("managed cargo: %v", err)

@@ -32,7 +32,7 @@ var errSessionGone = errors.New("session removed while starting")
 // idle_expires_at and last_active_at. It does not check the owner (callers do).
 //
 // Errors: not_found (missing or deleted sandbox), sandbox_expired, validation_error (profile
-// no longer configured), capability_not_supported (multi-container profile), session_not_ready
+// no longer configured), session_not_ready
 // (503: another instance is starting it; readiness timeout "Runtime failed to become ready";
 // stopped while starting), internal_error (engine failure; the session is left "failed" with no
 // container).
@@ -714,10 +714,7 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 	}
 	profileKeys := slices.Sorted(maps.Keys(prof.Env))
 	for _, c := range order {
-		env := map[string]string{}
-		maps.Copy(env, prof.Env)
-		maps.Copy(env, c.Env)
-		maps.Copy(env, config.ProxyEnv(cmp.Or(c.Proxy, prof.Proxy, s.cfg.Proxy)))
+		env := config.ContainerEnv(prof, c)
 		if sess.RuntimeToken != "" {
 			env[shipapi.EnvAuthToken] = sess.RuntimeToken
 		}

@@ -255,3 +255,33 @@ func (l *testLifecycle) count() int {
 	defer l.mu.Unlock()
 	return l.created
 }
+
+// claim hands an available warm sandbox of profileID to owner the way the lifecycle service's
+// create does (one transaction, a fresh idle deadline, the caller's TTL) and tells the pool;
+// ok is false when none is available or the profile has no pool.
+func (e *env) claim(p *warmpool.Pool, profileID, owner string, ttl *time.Duration) (*bay.Sandbox, bool, error) {
+	if !p.WarmPoolEnabled(profileID) {
+		return nil, false, nil
+	}
+	n := now()
+	idle := n.Add(30 * time.Minute)
+	c := bay.WarmClaim{ProfileID: profileID, Owner: owner, Now: n, IdleExpiresAt: &idle}
+	if ttl != nil && *ttl > 0 {
+		exp := n.Add(*ttl)
+		c.ExpiresAt = &exp
+	}
+	var sb *bay.Sandbox
+	err := e.store.Tx(e.ctx, func(tx bay.Tx) error {
+		var err error
+		sb, err = tx.ClaimWarmSandbox(e.ctx, c)
+		return err
+	})
+	if bay.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	p.Claimed(e.ctx, sb)
+	return sb, true, nil
+}
