@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// ID prefixes (reference section 0.2): "<prefix>-<12 lowercase hex>".
+// ID prefixes: ids are "<prefix>-<12 lowercase hex>", as clients of the reference expect.
 const (
 	PrefixSandbox   = "sandbox"
 	PrefixSession   = "sess"
@@ -36,7 +36,8 @@ func VolumeName(cargoID string) string { return "bay-cargo-" + cargoID }
 // under way.
 func InstanceName(sessionID string) string { return "bay-session-" + sessionID }
 
-// Labels written on every container and volume bay creates (reference section 6.7).
+// Labels written on every object bay creates on the container platform; the reference's
+// tools read the same names.
 const (
 	LabelOwner       = "bay.owner"
 	LabelSandboxID   = "bay.sandbox_id"

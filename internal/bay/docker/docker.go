@@ -1,8 +1,7 @@
 // Package docker is the bay.Driver on the Docker Engine API (through the moby Go client, never
 // the docker CLI). It passes internal/bay/drivertest against a real engine.
 //
-// What it guarantees beyond the reference implementation (reference section 10, defects 9, 22
-// and 23):
+// What it guarantees, where the reference implementation did not:
 //
 //   - every container is hardened regardless of its spec: all capabilities dropped,
 //     no-new-privileges, a non-root user (the spec's, default 1000:1000), a pids limit (the

@@ -176,7 +176,7 @@ func TestIdleRaceRevivedSandboxIsNotDestroyed(t *testing.T) {
 	}
 }
 
-// Defect 15: the tasks list selects what runs, not just what is reported.
+// The tasks list selects what runs, not just what is reported.
 func TestTasksSelectWhatRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)

@@ -1,5 +1,5 @@
 // Package shipclient is bay's HTTP client of the Ship runtime API (api/shipapi). Every call is
-// bounded by its own timeout (reference section 6.8) on top of the caller's context, and every
+// bounded by its own timeout on top of the caller's context, and every
 // failure is returned as a classified *bay.Error:
 //
 //   - transport timeout (the per-call deadline, not the caller's cancellation) -> timeout (504);
