@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -34,7 +35,13 @@ func VolumeName(cargoID string) string { return "bay-cargo-" + cargoID }
 // InstanceName is the driver instance of a session: "bay-session-<session_id>". It is derived
 // from the session id alone, so that a stop can destroy an instance whose creation is still
 // under way.
-func InstanceName(sessionID string) string { return "bay-session-" + sessionID }
+func InstanceName(sessionID string) string { return InstancePrefix + sessionID }
+
+// InstancePrefix starts the name of every session instance.
+const InstancePrefix = "bay-session-"
+
+// SessionOfInstance returns the session id of an instance name, if it is one.
+func SessionOfInstance(name string) (string, bool) { return strings.CutPrefix(name, InstancePrefix) }
 
 // Labels written on every object bay creates on the container platform; the reference's
 // tools read the same names.

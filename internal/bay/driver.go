@@ -166,6 +166,13 @@ type Driver interface {
 	DestroyInstance(ctx context.Context, name string) error
 	// ListInstances lists the instances (whole or partial) carrying all the given labels.
 	ListInstances(ctx context.Context, labels map[string]string) ([]Instance, error)
+	// WatchDeaths calls died with the name of every instance one of whose containers stops
+	// running (exits, is killed, is OOM-killed), among the instances carrying all the given
+	// labels, until ctx ends (nil) or the platform's event stream fails (its error; the caller
+	// watches again). died runs on the watcher's goroutine and must not block. Deaths are
+	// hints that make the next call re-check the instance at once: a missed one only waits
+	// for the next liveness probe.
+	WatchDeaths(ctx context.Context, labels map[string]string, died func(instance string)) error
 }
 
 // VolumeInfo is what a driver reports about one volume.

@@ -268,7 +268,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Background loops run until bgCtx ends (after the HTTP drain).
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run}
+	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run,
+		"deathwatch": svc.WatchDeaths}
 	if w, ok := drv.(imageCacheWarmer); ok {
 		loops["imagecache"] = func(ctx context.Context) error { warmImageCaches(ctx, w, cfg.Profiles, log); return nil }
 	}

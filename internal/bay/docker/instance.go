@@ -382,3 +382,27 @@ func assemble(name string, cs []containerInfo, ns []networkInfo) bay.Instance {
 	}
 	return inst
 }
+
+// WatchDeaths follows the engine's "die" events of containers carrying the labels.
+func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died func(instance string)) error {
+	f := labelFilters(labels)
+	f.Add("type", "container")
+	f.Add("event", "die")
+	res := d.cli.Events(ctx, client.EventsListOptions{Filters: f})
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-res.Err:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch container deaths: %w", classify(err))
+		case m := <-res.Messages:
+			attrs := m.Actor.Attributes
+			if name := cmpOr(attrs[bay.LabelInstance], attrs["name"]); name != "" {
+				died(name)
+			}
+		}
+	}
+}

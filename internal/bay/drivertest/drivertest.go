@@ -112,6 +112,7 @@ func Run(t *testing.T, h Harness) {
 		{"BadSpecs", s.testBadSpecs},
 		{"MissingInstance", s.testMissingInstance},
 		{"KilledBehindTheDriversBack", s.testKilled},
+		{"DeathsAreReported", s.testDeaths},
 		{"ListFiltersByAllLabels", s.testListInstances},
 		{"Volumes", s.testVolumes},
 		{"VolumeInUse", s.testVolumeInUse},
@@ -603,6 +604,60 @@ func (s *suite) testKilled(t *testing.T) {
 		t.Fatalf("DestroyInstance with an exited container: %v", err)
 	}
 	s.gone(t, spec.Name, "none")
+}
+
+func (s *suite) testDeaths(t *testing.T) {
+	marker := s.name("m")
+	labels := s.labels("drivertest.marker", marker)
+	ctx, cancel := context.WithCancel(t.Context())
+	died := make(chan string, 8)
+	watching := make(chan error, 1)
+	go func() {
+		watching <- s.h.Driver.WatchDeaths(ctx, labels, func(name string) {
+			select {
+			case died <- name:
+			default:
+			}
+		})
+	}()
+	// Another instance's death is not reported: only the labelled ones are watched.
+	other := s.create(t, s.spec())
+	spec := s.spec("ship", "gull")
+	spec.Labels = labels
+	inst := s.create(t, spec)
+	// The watch subscribes asynchronously; a death before it does would be missed, which the
+	// port allows, so give it a moment as a platform's event stream needs.
+	time.Sleep(500 * time.Millisecond)
+	s.h.Kill(t, other.Containers[0].ID)
+	s.h.Kill(t, inst.Containers[1].ID)
+	select {
+	case name := <-died:
+		if name != spec.Name {
+			t.Errorf("died(%q), want %q", name, spec.Name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no death reported within 10 s of a kill")
+	}
+	cancel()
+	select {
+	case err := <-watching:
+		if err != nil {
+			t.Errorf("WatchDeaths after its context ended: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchDeaths did not return after its context ended")
+	}
+	for {
+		select {
+		case name := <-died:
+			if name != spec.Name {
+				t.Errorf("died(%q): an instance without the watched labels was reported", name)
+			}
+			continue
+		default:
+		}
+		break
+	}
 }
 
 func (s *suite) testListInstances(t *testing.T) {

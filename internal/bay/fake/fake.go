@@ -47,11 +47,13 @@ const (
 	MethodInspectInstance = "InspectInstance"
 	MethodDestroyInstance = "DestroyInstance"
 	MethodListInstances   = "ListInstances"
+	MethodWatchDeaths     = "WatchDeaths"
 )
 
 var methods = []string{
 	MethodPing, MethodCreateVolume, MethodDeleteVolume, MethodInspectVolume, MethodListVolumes,
 	MethodCreateInstance, MethodInspectInstance, MethodDestroyInstance, MethodListInstances,
+	MethodWatchDeaths,
 }
 
 // Always makes an injected failure permanent (pass it as times).
@@ -147,6 +149,12 @@ func WithClock(now func() time.Time) Option {
 	return func(d *Driver) { d.now = now }
 }
 
+// watcher is one WatchDeaths call in progress.
+type watcher struct {
+	labels map[string]string
+	died   func(string)
+}
+
 // rule is one scripted failure of one method.
 type rule struct {
 	after  int   // calls to let through first
@@ -173,6 +181,8 @@ type Driver struct {
 	latency    map[string]time.Duration
 	calls      []Call
 	pingDown   bool
+	watchers   map[int]watcher
+	nextWatch  int
 }
 
 var _ bay.Driver = (*Driver)(nil)
@@ -185,6 +195,7 @@ func New(opts ...Option) *Driver {
 		containers: map[string]*Container{},
 		instances:  map[string]*instance{},
 		volumes:    map[string]*bay.VolumeInfo{},
+		watchers:   map[int]watcher{},
 		rules:      map[string][]*rule{},
 		latency:    map[string]time.Duration{},
 	}
@@ -283,7 +294,18 @@ func (d *Driver) Kill(idOrName string) bool {
 		return false
 	}
 	c.State, c.ExitCode, c.Endpoint = bay.ContainerExited, 137, ""
+	d.diedLocked(c)
 	return true
+}
+
+// diedLocked tells the watchers whose labels the container's instance carries. Requires d.mu;
+// the callbacks must not block (the port says so).
+func (d *Driver) diedLocked(c *Container) {
+	for _, w := range d.watchers {
+		if hasLabels(c.Labels, w.labels) {
+			w.died(c.Instance)
+		}
+	}
 }
 
 // Vanish removes a container behind the driver's back (as `docker rm -f` by an operator would).
@@ -721,6 +743,26 @@ func (d *Driver) ListInstances(ctx context.Context, labels map[string]string) ([
 		return nil, err
 	}
 	return out, nil
+}
+
+// WatchDeaths registers died until ctx ends; Kill reports to it.
+func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died func(instance string)) error {
+	call := Call{Method: MethodWatchDeaths, Labels: labels}
+	late, err := d.begin(ctx, call)
+	if err != nil {
+		return err
+	}
+	id := d.nextWatch
+	d.nextWatch++
+	d.watchers[id] = watcher{labels: maps.Clone(labels), died: died}
+	if err := d.end(call, late, nil); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	d.mu.Lock()
+	delete(d.watchers, id)
+	d.mu.Unlock()
+	return nil
 }
 
 // instanceLocked renders an instance with the containers still present. Requires d.mu.

@@ -326,7 +326,7 @@ func (r *taskRun) orphanVolumes(ctx context.Context) {
 var sessionOwnership = struct {
 	prefix string
 	labels []string
-}{prefix: "bay-session-", labels: []string{bay.LabelSessionID, bay.LabelSandboxID, bay.LabelCargoID, bay.LabelInstanceID, bay.LabelManaged}}
+}{prefix: bay.InstancePrefix, labels: []string{bay.LabelSessionID, bay.LabelSandboxID, bay.LabelCargoID, bay.LabelInstanceID, bay.LabelManaged}}
 
 // provablyOurs reports whether the instance was created by bay instance instanceID: its name,
 // every ownership label present, bay.managed "true", bay.instance_id instanceID.

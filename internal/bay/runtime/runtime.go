@@ -15,6 +15,10 @@ import (
 // answer): the caller re-checks the container instead of trusting a cached probe.
 var ErrUnreachable = errors.New("runtime unreachable")
 
+// ErrNotSent marks a call whose request never reached the runtime (the connection could not
+// be opened): it had no effect there, so it may be sent again to a replacement.
+var ErrNotSent = errors.New("request not sent")
+
 // Meta is a runtime's self-description.
 type Meta struct {
 	Name    string // "ship", "gull"

@@ -80,36 +80,36 @@ func NormalizeTags(tags *string) *string {
 // (capability_not_supported), expiry (sandbox_expired), then EnsureRunning, and returns the
 // authorized endpoint of the container serving the capability (checked against its runtime's
 // description).
-func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, string, error) {
+func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, *bay.SessionContainer, string, error) {
 	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, "", err
 	}
 	prof := s.Profile(sb.ProfileID)
 	if prof == nil {
-		return nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
+		return nil, nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
 			WithDetails(map[string]any{"capability": capability})
 	}
 	if !prof.HasCapability(capability) {
-		return nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
+		return nil, nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
 			WithDetails(map[string]any{"capability": capability, "available": prof.Capabilities()})
 	}
 	if sb.Expired(s.now()) {
-		return nil, nil, "", expiredErr(sb)
+		return nil, nil, nil, "", expiredErr(sb)
 	}
 	sess, err := s.ensureRunning(ctx, sb)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, "", err
 	}
 	c, err := routeCapability(prof, sess, capability)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, "", err
 	}
 	ep := sess.AuthorizedURL(c.Endpoint) // carries the session's runtime token: never log it
 	if err := s.checkRuntimeCapability(ctx, sess, c, ep, capability); err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, "", err
 	}
-	return sb, sess, ep, nil
+	return sb, sess, c, ep, nil
 }
 
 // routeCapability returns the session container serving capability: the one the profile routes
@@ -159,12 +159,6 @@ func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session,
 		WithDetails(map[string]any{"capability": capability, "available": m.Capabilities})
 }
 
-// shipFailed records a failed runtime call (unreachable -> re-probe next time) and returns err.
-func (s *Service) shipFailed(sess *bay.Session, err error) error {
-	s.runtimeUnreachable(sess, err)
-	return err
-}
-
 // PythonParams are the inputs of ExecPython (timeout already validated 1..300).
 type PythonParams struct {
 	Code        string
@@ -178,16 +172,17 @@ type PythonParams struct {
 // call returns (a call that fails with an error records nothing). execution_time_ms covers
 // the runtime call only, not a cold start.
 func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonParams) (*bayapi.PythonExecResponse, error) {
-	sb, sess, ep, err := s.target(ctx, owner, id, bayapi.CapPython)
+	var r *shipapi.ExecPythonResponse
+	var ms int64
+	sb, sess, err := s.invoke(ctx, owner, id, bayapi.CapPython, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) (err error) {
+		began := time.Now()
+		r, err = s.ship.ExecPython(ctx, ep, shipapi.ExecPythonRequest{Code: p.Code, Timeout: p.Timeout})
+		ms = time.Since(began).Milliseconds()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	began := time.Now()
-	r, err := s.ship.ExecPython(ctx, ep, shipapi.ExecPythonRequest{Code: p.Code, Timeout: p.Timeout})
-	if err != nil {
-		return nil, s.shipFailed(sess, err)
-	}
-	ms := time.Since(began).Milliseconds()
 	if r.Output.Images == nil {
 		r.Output.Images = []map[string]string{}
 	}
@@ -221,17 +216,18 @@ type ShellParams struct {
 // ExecShell runs a command and records an execution-history row. error is ship's error, or its
 // stderr when there is none.
 func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams) (*bayapi.ShellExecResponse, error) {
-	sb, sess, ep, err := s.target(ctx, owner, id, bayapi.CapShell)
+	var r *shipapi.ExecShellResponse
+	var ms int64
+	sb, sess, err := s.invoke(ctx, owner, id, bayapi.CapShell, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) (err error) {
+		began := time.Now()
+		t := p.Timeout
+		r, err = s.ship.ExecShell(ctx, ep, shipapi.ExecShellRequest{Command: p.Command, Timeout: &t, Cwd: p.Cwd})
+		ms = time.Since(began).Milliseconds()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	began := time.Now()
-	t := p.Timeout
-	r, err := s.ship.ExecShell(ctx, ep, shipapi.ExecShellRequest{Command: p.Command, Timeout: &t, Cwd: p.Cwd})
-	if err != nil {
-		return nil, s.shipFailed(sess, err)
-	}
-	ms := time.Since(began).Milliseconds()
 	errText := r.Error
 	if errText == nil || *errText == "" {
 		errText = nil
@@ -273,27 +269,24 @@ func (s *Service) recordExecution(ctx context.Context, sb *bay.Sandbox, sess *ba
 
 // ReadFile returns a text file's content. path is normalised already.
 func (s *Service) ReadFile(ctx context.Context, owner, id, path string) (string, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	var r *shipapi.ReadFileResponse
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) (err error) {
+		r, err = s.ship.ReadFile(ctx, ep, path)
+		return err
+	})
 	if err != nil {
 		return "", err
-	}
-	r, err := s.ship.ReadFile(ctx, ep, path)
-	if err != nil {
-		return "", s.shipFailed(sess, err)
 	}
 	return r.Content, nil
 }
 
 // WriteFile writes a text file (parents created, overwritten).
 func (s *Service) WriteFile(ctx context.Context, owner, id, path, content string) error {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
-	if err != nil {
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) error {
+		_, err := s.ship.WriteFile(ctx, ep, path, content)
 		return err
-	}
-	if _, err := s.ship.WriteFile(ctx, ep, path, content); err != nil {
-		return s.shipFailed(sess, err)
-	}
-	return nil
+	})
+	return err
 }
 
 // DeleteFile deletes a file or a directory tree. The workspace root itself is refused
@@ -303,25 +296,21 @@ func (s *Service) DeleteFile(ctx context.Context, owner, id, path string) error 
 		return bay.Errorf(bay.CodeInvalidPath, "path cannot be the workspace root").
 			WithDetails(map[string]any{"field": "path", "reason": "workspace_root"})
 	}
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
-	if err != nil {
-		return err
-	}
-	if err := s.ship.DeleteFile(ctx, ep, path); err != nil {
-		return s.shipFailed(sess, err)
-	}
-	return nil
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) error {
+		return s.ship.DeleteFile(ctx, ep, path)
+	})
+	return err
 }
 
 // ListDir lists a directory (hidden entries omitted, as the reference).
 func (s *Service) ListDir(ctx context.Context, owner, id, path string) ([]shipapi.FileInfo, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	var r *shipapi.ListDirResponse
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) (err error) {
+		r, err = s.ship.ListDir(ctx, ep, path, false)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	r, err := s.ship.ListDir(ctx, ep, path, false)
-	if err != nil {
-		return nil, s.shipFailed(sess, err)
 	}
 	if r.Files == nil {
 		r.Files = []shipapi.FileInfo{}
@@ -360,17 +349,14 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // Upload streams src into the file at path (normalised already), failing with
 // payload_too_large once more than maxBytes (> 0) were read. It returns the byte count.
 func (s *Service) Upload(ctx context.Context, owner, id, path string, src io.Reader, maxBytes int64) (int64, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	lr := &limitReader{r: src, n: maxBytes, limit: maxBytes}
+	// Not resent: the body is a stream read once.
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{watch: true}, func(ctx context.Context, ep string) error {
+		_, err := s.ship.Upload(ctx, ep, path, lr)
+		return err
+	})
 	if err != nil {
 		return 0, err
-	}
-	lr := &limitReader{r: src, n: maxBytes, limit: maxBytes}
-	if _, err := s.ship.Upload(ctx, ep, path, lr); err != nil {
-		var be *bay.Error
-		if errors.As(err, &be) && be.Code == bay.CodePayloadTooLarge {
-			return 0, err
-		}
-		return 0, s.shipFailed(sess, err)
 	}
 	return lr.read, nil
 }
@@ -378,13 +364,15 @@ func (s *Service) Upload(ctx context.Context, owner, id, path string, src io.Rea
 // Download opens the file at path for streaming; the caller closes the reader. size is -1
 // when unknown.
 func (s *Service) Download(ctx context.Context, owner, id, path string) (io.ReadCloser, int64, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	var rc io.ReadCloser
+	var n int64
+	// Not watched: the stream outlives the call that opens it.
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true}, func(ctx context.Context, ep string) (err error) {
+		rc, n, err = s.ship.Download(ctx, ep, path)
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
-	}
-	rc, n, err := s.ship.Download(ctx, ep, path)
-	if err != nil {
-		return nil, 0, s.shipFailed(sess, err)
 	}
 	return rc, n, nil
 }
@@ -392,13 +380,16 @@ func (s *Service) Download(ctx context.Context, owner, id, path string) (io.Read
 // OpenTerminal ensures the sandbox runs (the terminal requires the shell capability) and opens
 // a cols x rows terminal on its runtime; the caller relays it and closes it.
 func (s *Service) OpenTerminal(ctx context.Context, owner, id string, cols, rows int) (*websocket.Conn, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapShell)
+	var conn *websocket.Conn
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapShell, callOpts{resend: true}, func(ctx context.Context, ep string) (err error) {
+		conn, err = s.ship.DialTerminal(ctx, ep, cols, rows)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	conn, err := s.ship.DialTerminal(ctx, ep, cols, rows)
-	if err != nil {
-		s.runtimeUnreachable(sess, err)
+		var be *bay.Error
+		if errors.As(err, &be) {
+			return nil, err
+		}
 		return nil, bay.Errorf(bay.CodeShipError, "Terminal connection to the runtime failed").WithCause(err)
 	}
 	return conn, nil

@@ -481,6 +481,7 @@ func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.
 	if already {
 		return false, nil
 	}
+	s.cancelStart(id)
 	if !s.removeSandboxInstances(ctx, id, sessions) {
 		// A container that is still there keeps the volume in use: the engine refuses the
 		// volume removal below, and the cargo row stays for the orphan_cargo GC.

@@ -78,6 +78,10 @@ type Config struct {
 	// concurrent deletes made removals take more than 5 s), because a container given up on
 	// keeps the managed cargo's volume in use.
 	StopTimeout time.Duration
+	// WatchdogDelay and WatchdogEvery pace the health checks that end a call whose runtime froze
+	// (faults.go; defaults 2 s and 2 s).
+	WatchdogDelay time.Duration
+	WatchdogEvery time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -101,6 +105,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = "bay"
+	}
+	if c.WatchdogDelay <= 0 {
+		c.WatchdogDelay = 2 * time.Second
+	}
+	if c.WatchdogEvery <= 0 {
+		c.WatchdogEvery = 2 * time.Second
 	}
 }
 
@@ -142,10 +152,11 @@ type Service struct {
 	profiles map[string]*bay.Profile
 	// bootID identifies this process on session rows: "<instance_id>/<random>".
 	bootID string
-	// healthCheck is the readiness probe (the runtime type's Health); tests replace it.
-	healthCheck func(ctx context.Context, runtimeType, endpoint string) error
 
 	starts flightGroup
+	// startsMu guards startCancels: the cancel of the start this process runs per sandbox id.
+	startsMu     sync.Mutex
+	startCancels map[string]context.CancelFunc
 
 	probeMu sync.Mutex
 	probed  map[string]time.Time // session id -> time of the last successful liveness probe
@@ -176,16 +187,11 @@ func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.
 		profiles: map[string]*bay.Profile{},
 		bootID:   cfg.InstanceID + "/" + hex.EncodeToString(b[:]),
 		probed:   map[string]time.Time{},
+
+		startCancels: map[string]context.CancelFunc{},
 	}
 	for i := range cfg.Profiles {
 		s.profiles[cfg.Profiles[i].ID] = &s.cfg.Profiles[i]
-	}
-	s.healthCheck = func(ctx context.Context, runtimeType, endpoint string) error {
-		rc, err := s.runtimes.For(runtimeType)
-		if err != nil {
-			return err
-		}
-		return rc.Health(ctx, endpoint)
 	}
 	return s
 }
@@ -206,10 +212,22 @@ func (s *Service) warmClaimer() WarmClaimer {
 // BootID identifies this process on the session rows it starts: "<instance_id>/<random>".
 func (s *Service) BootID() string { return s.bootID }
 
-// SetHealthCheck replaces the readiness probe of every runtime type (tests).
+// SetHealthCheck replaces every runtime client by one whose health is f and which describes
+// nothing (tests that start sessions without talking to a runtime).
 func (s *Service) SetHealthCheck(f func(ctx context.Context, endpoint string) error) {
-	s.healthCheck = func(ctx context.Context, _, endpoint string) error { return f(ctx, endpoint) }
+	for t := range s.runtimes {
+		s.runtimes[t] = healthOnly(f)
+	}
 }
+
+// healthOnly is a runtime client with the given health and no description.
+type healthOnly func(ctx context.Context, endpoint string) error
+
+func (h healthOnly) Health(ctx context.Context, ep string) error { return h(ctx, ep) }
+func (healthOnly) Describe(context.Context, string) (runtime.Meta, error) {
+	return runtime.Meta{}, nil
+}
+func (healthOnly) ForgetEndpoint(string) {}
 
 // SetRuntime installs the client of a runtime type (before serving).
 func (s *Service) SetRuntime(runtimeType string, c runtime.Client) { s.runtimes[runtimeType] = c }

@@ -68,12 +68,27 @@ func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Sess
 		return cur, nil
 	}
 	sess, err := s.starts.do(ctx, sandboxID, func() (*bay.Session, error) {
-		// Detached: the start finishes (or cleans up) even if every waiting caller leaves.
+		// Detached: the start finishes (or cleans up) even if every waiting caller leaves; a
+		// stop or delete of the sandbox cancels it (cancelStart).
 		cctx, cancel := detached(ctx, s.cfg.ReadinessTimeout+2*time.Minute)
 		defer cancel()
+		s.startsMu.Lock()
+		s.startCancels[sandboxID] = cancel
+		s.startsMu.Unlock()
+		defer func() {
+			s.startsMu.Lock()
+			delete(s.startCancels, sandboxID)
+			s.startsMu.Unlock()
+		}()
 		return s.ensureSlow(cctx, sandboxID)
 	})
 	if err != nil {
+		if errors.Is(err, errStartCancelled) || bay.ErrorCode(err) == bay.CodeSessionNotReady {
+			// A start ended by a delete is a missing sandbox to every caller waiting on it.
+			if cur, gerr := s.store.GetSandbox(ctx, sandboxID); gerr == nil && cur.DeletedAt != nil {
+				return nil, notFoundSandbox(sandboxID)
+			}
+		}
 		return nil, err
 	}
 	if err := s.touch(ctx, sandboxID); err != nil {
@@ -348,13 +363,56 @@ func sessionContainers(prof *bay.Profile, inst bay.Instance) []bay.SessionContai
 	return out
 }
 
+// errStartCancelled marks a start ended because its sandbox was stopped or deleted.
+var errStartCancelled = errors.New("start cancelled by a stop or delete")
+
+// cancelStart ends this process's start of the sandbox, if one runs: it was stopped or
+// deleted, and nobody is to wait out a readiness timeout for a session that no longer exists.
+func (s *Service) cancelStart(sandboxID string) {
+	s.startsMu.Lock()
+	cancel := s.startCancels[sandboxID]
+	s.startsMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
 // waitAllReady waits for every container's runtime in parallel; it returns the names of those
-// that did not become ready and the first error.
+// that did not become ready and the first error. It gives up as soon as the session row is
+// gone (a stop or delete, possibly by another bay), checked every second.
 func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session) ([]string, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if _, err := s.store.GetSession(ctx, sess.ID); bay.IsNotFound(err) {
+				cancel(errStartCancelled)
+				return
+			}
+		}
+	}()
 	errs := make([]error, len(sess.Containers))
 	var wg sync.WaitGroup
 	for i, c := range sess.Containers {
-		wg.Go(func() { errs[i] = s.waitReady(ctx, c.RuntimeType, sess.AuthorizedURL(c.Endpoint)) })
+		wg.Go(func() {
+			ep := sess.AuthorizedURL(c.Endpoint)
+			if errs[i] = s.waitReady(ctx, c.RuntimeType, ep); errs[i] == nil {
+				// Read the runtime's description now, while it answers for sure: capability
+				// calls check it from the cache instead of asking a runtime that may be busy.
+				if rc, err := s.runtimes.For(c.RuntimeType); err == nil {
+					_, _ = rc.Describe(ctx, ep)
+				}
+			}
+		})
 	}
 	wg.Wait()
 	var names []string
@@ -365,6 +423,9 @@ func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session) ([]string
 			first = cmp.Or(first, err)
 		}
 	}
+	if first != nil && errors.Is(context.Cause(ctx), errStartCancelled) {
+		first = fmt.Errorf("%w: %w", errStartCancelled, first)
+	}
 	return names, first
 }
 
@@ -374,10 +435,10 @@ func errStoppedWhileStarting(sandboxID string) error {
 
 // startAborted classifies a failure to persist start progress.
 func (s *Service) startAborted(ctx context.Context, sandboxID string, sess *bay.Session, err error) error {
-	if errors.Is(err, errSessionGone) {
+	if errors.Is(err, errSessionGone) || s.failSession(ctx, sess) {
+		// The row is gone: a stop or delete (which also cancels this start) came first.
 		return errStoppedWhileStarting(sandboxID)
 	}
-	s.failSession(ctx, sess)
 	return classify(err, "Failed to record session state")
 }
 
@@ -443,6 +504,10 @@ func (s *Service) forget(sess *bay.Session) {
 // starts), then with a backoff doubling up to 250 ms, until it answers 200 or ReadinessTimeout
 // passes.
 func (s *Service) waitReady(ctx context.Context, runtimeType, endpoint string) error {
+	rc, err := s.runtimes.For(runtimeType)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadinessTimeout)
 	defer cancel()
 	const (
@@ -455,7 +520,7 @@ func (s *Service) waitReady(ctx context.Context, runtimeType, endpoint string) e
 	var last error
 	for {
 		hctx, hcancel := context.WithTimeout(ctx, shipclient.HealthTimeout)
-		err := s.healthCheck(hctx, runtimeType, endpoint)
+		err := rc.Health(hctx, endpoint)
 		hcancel()
 		if err == nil {
 			return nil
@@ -634,6 +699,7 @@ func (s *Service) destroySessions(ctx context.Context, sandboxID string, check f
 	if !acted {
 		return false, nil
 	}
+	s.cancelStart(sandboxID)
 	s.removeSandboxInstances(ctx, sandboxID, sessions)
 	if len(sessions) > 0 {
 		s.log.Info("sessions destroyed", "sandbox_id", sandboxID, "sessions", len(sessions), "reason", string(reason))

@@ -82,8 +82,10 @@ type metaEntry struct {
 // environment, keep-alive, bounded connect time. Per-call deadlines come from contexts.
 func NewHTTPClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: nil,
+		// Runtimes sit on a bridge of this host: a connect that takes seconds means the
+		// container is gone (its address no longer answers), and the caller recovers sooner.
+		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        200,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second,
@@ -410,7 +412,11 @@ func (c *Client) transportError(ctx context.Context, path string, err error) err
 	if errors.Is(err, context.Canceled) {
 		return bay.Errorf(bay.CodeShipError, "Ship request cancelled: %s", path).WithCause(err)
 	}
-	return bay.Errorf(bay.CodeShipError, "Ship request error: %s unreachable", path).WithCause(errors.Join(ErrUnreachable, err))
+	cause := errors.Join(ErrUnreachable, err)
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		cause = errors.Join(ErrUnreachable, runtime.ErrNotSent, err)
+	}
+	return bay.Errorf(bay.CodeShipError, "Ship request error: %s unreachable", path).WithCause(cause)
 }
 
 // statusError classifies a non-2xx answer of ship.
