@@ -289,7 +289,8 @@ func TestEnsureRunningStartsOneContainerForConcurrentCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != "ready" || got.IdleExpiresAt == nil || len(got.Containers) != 1 || got.Containers[0].Healthy == nil || !*got.Containers[0].Healthy {
+	if got.Status != "ready" || got.IdleExpiresAt == nil || len(got.Containers) != 1 || got.Containers[0].Healthy == nil || !*got.Containers[0].Healthy ||
+		got.Containers[0].Version == nil || *got.Containers[0].Version != "stub" {
 		b, _ := json.Marshal(got)
 		t.Fatalf("get: %s", b)
 	}

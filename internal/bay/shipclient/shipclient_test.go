@@ -43,7 +43,10 @@ func TestMain(m *testing.M) {
 
 // startShip runs the real ship binary on a free loopback port and returns its endpoint and
 // workspace.
-func startShip(t *testing.T) (string, string) {
+func startShip(t *testing.T) (string, string) { return startShipToken(t, "") }
+
+// startShipToken is startShip with ship requiring the runtime token ("" = none).
+func startShipToken(t *testing.T, token string) (string, string) {
 	t.Helper()
 	py := shiptest.Python(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -54,6 +57,9 @@ func startShip(t *testing.T) (string, string) {
 	ln.Close()
 	ws := t.TempDir()
 	cmd := exec.Command(shipBinary, "--listen", addr, "--workspace", ws, "--python", py, "--skills-dir", t.TempDir(), "--log-level", "warn")
+	if token != "" {
+		cmd.Env = append(os.Environ(), shipapi.EnvAuthToken+"="+token)
+	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
