@@ -624,3 +624,16 @@ func TestDownloadStreams64MiB(t *testing.T) {
 		t.Fatalf("download allocated %d bytes: buffered", alloc)
 	}
 }
+
+// The fake bay the clients' tests use is held to the contract the real bay passes
+// (internal/cli's real-bay test runs the same contract against the bay binary).
+func TestFakeHoldsTheContract(t *testing.T) {
+	fake := sdktest.New()
+	defer fake.Close()
+	fake.SetToken("contract-token")
+	c, err := sdk.New(fake.URL, "contract-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdktest.RunContract(t, c)
+}

@@ -913,7 +913,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	f := sb.files[p]
 	s.mu.Unlock()
 	if f == nil || f.gen || f.data == nil && f.size > 0 {
-		writeErr(w, r, 502, bayapi.CodeShipError, "Ship request failed: 404", nil)
+		writeErr(w, r, 404, bayapi.CodeFileNotFound, "File not found: "+p, nil)
 		return
 	}
 	writeJSON(w, 200, bayapi.FileContentResponse{Content: string(f.data)})
@@ -963,7 +963,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, sb *sandbox)
 		}
 	}
 	if !found {
-		writeErr(w, r, 502, bayapi.CodeShipError, "Ship request failed: 404", nil)
+		writeErr(w, r, 404, bayapi.CodeFileNotFound, "File not found: "+p, nil)
 		return
 	}
 	writeJSON(w, 200, bayapi.StatusResponse{Status: "ok"})
