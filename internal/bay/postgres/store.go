@@ -220,4 +220,3 @@ func (s *Store) Tx(ctx context.Context, fn func(tx bay.Tx) error) error {
 
 // txn is the bay.Tx of one Store.Tx call.
 type txn struct{ queries }
-
