@@ -34,3 +34,12 @@ func openTest(t testing.TB, o Options) *Store {
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) bay.Store { return openTest(t, Options{}) })
 }
+
+// TestConformanceShared runs the concurrency cases on two Stores (two pools) opened on one
+// database, as two bays sharing it would.
+func TestConformanceShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (bay.Store, bay.Store) {
+		url := pgtest.NewDatabase(t)
+		return openTest(t, Options{URL: url}), openTest(t, Options{URL: url})
+	})
+}

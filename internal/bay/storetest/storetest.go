@@ -17,6 +17,9 @@ import (
 // Run runs the suite. newStore must return an empty, migrated store for the calling (sub)test
 // and close it with t.Cleanup. Every subtest gets its own store.
 func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
+	for _, tc := range concurrencyTests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, []bay.Store{newStore(t)}) })
+	}
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s bay.Store)
@@ -37,12 +40,12 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 		{"Idempotency", testIdempotency},
 		{"APIKeys", testAPIKeys},
 		{"ClaimWarmSandbox", testClaimWarmSandbox},
-		{"ClaimWarmSandboxRace", testClaimWarmSandboxRace},
 		{"Leases", testLeases},
 		{"TxRollbackOnError", testTxRollbackOnError},
 		{"TxRollbackOnPanic", testTxRollbackOnPanic},
 		{"TxSeesOwnWrites", testTxSeesOwnWrites},
-		{"TxSerialisesReadModifyWrite", testTxSerialised},
+		{"FailedStatementKeepsTxUsable", testFailedStatementKeepsTxUsable},
+		{"ExecutionArbitraryBytes", testExecutionArbitraryBytes},
 		{"TxCancelledContext", testTxCancelledContext},
 		{"TimePrecision", testTimePrecision},
 	}
@@ -51,6 +54,32 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 			tc.fn(t, newStore(t))
 		})
 	}
+}
+
+// RunShared runs the concurrency cases against two stores opened on ONE database, as two bays
+// sharing it would (two processes, or two pools): goroutines alternate between them, and the
+// guarantees (one claimer per warm sandbox, serialised read-modify-write, one lease holder, one
+// idempotency record) must hold across both. newPair returns two stores on the same empty,
+// migrated database, closed with t.Cleanup.
+func RunShared(t *testing.T, newPair func(t *testing.T) (bay.Store, bay.Store)) {
+	for _, tc := range concurrencyTests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newPair(t)
+			tc.fn(t, []bay.Store{a, b})
+		})
+	}
+}
+
+// concurrencyTests run goroutine i on stores[i%len(stores)]; stores share one database.
+var concurrencyTests = []struct {
+	name string
+	fn   func(t *testing.T, stores []bay.Store)
+}{
+	{"ClaimWarmSandboxRace", testClaimWarmSandboxRace},
+	{"TxSerialisesReadModifyWrite", testTxSerialised},
+	{"ParallelStaleUpdates", testParallelStaleUpdates},
+	{"ParallelLeaseAcquire", testParallelLeaseAcquire},
+	{"ParallelIdempotencyPuts", testParallelIdempotencyPuts},
 }
 
 // base is a fixed instant with microsecond digits, so round trips are exact.
@@ -940,8 +969,9 @@ func testClaimWarmSandbox(t *testing.T, s bay.Store) {
 	}
 }
 
-func testClaimWarmSandboxRace(t *testing.T, s bay.Store) {
+func testClaimWarmSandboxRace(t *testing.T, stores []bay.Store) {
 	ctx := t.Context()
+	s := stores[0]
 	const available, claimers = 5, 16
 	var sbs []*bay.Sandbox
 	for i := range available {
@@ -957,9 +987,10 @@ func testClaimWarmSandboxRace(t *testing.T, s bay.Store) {
 	)
 	for i := range claimers {
 		owner := fmt.Sprintf("owner-%d", i)
+		st := stores[i%len(stores)]
 		wg.Go(func() {
 			<-start
-			err := s.Tx(ctx, func(tx bay.Tx) error {
+			err := st.Tx(ctx, func(tx bay.Tx) error {
 				sb, err := tx.ClaimWarmSandbox(ctx, bay.WarmClaim{ProfileID: "py", Owner: owner, Now: at(100)})
 				if err != nil {
 					return err
@@ -1117,14 +1148,16 @@ func testTxSeesOwnWrites(t *testing.T, s bay.Store) {
 	})
 }
 
-func testTxSerialised(t *testing.T, s bay.Store) {
+func testTxSerialised(t *testing.T, stores []bay.Store) {
 	ctx := t.Context()
+	s := stores[0]
 	insertSandboxes(t, s, plainSandbox("sandbox-rmw", "alice"))
 	const n = 20
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n {
+		st := stores[i%len(stores)]
 		wg.Go(func() {
-			err := s.Tx(ctx, func(tx bay.Tx) error {
+			err := st.Tx(ctx, func(tx bay.Tx) error {
 				sb, err := tx.GetSandbox(ctx, "sandbox-rmw")
 				if err != nil {
 					return err
@@ -1189,4 +1222,194 @@ func testTimePrecision(t *testing.T, s bay.Store) {
 			t.Fatalf("zero time read back as %v", got.CreatedAt)
 		}
 	}
+}
+
+// testParallelStaleUpdates: many writers hold the same version of one sandbox; exactly one
+// update wins, the others wrap ErrConflict, and the row carries the winner's write.
+func testParallelStaleUpdates(t *testing.T, stores []bay.Store) {
+	ctx := t.Context()
+	insertSandboxes(t, stores[0], plainSandbox("sandbox-v", "alice"))
+	const n = 16
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		winners   []string
+		conflicts int
+		start     = make(chan struct{})
+	)
+	for i := range n {
+		st := stores[i%len(stores)]
+		sb, err := st.GetSandbox(ctx, "sandbox-v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.WarmInstanceID = fmt.Sprint("writer-", i)
+		wg.Go(func() {
+			<-start
+			err := st.Tx(ctx, func(tx bay.Tx) error { return tx.UpdateSandbox(ctx, sb) })
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				winners = append(winners, sb.WarmInstanceID)
+				if sb.Version != 2 {
+					t.Errorf("winner's version = %d, want 2", sb.Version)
+				}
+			case bay.IsConflict(err):
+				conflicts++
+			default:
+				t.Errorf("update: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(winners) != 1 || conflicts != n-1 {
+		t.Fatalf("%d winners %v, %d conflicts; want 1 and %d", len(winners), winners, conflicts, n-1)
+	}
+	got, _ := stores[0].GetSandbox(ctx, "sandbox-v")
+	if got.Version != 2 || got.WarmInstanceID != winners[0] {
+		t.Fatalf("stored version %d by %q, want 2 by %q", got.Version, got.WarmInstanceID, winners[0])
+	}
+}
+
+// testParallelLeaseAcquire: many holders race for one free lease; exactly one gets it.
+func testParallelLeaseAcquire(t *testing.T, stores []bay.Store) {
+	ctx := t.Context()
+	const n = 16
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		holders []string
+		start   = make(chan struct{})
+	)
+	for i := range n {
+		st := stores[i%len(stores)]
+		holder := fmt.Sprint("bay-", i)
+		wg.Go(func() {
+			<-start
+			var ok bool
+			err := st.Tx(ctx, func(tx bay.Tx) (err error) {
+				ok, err = tx.AcquireLease(ctx, "gc", holder, at(0), time.Minute)
+				return err
+			})
+			if err != nil {
+				t.Errorf("acquire: %v", err)
+			}
+			if ok {
+				mu.Lock()
+				holders = append(holders, holder)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(holders) != 1 {
+		t.Fatalf("lease held by %v, want exactly one holder", holders)
+	}
+	// The holder renews; nobody else can take it before it expires.
+	for i, st := range stores {
+		var ok bool
+		mustTx(t, st, func(tx bay.Tx) (err error) { ok, err = tx.AcquireLease(ctx, "gc", holders[0], at(30+i), time.Minute); return err })
+		if !ok {
+			t.Fatalf("holder %s could not renew", holders[0])
+		}
+	}
+}
+
+// testParallelIdempotencyPuts: many requests put a record under one key at once; exactly one
+// is stored, the others wrap ErrConflict.
+func testParallelIdempotencyPuts(t *testing.T, stores []bay.Store) {
+	ctx := t.Context()
+	const n = 16
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		winners   []string
+		conflicts int
+		start     = make(chan struct{})
+	)
+	for i := range n {
+		st := stores[i%len(stores)]
+		fp := fmt.Sprint("fp-", i)
+		wg.Go(func() {
+			<-start
+			err := st.Tx(ctx, func(tx bay.Tx) error {
+				return tx.PutIdempotency(ctx, &bay.IdempotencyRecord{Owner: "alice", Key: "k", Fingerprint: fp,
+					StatusCode: 201, Response: []byte(fp), CreatedAt: at(0), ExpiresAt: at(3600)})
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				winners = append(winners, fp)
+			case bay.IsConflict(err):
+				conflicts++
+			default:
+				t.Errorf("put: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(winners) != 1 || conflicts != n-1 {
+		t.Fatalf("%d stored %v, %d conflicts; want 1 and %d", len(winners), winners, conflicts, n-1)
+	}
+	got, err := stores[len(stores)-1].GetIdempotency(ctx, "alice", "k")
+	if err != nil || got.Fingerprint != winners[0] || string(got.Response) != winners[0] {
+		t.Fatalf("stored record %+v (%v), want the winner's %s", got, err, winners[0])
+	}
+}
+
+// testFailedStatementKeepsTxUsable: a write refused with ErrConflict or ErrNotFound inside a Tx
+// leaves the transaction usable; fn may handle the error and carry on, and its other writes
+// commit.
+func testFailedStatementKeepsTxUsable(t *testing.T, s bay.Store) {
+	ctx := t.Context()
+	insertSandboxes(t, s, plainSandbox("sandbox-1", "alice"))
+	mustTx(t, s, func(tx bay.Tx) error {
+		wantCode(t, tx.InsertSandbox(ctx, plainSandbox("sandbox-1", "bob")), bay.ErrConflict)
+		wantCode(t, tx.InsertSession(ctx, &bay.Session{ID: "sess-x", SandboxID: "sandbox-unknown", ProfileID: "p",
+			DesiredState: bay.SessionPending, ObservedState: bay.SessionPending, CreatedAt: at(0)}), bay.ErrNotFound)
+		if err := tx.InsertCargo(ctx, cargo("ws-1", "alice", false, "")); err != nil {
+			return err
+		}
+		wantCode(t, tx.InsertCargo(ctx, cargo("ws-1", "alice", false, "")), bay.ErrConflict)
+		stale := plainSandbox("sandbox-1", "carol")
+		stale.Version = 7
+		wantCode(t, tx.UpdateSandbox(ctx, stale), bay.ErrConflict)
+		if err := tx.InsertSession(ctx, &bay.Session{ID: "sess-1", SandboxID: "sandbox-1", ProfileID: "p",
+			DesiredState: bay.SessionPending, ObservedState: bay.SessionPending, CreatedAt: at(0)}); err != nil {
+			return err
+		}
+		wantCode(t, tx.InsertSession(ctx, &bay.Session{ID: "sess-1", SandboxID: "sandbox-1", ProfileID: "p",
+			DesiredState: bay.SessionPending, ObservedState: bay.SessionPending, CreatedAt: at(0)}), bay.ErrConflict)
+		return tx.InsertSandbox(ctx, plainSandbox("sandbox-2", "alice"))
+	})
+	for _, id := range []string{"sandbox-1", "sandbox-2"} {
+		if sb, err := s.GetSandbox(ctx, id); err != nil || sb.Owner != "alice" {
+			t.Fatalf("%s after the transaction: %+v, %v", id, sb, err)
+		}
+	}
+	if _, err := s.GetCargo(ctx, "ws-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSession(ctx, "sess-1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testExecutionArbitraryBytes: a program's code, output and error may hold NUL bytes and
+// invalid UTF-8; they round-trip unchanged.
+func testExecutionArbitraryBytes(t *testing.T, s bay.Store) {
+	ctx := t.Context()
+	e := &bay.Execution{ID: "exec-b", Owner: "alice", SandboxID: "sandbox-1", ExecType: "shell",
+		Code: "printf 'a\\0b'\x00", Output: ptr("a\x00b\xff\xfe end"), Error: ptr("\x00"), CreatedAt: at(0)}
+	mustTx(t, s, func(tx bay.Tx) error { return tx.InsertExecution(ctx, e) })
+	got, err := s.GetExecution(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "execution", fmtExecution(got), fmtExecution(e))
 }
