@@ -1311,7 +1311,10 @@ func testParallelLeaseAcquire(t *testing.T, stores []bay.Store) {
 	// The holder renews; nobody else can take it before it expires.
 	for i, st := range stores {
 		var ok bool
-		mustTx(t, st, func(tx bay.Tx) (err error) { ok, err = tx.AcquireLease(ctx, "gc", holders[0], at(30+i), time.Minute); return err })
+		mustTx(t, st, func(tx bay.Tx) (err error) {
+			ok, err = tx.AcquireLease(ctx, "gc", holders[0], at(30+i), time.Minute)
+			return err
+		})
 		if !ok {
 			t.Fatalf("holder %s could not renew", holders[0])
 		}
