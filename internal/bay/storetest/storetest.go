@@ -1318,6 +1318,13 @@ func testParallelLeaseAcquire(t *testing.T, stores []bay.Store) {
 		if !ok {
 			t.Fatalf("holder %s could not renew", holders[0])
 		}
+		mustTx(t, st, func(tx bay.Tx) (err error) {
+			ok, err = tx.AcquireLease(ctx, "gc", "intruder", at(31+i), time.Minute)
+			return err
+		})
+		if ok {
+			t.Fatalf("another holder took %s's unexpired lease", holders[0])
+		}
 	}
 }
 
