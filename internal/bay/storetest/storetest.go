@@ -1224,106 +1224,92 @@ func testTimePrecision(t *testing.T, s bay.Store) {
 	}
 }
 
+// race runs one Tx per writer at once, writer i on stores[i%len(stores)], and returns the
+// index of the one that succeeded; it fails t unless exactly one did and every other one's
+// error wraps ErrConflict.
+func race(t *testing.T, stores []bay.Store, writers int, fn func(i int, tx bay.Tx) error) int {
+	t.Helper()
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range writers {
+		st := stores[i%len(stores)]
+		wg.Go(func() {
+			<-start
+			errs[i] = st.Tx(t.Context(), func(tx bay.Tx) error { return fn(i, tx) })
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("writers %d and %d both succeeded", winner, i)
+		case err == nil:
+			winner = i
+		case !bay.IsConflict(err):
+			t.Fatalf("writer %d: %v, want success or a conflict", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("none of %d writers succeeded", writers)
+	}
+	return winner
+}
+
 // testParallelStaleUpdates: many writers hold the same version of one sandbox; exactly one
 // update wins, the others wrap ErrConflict, and the row carries the winner's write.
 func testParallelStaleUpdates(t *testing.T, stores []bay.Store) {
 	ctx := t.Context()
 	insertSandboxes(t, stores[0], plainSandbox("sandbox-v", "alice"))
-	const n = 16
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		winners   []string
-		conflicts int
-		start     = make(chan struct{})
-	)
-	for i := range n {
-		st := stores[i%len(stores)]
-		sb, err := st.GetSandbox(ctx, "sandbox-v")
+	sbs := make([]*bay.Sandbox, 16)
+	for i := range sbs {
+		sb, err := stores[i%len(stores)].GetSandbox(ctx, "sandbox-v")
 		if err != nil {
 			t.Fatal(err)
 		}
 		sb.WarmInstanceID = fmt.Sprint("writer-", i)
-		wg.Go(func() {
-			<-start
-			err := st.Tx(ctx, func(tx bay.Tx) error { return tx.UpdateSandbox(ctx, sb) })
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				winners = append(winners, sb.WarmInstanceID)
-				if sb.Version != 2 {
-					t.Errorf("winner's version = %d, want 2", sb.Version)
-				}
-			case bay.IsConflict(err):
-				conflicts++
-			default:
-				t.Errorf("update: %v", err)
-			}
-		})
+		sbs[i] = sb
 	}
-	close(start)
-	wg.Wait()
-	if len(winners) != 1 || conflicts != n-1 {
-		t.Fatalf("%d winners %v, %d conflicts; want 1 and %d", len(winners), winners, conflicts, n-1)
-	}
+	w := race(t, stores, len(sbs), func(i int, tx bay.Tx) error { return tx.UpdateSandbox(ctx, sbs[i]) })
 	got, _ := stores[0].GetSandbox(ctx, "sandbox-v")
-	if got.Version != 2 || got.WarmInstanceID != winners[0] {
-		t.Fatalf("stored version %d by %q, want 2 by %q", got.Version, got.WarmInstanceID, winners[0])
+	if sbs[w].Version != 2 || got.Version != 2 || got.WarmInstanceID != sbs[w].WarmInstanceID {
+		t.Fatalf("stored version %d by %q, winner's version %d; want 2 by %q", got.Version, got.WarmInstanceID,
+			sbs[w].Version, sbs[w].WarmInstanceID)
 	}
 }
+
+// errLeaseTaken makes a losing lease acquisition a conflict, so that race can count winners.
+var errLeaseTaken = fmt.Errorf("lease held by another: %w", bay.ErrConflict)
 
 // testParallelLeaseAcquire: many holders race for one free lease; exactly one gets it.
 func testParallelLeaseAcquire(t *testing.T, stores []bay.Store) {
 	ctx := t.Context()
-	const n = 16
-	var (
-		wg      sync.WaitGroup
-		mu      sync.Mutex
-		holders []string
-		start   = make(chan struct{})
-	)
-	for i := range n {
-		st := stores[i%len(stores)]
-		holder := fmt.Sprint("bay-", i)
-		wg.Go(func() {
-			<-start
-			var ok bool
-			err := st.Tx(ctx, func(tx bay.Tx) (err error) {
-				ok, err = tx.AcquireLease(ctx, "gc", holder, at(0), time.Minute)
-				return err
-			})
-			if err != nil {
-				t.Errorf("acquire: %v", err)
-			}
-			if ok {
-				mu.Lock()
-				holders = append(holders, holder)
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if len(holders) != 1 {
-		t.Fatalf("lease held by %v, want exactly one holder", holders)
-	}
+	holder := func(i int) string { return fmt.Sprint("bay-", i) }
+	w := race(t, stores, 16, func(i int, tx bay.Tx) error {
+		ok, err := tx.AcquireLease(ctx, "gc", holder(i), at(0), time.Minute)
+		if err == nil && !ok {
+			err = errLeaseTaken
+		}
+		return err
+	})
 	// The holder renews; nobody else can take it before it expires.
 	for i, st := range stores {
 		var ok bool
 		mustTx(t, st, func(tx bay.Tx) (err error) {
-			ok, err = tx.AcquireLease(ctx, "gc", holders[0], at(30+i), time.Minute)
+			ok, err = tx.AcquireLease(ctx, "gc", holder(w), at(30+i), time.Minute)
 			return err
 		})
 		if !ok {
-			t.Fatalf("holder %s could not renew", holders[0])
+			t.Fatalf("holder %s could not renew", holder(w))
 		}
 		mustTx(t, st, func(tx bay.Tx) (err error) {
 			ok, err = tx.AcquireLease(ctx, "gc", "intruder", at(31+i), time.Minute)
 			return err
 		})
 		if ok {
-			t.Fatalf("another holder took %s's unexpired lease", holders[0])
+			t.Fatalf("another holder took %s's unexpired lease", holder(w))
 		}
 	}
 }
@@ -1332,43 +1318,14 @@ func testParallelLeaseAcquire(t *testing.T, stores []bay.Store) {
 // is stored, the others wrap ErrConflict.
 func testParallelIdempotencyPuts(t *testing.T, stores []bay.Store) {
 	ctx := t.Context()
-	const n = 16
-	var (
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		winners   []string
-		conflicts int
-		start     = make(chan struct{})
-	)
-	for i := range n {
-		st := stores[i%len(stores)]
-		fp := fmt.Sprint("fp-", i)
-		wg.Go(func() {
-			<-start
-			err := st.Tx(ctx, func(tx bay.Tx) error {
-				return tx.PutIdempotency(ctx, &bay.IdempotencyRecord{Owner: "alice", Key: "k", Fingerprint: fp,
-					StatusCode: 201, Response: []byte(fp), CreatedAt: at(0), ExpiresAt: at(3600)})
-			})
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				winners = append(winners, fp)
-			case bay.IsConflict(err):
-				conflicts++
-			default:
-				t.Errorf("put: %v", err)
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	if len(winners) != 1 || conflicts != n-1 {
-		t.Fatalf("%d stored %v, %d conflicts; want 1 and %d", len(winners), winners, conflicts, n-1)
-	}
+	fp := func(i int) string { return fmt.Sprint("fp-", i) }
+	w := race(t, stores, 16, func(i int, tx bay.Tx) error {
+		return tx.PutIdempotency(ctx, &bay.IdempotencyRecord{Owner: "alice", Key: "k", Fingerprint: fp(i),
+			StatusCode: 201, Response: []byte(fp(i)), CreatedAt: at(0), ExpiresAt: at(3600)})
+	})
 	got, err := stores[len(stores)-1].GetIdempotency(ctx, "alice", "k")
-	if err != nil || got.Fingerprint != winners[0] || string(got.Response) != winners[0] {
-		t.Fatalf("stored record %+v (%v), want the winner's %s", got, err, winners[0])
+	if err != nil || got.Fingerprint != fp(w) || string(got.Response) != fp(w) {
+		t.Fatalf("stored record %+v (%v), want the winner's %s", got, err, fp(w))
 	}
 }
 
