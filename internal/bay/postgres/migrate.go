@@ -2,62 +2,25 @@ package postgres
 
 import (
 	"context"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	migrationpkg "github.com/shipyard-dev/shipyard/internal/bay/migration"
 )
 
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
 // migration is one embedded migrations/NNNN_name.sql file.
-type migration struct {
-	version  int
-	name     string
-	sql      string
-	checksum string // sha256 hex of the file
-}
+type migration = migrationpkg.File
 
-// loadMigrations reads the migrations of fsys in version order. Versions must be unique.
-func loadMigrations(fsys fs.FS) ([]migration, error) {
-	entries, err := fs.ReadDir(fsys, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
-			continue
-		}
-		num, _, ok := strings.Cut(e.Name(), "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must be NNNN_name.sql", e.Name())
-		}
-		if prev, dup := seen[v]; dup {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", prev, e.Name(), v)
-		}
-		seen[v] = e.Name()
-		b, err := fs.ReadFile(fsys, "migrations/"+e.Name())
-		if err != nil {
-			return nil, err
-		}
-		sum := sha256.Sum256(b)
-		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b), checksum: hex.EncodeToString(sum[:])})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
-}
+// loadMigrations reads the embedded migrations in version order.
+func loadMigrations(fsys fs.FS) ([]migration, error) { return migrationpkg.Load(fsys) }
 
 // migrateLockKey is the advisory lock under which one bay at a time migrates a database.
 const migrateLockKey int64 = 0x6261792d6d696772 // "bay-migr"
@@ -99,33 +62,23 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, ms []migration, applied fu
 	if err != nil {
 		return fmt.Errorf("read schema_migrations: %w", err)
 	}
-	known := make(map[int]migration, len(ms))
-	for _, m := range ms {
-		known[m.version] = m
-	}
-	for v, sum := range done {
-		m, ok := known[v]
-		if !ok {
-			return fmt.Errorf("database has migration %d, unknown to this binary (written by a newer bay?)", v)
-		}
-		if m.checksum != sum {
-			return fmt.Errorf("migration %s was edited after it was applied (checksum differs): add a new migration instead", m.name)
-		}
+	if err := migrationpkg.Verify(ms, done); err != nil {
+		return err
 	}
 	for _, m := range ms {
-		if _, ok := done[m.version]; ok {
+		if _, ok := done[m.Version]; ok {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)`,
-				m.version, m.name, m.checksum, time.Now().UTC())
+				m.Version, m.Name, m.Checksum, time.Now().UTC())
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+			return fmt.Errorf("migration %s: %w", m.Name, err)
 		}
 		applied(m)
 	}

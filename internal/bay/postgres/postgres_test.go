@@ -128,7 +128,7 @@ func TestMigrations(t *testing.T) {
 
 	s := openTest(t, Options{URL: url})
 	edited := append([]migration(nil), ms...)
-	edited[0].checksum = "0000"
+	edited[0].Checksum = "0000"
 	err = migrate(ctx, s.pool, edited, func(migration) { t.Fatal("applied a migration on an edited history") })
 	if err == nil || !strings.Contains(err.Error(), "edited") {
 		t.Fatalf("edited migration: %v", err)
@@ -138,8 +138,8 @@ func TestMigrations(t *testing.T) {
 		t.Fatalf("unknown migration: %v", err)
 	}
 	// A new migration is applied once, in its transaction: a failing one leaves nothing.
-	bad := append(append([]migration(nil), ms...), migration{version: 999, name: "0999_bad.sql",
-		sql: "CREATE TABLE half (x int); SELECT no_such_function();", checksum: "x"})
+	bad := append(append([]migration(nil), ms...), migration{Version: 999, Name: "0999_bad.sql",
+		SQL: "CREATE TABLE half (x int); SELECT no_such_function();", Checksum: "x"})
 	if err := migrate(ctx, s.pool, bad, func(migration) {}); err == nil {
 		t.Fatal("a failing migration was applied")
 	}

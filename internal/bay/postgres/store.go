@@ -151,7 +151,7 @@ func (s *Store) init(ctx context.Context, log *slog.Logger) error {
 		return fmt.Errorf("load migrations: %w", err)
 	}
 	if err := migrate(ctx, s.pool, ms, func(m migration) {
-		log.InfoContext(ctx, "applied migration", "version", m.version, "name", m.name)
+		log.InfoContext(ctx, "applied migration", "version", m.Version, "name", m.Name)
 	}); err != nil {
 		return err
 	}

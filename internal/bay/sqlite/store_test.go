@@ -150,7 +150,7 @@ func TestMigrationPolicy(t *testing.T) {
 	next := len(ms) + 1
 	extra := fstest.MapFS{}
 	for _, m := range ms {
-		extra["migrations/"+m.name] = &fstest.MapFile{Data: []byte(m.sql)}
+		extra["migrations/"+m.Name] = &fstest.MapFile{Data: []byte(m.SQL)}
 	}
 	extra["migrations/"+pad(next)+"_extra.sql"] = &fstest.MapFile{Data: []byte(`CREATE TABLE extra (x INTEGER);`)}
 	ms2, err := loadMigrations(extra)
