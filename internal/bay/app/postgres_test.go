@@ -78,11 +78,15 @@ func startBay(t *testing.T, url, instance string, logs io.Writer) string {
 	return "http://" + m.ListenAddr()
 }
 
-func call(t *testing.T, method, url, body string) (int, map[string]any) {
+// call makes an authenticated request; headers are extra "Name", "value" pairs.
+func call(t *testing.T, method, url, body string, headers ...string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer sk-test")
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -122,22 +126,8 @@ func TestBayOnPostgres(t *testing.T) {
 		t.Fatalf("get on bay-b: %d %v", st, v)
 	}
 	// An idempotent create replayed on the other bay returns the first response.
-	req := func(base string) (int, map[string]any) {
-		r, _ := http.NewRequest("POST", base+"/v1/sandboxes", strings.NewReader(`{}`))
-		r.Header.Set("Authorization", "Bearer sk-test")
-		r.Header.Set("Idempotency-Key", "create-once")
-		r.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var v map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&v)
-		return res.StatusCode, v
-	}
-	st1, v1 := req(a)
-	st2, v2 := req(b)
+	st1, v1 := call(t, "POST", a+"/v1/sandboxes", `{}`, "Idempotency-Key", "create-once")
+	st2, v2 := call(t, "POST", b+"/v1/sandboxes", `{}`, "Idempotency-Key", "create-once")
 	if st1 != 201 || st2 != 201 || v1["id"] != v2["id"] {
 		t.Fatalf("idempotent create across bays: %d %v / %d %v", st1, v1, st2, v2)
 	}
