@@ -184,3 +184,43 @@ func TestPoolBounded(t *testing.T) {
 		t.Fatal("a sqlite url was accepted")
 	}
 }
+
+// TestReadsNotStarvedByWaitingWriters: with a pool of 2, while one Tx holds the write lock and
+// others wait for it, a read outside any Tx (also from inside the holder's fn) still gets a
+// connection at once.
+func TestReadsNotStarvedByWaitingWriters(t *testing.T) {
+	s := openTest(t, Options{MaxConns: 2})
+	ctx := t.Context()
+	holding, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		err := s.Tx(ctx, func(tx bay.Tx) error {
+			close(holding)
+			<-release
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			_, err := s.CountSandboxes(rctx, bay.SandboxQuery{}) // a read through the Store inside fn
+			return err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	<-holding
+	for range 4 {
+		wg.Go(func() {
+			if err := s.Tx(ctx, func(tx bay.Tx) error { return nil }); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond) // let the writers queue
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, err := s.ListSandboxes(rctx, bay.SandboxQuery{})
+	close(release)
+	if err != nil {
+		t.Errorf("read while writers wait: %v", err)
+	}
+	wg.Wait()
+}

@@ -41,8 +41,12 @@ const (
 type Store struct {
 	queries // reads on the pool
 
-	pool      *pgxpool.Pool
-	where     string // the server and database, without credentials, for messages
+	pool  *pgxpool.Pool
+	where string // the server and database, without credentials, for messages
+	// writer admits one Tx of this process at a time to the pool. The advisory lock serialises
+	// them anyway; without this gate, Txs waiting for the lock would each hold a pooled
+	// connection, and reads outside a Tx (fn's included) would wait behind them for one.
+	writer    chan struct{}
 	closeOnce sync.Once
 }
 
@@ -125,7 +129,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres %s: %w", where, err)
 	}
-	s := &Store{pool: pool, where: where}
+	s := &Store{pool: pool, where: where, writer: make(chan struct{}, 1)}
 	if err := s.init(ctx, log); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres %s: %w", where, err)
@@ -193,6 +197,12 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // NOT call s.Tx: the nested call waits for the lock held by the outer one until its ctx is done.
 // The tx must not be used after fn returns.
 func (s *Store) Tx(ctx context.Context, fn func(tx bay.Tx) error) error {
+	select {
+	case s.writer <- struct{}{}:
+		defer func() { <-s.writer }()
+	case <-ctx.Done():
+		return fmt.Errorf("begin write transaction: %w", context.Cause(ctx))
+	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return fmt.Errorf("begin write transaction: %w", err)
