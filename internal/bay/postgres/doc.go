@@ -29,7 +29,9 @@
 // build responses). Row locks alone (SELECT ... FOR UPDATE) were not chosen because they do not
 // cover the read-check-insert patterns (a count then an insert). The price is one writer at a
 // time, the same as the SQLite store; reads outside a Tx are not serialised and use any pooled
-// connection.
+// connection. Within one Store, a Tx waits for its turn before it takes a pooled connection,
+// so writers queued behind the lock hold at most one connection and never starve reads (nor
+// the reads a Tx's fn makes through the Store).
 //
 // The warm claim still picks its row with FOR UPDATE SKIP LOCKED, and inserts use
 // ON CONFLICT DO NOTHING, so that neither depends on the lock for correctness and a failed
