@@ -184,6 +184,20 @@ func runAs() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }
 
+// traversable reports whether every directory from / to dir lets others through (o+x), so
+// that the server's unprivileged user can reach a directory created inside it.
+func traversable(dir string) bool {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil || st.Mode().Perm()&0o001 == 0 {
+			return false
+		}
+		if d == "/" {
+			return true
+		}
+	}
+}
+
 // Start creates and starts a new cluster in a temporary directory. The caller must Stop it.
 func Start(ctx context.Context) (c *Cluster, err error) {
 	bin, version, err := binDir()
@@ -199,7 +213,11 @@ func Start(ctx context.Context) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	base := os.TempDir()
+	if cred != nil && !traversable(base) {
+		base = "/tmp" // a private $TMPDIR (0700 under /root) is closed to the server's user
+	}
+	dir, err := os.MkdirTemp(base, "pgtest-")
 	if err != nil {
 		return nil, err
 	}
