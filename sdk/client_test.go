@@ -266,7 +266,7 @@ func TestTerminal(t *testing.T) {
 	}
 }
 
-// TestNoAuthorizationWithoutToken fixes reference defect 19: an anonymous client sends no
+// TestNoAuthorizationWithoutToken: unlike the reference client, an anonymous client sends no
 // Authorization header at all.
 func TestNoAuthorizationWithoutToken(t *testing.T) {
 	fake, c := newPair(t, "")

@@ -58,7 +58,7 @@ const (
 	CapTerminal   = "terminal"
 )
 
-// Error codes (section 3.2). The HTTP status of each is fixed; see StatusOf.
+// Error codes, as the reference API sends them. The HTTP status of each is fixed; see StatusOf.
 const (
 	CodeNotFound               = "not_found"                // 404
 	CodeUnauthorized           = "unauthorized"             // 401

@@ -666,7 +666,8 @@ func (s *Server) extendTTL(w http.ResponseWriter, r *http.Request, sb *sandbox) 
 	})
 }
 
-// validatePath implements the contract's path rules (section 3.5).
+// validatePath applies bay's path rules: not empty, no NUL, relative, and never above the
+// workspace after resolving "..".
 func validatePath(w http.ResponseWriter, r *http.Request, field, p string) (string, bool) {
 	fail := func(reason, msg string) (string, bool) {
 		writeErr(w, r, 400, bayapi.CodeInvalidPath, msg, map[string]any{"field": field, "reason": reason})

@@ -174,17 +174,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	instanceID := cfg.InstanceID()
 	ship := shipclient.New(nil, log)
-	var proxy *bay.Proxy
-	if cfg.Proxy.Enabled {
-		proxy = &bay.Proxy{Enabled: true, HTTPProxy: cfg.Proxy.HTTPProxy, HTTPSProxy: cfg.Proxy.HTTPSProxy,
-			NoProxy: cfg.Proxy.NoProxy, DefaultNoProxy: cfg.Proxy.DefaultNoProxy}
-	}
+	// The global proxy block is already resolved into every profile container's (config).
 	scfg := sandbox.Config{
 		Profiles:           cfg.Profiles,
 		InstanceID:         instanceID,
 		ReadinessTimeout:   cfg.Session.ReadinessTimeout,
 		DefaultCargoSizeMB: cfg.Cargo.DefaultSizeLimitMB,
-		Proxy:              proxy,
 		SkillsRoot:         cfg.Skills.RootPath,
 	}
 	if m.Tune != nil {
@@ -224,7 +219,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// A warm sandbox is made available only once its kernel has answered a silent cell, so a
 	// claim never pays for the kernel start that ship began at boot.
 	wpc.Prime = func(ctx context.Context, sess *bay.Session) error {
-		res, err := ship.ExecPython(ctx, sess.AuthorizedURL(sess.Endpoint), shipapi.ExecPythonRequest{Code: "pass", Silent: true, Timeout: 60})
+		res, err := ship.ExecPython(ctx, sess.AuthorizedURL(sess.Primary().Endpoint), shipapi.ExecPythonRequest{Code: "pass", Silent: true, Timeout: 60})
 		if err != nil {
 			return fmt.Errorf("prime kernel: %w", err)
 		}

@@ -1,5 +1,5 @@
-// Package config is bay's configuration: the reference Shipyard Neo config.yaml (contract
-// section 5), every key accepted, plus our additions (docs/configuration.md lists them all).
+// Package config is bay's configuration: every key of the Python Shipyard Neo's config.yaml is
+// accepted, plus our additions (docs/configuration.md lists them all).
 //
 // Sources, lowest to highest priority: DefaultConfig(), the YAML file, then BAY_* environment
 // variables (BAY_<SECTION>__<KEY>, case-insensitive, "__" nests). The reference applies the file
@@ -41,7 +41,7 @@ type Config struct {
 	// replaces the default profiles entirely.
 	ProfileSpecs []ProfileSpec `yaml:"profiles"`
 
-	// Profiles is ProfileSpecs normalised (contract 5.3), rebuilt by Validate.
+	// Profiles is ProfileSpecs normalised, rebuilt by Validate.
 	Profiles []bay.Profile `yaml:"-"`
 	// File is the config file that was loaded ("" = none, defaults and environment only).
 	File string `yaml:"-"`
@@ -233,7 +233,7 @@ type SkillsConfig struct {
 	RootPath string `yaml:"root_path"`
 }
 
-// ProfileSpec is one entry of "profiles" as written (contract 5.3), in the legacy
+// ProfileSpec is one entry of "profiles" as written, in the legacy
 // single-container form or the containers: form. Validate normalises it into a bay.Profile.
 type ProfileSpec struct {
 	ID          string  `yaml:"id"`
@@ -326,7 +326,7 @@ const DefaultRuntimePort = 8123
 // DefaultMaxUploadBytes is the default cargo.max_upload_bytes: 10 GiB.
 const DefaultMaxUploadBytes = 10 << 30
 
-// DefaultConfig returns the defaults of every key (contract 5.2, with ours), with Profiles
+// DefaultConfig returns the defaults of every key (the reference's, and ours), with Profiles
 // already normalised.
 func DefaultConfig() *Config {
 	c := &Config{

@@ -16,11 +16,11 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/hostlock"
 )
 
-// CreateNetwork creates a bridge network with labels; an existing network of that name is
+// createNetwork creates a bridge network with labels; an existing network of that name is
 // success. The engine (API 1.41 without CheckDuplicate, which this client no longer sends)
 // accepts duplicate names, so creation is serialised in this process and, should another
 // process have raced us, every duplicate but the oldest is removed again.
-func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[string]string) error {
+func (d *Driver) createNetwork(ctx context.Context, name string, labels map[string]string) error {
 	if name == "" {
 		return fmt.Errorf("create network: empty name")
 	}
@@ -29,7 +29,7 @@ func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[stri
 	return d.createNetworkLocked(ctx, name, labels, nil)
 }
 
-// createNetworkLocked is CreateNetwork with driver options, under netMu.
+// createNetworkLocked is createNetwork with driver options, under netMu.
 func (d *Driver) createNetworkLocked(ctx context.Context, name string, labels, options map[string]string) error {
 	existing, err := d.networksNamed(ctx, name)
 	if err != nil {
@@ -73,7 +73,7 @@ const iccOption = "com.docker.network.bridge.enable_icc"
 // names: bays on one host create the network under a machine-wide lock, but bays on several
 // hosts sharing a remote engine may each create it; while two copies exist a container on the
 // network fails to start ("ambiguous": the engine resolves a container's networks by name at
-// start), which StartContainer answers by calling this again and retrying. It is resolved on
+// start), which startContainer answers by calling this again and retrying. It is resolved on
 // every call, so a network pruned meanwhile is recreated.
 func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 	nets, err := d.networksNamed(ctx, d.sandboxNet)
@@ -126,9 +126,9 @@ func (d *Driver) createSandboxNetwork(ctx context.Context) ([]network.Summary, e
 	return nets, nil
 }
 
-// RemoveNetwork removes the network (every network of that name); missing is success; a network
+// removeNetwork removes the network (every network of that name); missing is success; a network
 // with running containers attached wraps bay.ErrConflict.
-func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
+func (d *Driver) removeNetwork(ctx context.Context, name string) error {
 	nets, err := d.networksNamed(ctx, name)
 	if err != nil {
 		return fmt.Errorf("remove network %s: %w", name, err)
@@ -150,23 +150,23 @@ func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
 	return nil
 }
 
-// ListNetworks lists the networks carrying all the given labels, one per name: the oldest, the
-// one CreateNetwork keeps when the engine holds duplicates.
-func (d *Driver) ListNetworks(ctx context.Context, labels map[string]string) ([]bay.NetworkInfo, error) {
+// listNetworks lists the networks carrying all the given labels, one per name: the oldest, the
+// one createNetwork keeps when the engine holds duplicates.
+func (d *Driver) listNetworks(ctx context.Context, labels map[string]string) ([]networkInfo, error) {
 	res, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilters(labels)})
 	if err != nil {
 		return nil, fmt.Errorf("list networks %v: %w", labels, classify(err))
 	}
 	nets := res.Items
 	slices.SortFunc(nets, oldestFirst)
-	out := make([]bay.NetworkInfo, 0, len(nets))
+	out := make([]networkInfo, 0, len(nets))
 	seen := make(map[string]bool, len(nets))
 	for _, n := range nets {
 		if seen[n.Name] {
 			continue
 		}
 		seen[n.Name] = true
-		out = append(out, bay.NetworkInfo{Name: n.Name, ID: n.ID, Labels: n.Labels, CreatedAt: n.Created})
+		out = append(out, networkInfo{Name: n.Name, ID: n.ID, Labels: n.Labels, CreatedAt: n.Created})
 	}
 	return out, nil
 }

@@ -57,7 +57,7 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(func() { st.Close() })
 	stub := shipstub.New()
 	t.Cleanup(stub.Close)
-	drv := fake.New(fake.WithEndpointFunc(func(bay.ContainerSpec) string { return stub.URL() }))
+	drv := fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() }))
 	profiles := []bay.Profile{{ID: "python-default", IdleTimeout: 30 * time.Minute,
 		Containers: []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123,
 			Resources: bay.Resources{CPUs: 1, Memory: "1g"}, Capabilities: bay.DefaultCapabilities}}}}
@@ -352,7 +352,7 @@ func TestExecEndpoints(t *testing.T) {
 	h.expect(h.do("PATCH", p+"/history/"+eid, "alice", ``), 422, "validation_error")
 	h.expect(h.do("GET", p+"/history", "bob", nil), 404, "not_found")
 	// The ship was called only after validation passed; one container.
-	if n := h.drv.CallCount(fake.MethodCreateContainer); n != 1 {
+	if n := h.drv.CallCount(fake.MethodCreateInstance); n != 1 {
 		t.Fatalf("%d containers", n)
 	}
 }

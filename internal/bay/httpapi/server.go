@@ -5,7 +5,7 @@
 // statusOf (errors.go) and nowhere else. The routes are declared once (routes.go) and that
 // table drives both the ServeMux and the OpenAPI document served at /openapi.json.
 //
-// Observable differences from the reference (contract section 10), same status and code a
+// Observable differences from the reference implementation, same status and code a
 // client branches on unless noted:
 //
 //   - 422 schema errors carry the envelope {"error":{"code":"validation_error",...}} AND

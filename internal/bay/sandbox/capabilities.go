@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
-// ValidatePath validates a workspace-relative path exactly as contract 3.5 and returns its
+// ValidatePath validates a workspace-relative path (not empty, no NUL, relative, never above the
+// workspace after resolving "..") and returns its
 // normalised form ("." for the root). field names the request field ("path" or "cwd") in the
 // invalid_path error's details {field, reason}; reasons: empty_path, null_byte, absolute_path,
 // path_traversal.
@@ -73,7 +78,8 @@ func NormalizeTags(tags *string) *string {
 
 // target resolves a capability call: the owner's sandbox (not_found), the profile's capability
 // (capability_not_supported), expiry (sandbox_expired), then EnsureRunning, and returns the
-// endpoint of the container serving the capability (checked against its /meta).
+// authorized endpoint of the container serving the capability (checked against its runtime's
+// description).
 func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, string, error) {
 	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
 	if err != nil {
@@ -95,72 +101,62 @@ func (s *Service) target(ctx context.Context, owner, id, capability string) (*ba
 	if err != nil {
 		return nil, nil, "", err
 	}
-	ep, err := routeCapability(prof, sess, capability)
+	c, err := routeCapability(prof, sess, capability)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	ep = sess.AuthorizedURL(ep) // carries the session's runtime token: never log it
-	if err := s.checkRuntimeCapability(ctx, sess, ep, capability); err != nil {
+	ep := sess.AuthorizedURL(c.Endpoint) // carries the session's runtime token: never log it
+	if err := s.checkRuntimeCapability(ctx, sess, c, ep, capability); err != nil {
 		return nil, nil, "", err
 	}
 	return sb, sess, ep, nil
 }
 
-// routeCapability returns the endpoint serving capability: the session's primary endpoint for
-// a single-container session; for a multi-container session the container the profile routes
-// the capability to (primary_for, then capabilities), else the first session container
-// listing it, else capability_not_supported.
-func routeCapability(prof *bay.Profile, sess *bay.Session, capability string) (string, error) {
-	if len(sess.Containers) == 0 {
-		return sess.Endpoint, nil
-	}
+// routeCapability returns the session container serving capability: the one the profile routes
+// it to (primary_for, then capabilities), else the first session container listing it, else
+// the primary of a session whose containers list no capabilities, else
+// capability_not_supported.
+func routeCapability(prof *bay.Profile, sess *bay.Session, capability string) (*bay.SessionContainer, error) {
 	if c := prof.ContainerFor(capability); c != nil {
-		for _, sc := range sess.Containers {
-			if sc.Name == c.Name && sc.Endpoint != "" {
-				return sc.Endpoint, nil
-			}
+		if sc := sess.Container(c.Name); sc != nil && sc.Endpoint != "" {
+			return sc, nil
 		}
 	}
 	avail := map[string]bool{}
-	for _, sc := range sess.Containers {
+	for i := range sess.Containers {
+		sc := &sess.Containers[i]
 		for _, c := range sc.Capabilities {
 			if c == capability && sc.Endpoint != "" {
-				return sc.Endpoint, nil
+				return sc, nil
 			}
 			avail[c] = true
 		}
 	}
-	list := make([]string, 0, len(avail))
-	for c := range avail {
-		list = append(list, c)
+	if len(sess.Containers) == 1 && len(avail) == 0 && sess.Containers[0].Endpoint != "" {
+		return &sess.Containers[0], nil
 	}
-	sort.Strings(list)
-	return "", bay.Errorf(bay.CodeCapabilityNotSupported, "No container provides capability: %s", capability).
-		WithDetails(map[string]any{"capability": capability, "available": list})
+	return nil, bay.Errorf(bay.CodeCapabilityNotSupported, "No container provides capability: %s", capability).
+		WithDetails(map[string]any{"capability": capability, "available": slices.Sorted(maps.Keys(avail))})
 }
 
-// checkRuntimeCapability is the level-2 check against the runtime's cached /meta. A runtime
-// whose /meta cannot be read is not refused here (the call itself will tell).
-func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, endpoint, capability string) error {
-	m, err := s.ship.Meta(ctx, endpoint)
+// checkRuntimeCapability is the second check, against the runtime's own (cached) description.
+// A runtime whose description cannot be read is not refused here (the call itself will tell).
+func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, c *bay.SessionContainer, endpoint, capability string) error {
+	rc, err := s.runtimes.For(c.RuntimeType)
+	if err != nil {
+		return internal("No client for the runtime", err)
+	}
+	m, err := rc.Describe(ctx, endpoint)
 	if err != nil {
 		s.runtimeUnreachable(sess, err)
-		s.log.Warn("runtime /meta unavailable", "session_id", sess.ID, "err", err)
+		s.log.Warn("runtime description unavailable", "session_id", sess.ID, "container", c.Name, "err", err)
 		return nil
 	}
-	if len(m.Capabilities) == 0 {
+	if len(m.Capabilities) == 0 || m.Has(capability) {
 		return nil
 	}
-	if _, ok := m.Capabilities[capability]; ok {
-		return nil
-	}
-	avail := make([]string, 0, len(m.Capabilities))
-	for k := range m.Capabilities {
-		avail = append(avail, k)
-	}
-	sort.Strings(avail)
 	return bay.Errorf(bay.CodeCapabilityNotSupported, "Runtime does not support capability: %s", capability).
-		WithDetails(map[string]any{"capability": capability, "available": avail})
+		WithDetails(map[string]any{"capability": capability, "available": m.Capabilities})
 }
 
 // shipFailed records a failed runtime call (unreachable -> re-probe next time) and returns err.
@@ -393,12 +389,17 @@ func (s *Service) Download(ctx context.Context, owner, id, path string) (io.Read
 	return rc, n, nil
 }
 
-// TerminalEndpoint ensures the sandbox runs (terminal requires the shell capability) and
-// returns the runtime endpoint whose /term/ws the caller proxies.
-func (s *Service) TerminalEndpoint(ctx context.Context, owner, id string) (string, error) {
-	_, _, ep, err := s.target(ctx, owner, id, bayapi.CapShell)
+// OpenTerminal ensures the sandbox runs (the terminal requires the shell capability) and opens
+// a cols x rows terminal on its runtime; the caller relays it and closes it.
+func (s *Service) OpenTerminal(ctx context.Context, owner, id string, cols, rows int) (*websocket.Conn, error) {
+	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapShell)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return ep, nil
+	conn, err := s.ship.DialTerminal(ctx, ep, cols, rows)
+	if err != nil {
+		s.runtimeUnreachable(sess, err)
+		return nil, bay.Errorf(bay.CodeShipError, "Terminal connection to the runtime failed").WithCause(err)
+	}
+	return conn, nil
 }

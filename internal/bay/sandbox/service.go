@@ -17,12 +17,12 @@
 // Lifecycle choices:
 //   - Create is lazy: no container; a managed cargo's volume is created (with its labels) right
 //     before the first container (Config.EagerVolume restores create-time volumes).
-//   - A session is one container, or for multi-container profiles a session network plus one
-//     container per profile container, started in parallel and rolled back all-or-nothing; a
-//     dead container of either kind makes the session dead and it is rebuilt on the next call.
+//   - A session is one driver instance: every container of the profile, created and started
+//     all-or-nothing by the driver, each runtime waited for by its own client; a dead container
+//     of any kind makes the session dead and it is rebuilt on the next call.
 //   - Stop removes containers (not just stops them) and deletes the session rows; files stay.
 //   - Expired sandboxes are refused by every capability call at once (409 sandbox_expired).
-//   - The liveness probe (driver inspect) of a running session is cached for ProbeCacheTTL and
+//   - The liveness probe (instance inspect) of a running session is cached for ProbeCacheTTL and
 //     dropped when a call could not reach the runtime.
 //
 // Every error returned is a classified *bay.Error (or wraps one); messages are safe for
@@ -41,6 +41,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
@@ -60,8 +61,6 @@ type Config struct {
 	ProbeCacheTTL time.Duration
 	// DefaultCargoSizeMB is the size_limit_mb of cargos created without one (default 1024).
 	DefaultCargoSizeMB int
-	// Proxy is the global proxy block (nil = none).
-	Proxy *bay.Proxy
 	// SkillsRoot is the host directory of skill folders; profile skills are mounted read-only
 	// at /skills/<name>. "" = none.
 	SkillsRoot string
@@ -132,16 +131,19 @@ type TxHook func(ctx context.Context, tx bay.Tx, resp any) error
 type Service struct {
 	store  bay.Store
 	driver bay.Driver
-	ship   *shipclient.Client
-	clock  bay.Clock
-	log    *slog.Logger
-	cfg    Config
+	// ship serves the code capabilities (python, shell, files, terminal); runtimes holds every
+	// runtime type's client for readiness, descriptions and capability checks.
+	ship     *shipclient.Client
+	runtimes runtime.Clients
+	clock    bay.Clock
+	log      *slog.Logger
+	cfg      Config
 
 	profiles map[string]*bay.Profile
 	// bootID identifies this process on session rows: "<instance_id>/<random>".
 	bootID string
-	// healthCheck is the readiness probe (ship /health); tests replace it.
-	healthCheck func(ctx context.Context, endpoint string) error
+	// healthCheck is the readiness probe (the runtime type's Health); tests replace it.
+	healthCheck func(ctx context.Context, runtimeType, endpoint string) error
 
 	starts flightGroup
 
@@ -168,6 +170,7 @@ func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.
 	_, _ = rand.Read(b[:])
 	s := &Service{
 		store: store, driver: driver, ship: ship, clock: clock,
+		runtimes: runtime.Clients{bay.RuntimeShip: ship},
 		log:      log.With("component", "sandbox"),
 		cfg:      cfg,
 		profiles: map[string]*bay.Profile{},
@@ -177,7 +180,13 @@ func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.
 	for i := range cfg.Profiles {
 		s.profiles[cfg.Profiles[i].ID] = &s.cfg.Profiles[i]
 	}
-	s.healthCheck = ship.Health
+	s.healthCheck = func(ctx context.Context, runtimeType, endpoint string) error {
+		rc, err := s.runtimes.For(runtimeType)
+		if err != nil {
+			return err
+		}
+		return rc.Health(ctx, endpoint)
+	}
 	return s
 }
 
@@ -197,13 +206,13 @@ func (s *Service) warmClaimer() WarmClaimer {
 // BootID identifies this process on the session rows it starts: "<instance_id>/<random>".
 func (s *Service) BootID() string { return s.bootID }
 
-// SetHealthCheck replaces the readiness probe (tests).
+// SetHealthCheck replaces the readiness probe of every runtime type (tests).
 func (s *Service) SetHealthCheck(f func(ctx context.Context, endpoint string) error) {
-	s.healthCheck = f
+	s.healthCheck = func(ctx context.Context, _, endpoint string) error { return f(ctx, endpoint) }
 }
 
-// Ship returns the ship client (the HTTP layer uses it for terminal URLs).
-func (s *Service) Ship() *shipclient.Client { return s.ship }
+// SetRuntime installs the client of a runtime type (before serving).
+func (s *Service) SetRuntime(runtimeType string, c runtime.Client) { s.runtimes[runtimeType] = c }
 
 // Store returns the store (read-only use by GC and warm pool; writes go through the service).
 func (s *Service) Store() bay.Store { return s.store }

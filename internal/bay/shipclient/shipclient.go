@@ -1,5 +1,5 @@
 // Package shipclient is bay's HTTP client of the Ship runtime API (api/shipapi). Every call is
-// bounded by its own timeout (reference section 6.8) on top of the caller's context, and every
+// bounded by its own timeout on top of the caller's context, and every
 // failure is returned as a classified *bay.Error:
 //
 //   - transport timeout (the per-call deadline, not the caller's cancellation) -> timeout (504);
@@ -25,17 +25,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime/multipart"
 	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 )
 
 // Per-call timeouts. Exec calls use the request's timeout plus ExecGrace.
@@ -54,7 +59,9 @@ const (
 // ErrUnreachable is in the chain of errors caused by failing to reach ship at all (connection
 // refused, reset, no route). The lifecycle service treats it as a reason to re-probe the
 // container.
-var ErrUnreachable = errors.New("ship unreachable")
+var ErrUnreachable = runtime.ErrUnreachable
+
+var _ runtime.Client = (*Client)(nil)
 
 // Client calls Ship runtimes. It is safe for concurrent use; one Client serves every sandbox.
 type Client struct {
@@ -63,7 +70,7 @@ type Client struct {
 	transfer time.Duration
 
 	mu   sync.Mutex
-	meta map[string]metaEntry // endpoint -> cached /meta
+	meta map[string]metaEntry // endpoint without credentials -> cached /meta
 }
 
 type metaEntry struct {
@@ -113,8 +120,9 @@ func (c *Client) Health(ctx context.Context, endpoint string) error {
 // Meta returns GET /meta, cached per endpoint for a few minutes (the runtime does not change
 // while its endpoint lives).
 func (c *Client) Meta(ctx context.Context, endpoint string) (*shipapi.MetaResponse, error) {
+	key := cacheKey(endpoint)
 	c.mu.Lock()
-	if e, ok := c.meta[endpoint]; ok && time.Since(e.at) < metaCacheTTL {
+	if e, ok := c.meta[key]; ok && time.Since(e.at) < metaCacheTTL {
 		c.mu.Unlock()
 		return e.meta, nil
 	}
@@ -127,16 +135,36 @@ func (c *Client) Meta(ctx context.Context, endpoint string) (*shipapi.MetaRespon
 	if len(c.meta) > 1024 {
 		clear(c.meta)
 	}
-	c.meta[endpoint] = metaEntry{meta: &out, at: time.Now()}
+	c.meta[key] = metaEntry{meta: &out, at: time.Now()}
 	c.mu.Unlock()
 	return &out, nil
 }
 
-// ForgetEndpoint drops cached data of an endpoint (its container is gone).
+// Describe is Meta as the runtime-neutral description: name, version, capabilities (sorted).
+func (c *Client) Describe(ctx context.Context, endpoint string) (runtime.Meta, error) {
+	m, err := c.Meta(ctx, endpoint)
+	if err != nil {
+		return runtime.Meta{}, err
+	}
+	return runtime.Meta{Name: m.Runtime.Name, Version: m.Runtime.Version, Capabilities: slices.Sorted(maps.Keys(m.Capabilities))}, nil
+}
+
+// ForgetEndpoint drops cached data of an endpoint (its container is gone), with or without
+// credentials.
 func (c *Client) ForgetEndpoint(endpoint string) {
 	c.mu.Lock()
-	delete(c.meta, endpoint)
+	delete(c.meta, cacheKey(endpoint))
 	c.mu.Unlock()
+}
+
+// cacheKey is an endpoint without its user info: one runtime, whatever credentials reach it.
+func cacheKey(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.User == nil {
+		return endpoint
+	}
+	u.User = nil
+	return u.String()
 }
 
 // ExecPython calls POST /ipython/exec with an HTTP timeout of req.Timeout + ExecGrace.
@@ -313,6 +341,19 @@ type cancelBody struct {
 }
 
 func (b *cancelBody) Close() error { err := b.ReadCloser.Close(); b.cancel(); return err }
+
+// DialTerminal opens ship's terminal WebSocket at endpoint (which carries the runtime token)
+// with a cols x rows PTY, within 10 s.
+func (c *Client) DialTerminal(ctx context.Context, endpoint string, cols, rows int) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, TerminalURL(endpoint, cols, rows), &websocket.DialOptions{HTTPClient: c.hc})
+	if err != nil {
+		return nil, c.transportError(ctx, shipapi.PathTerminal, err)
+	}
+	conn.SetReadLimit(-1)
+	return conn, nil
+}
 
 // TerminalURL returns the WebSocket URL of ship's terminal for an endpoint.
 func TerminalURL(endpoint string, cols, rows int) string {

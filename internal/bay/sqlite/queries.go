@@ -400,22 +400,38 @@ desired_state, observed_state, instance_id, created_at, started_at, last_observe
 func scanSession(r scanner) (*bay.Session, error) {
 	var s bay.Session
 	var containers sql.NullString
+	var runtimeType, containerID, endpoint string
 	var created int64
 	var started, observed sql.NullInt64
-	if err := r.Scan(&s.ID, &s.SandboxID, &s.ProfileID, &s.RuntimeType, &s.ContainerID, &s.Endpoint, &containers,
+	if err := r.Scan(&s.ID, &s.SandboxID, &s.ProfileID, &runtimeType, &containerID, &endpoint, &containers,
 		&s.DesiredState, &s.ObservedState, &s.InstanceID, &created, &started, &observed, &s.RuntimeToken); err != nil {
 		return nil, err
 	}
-	if containers.Valid {
+	switch {
+	case containers.Valid:
 		if err := json.Unmarshal([]byte(containers.String), &s.Containers); err != nil {
 			return nil, fmt.Errorf("session %s: decode containers: %w", s.ID, err)
 		}
-		if s.Containers == nil {
-			s.Containers = []bay.SessionContainer{}
+	case containerID != "":
+		// A single-container session written before sessions listed their containers: the
+		// primary's columns were the whole story.
+		status := "created"
+		if endpoint != "" {
+			status = "running"
 		}
+		s.Containers = []bay.SessionContainer{{Name: runtimeType, ContainerID: containerID, Endpoint: endpoint, Status: status, RuntimeType: runtimeType}}
 	}
 	s.CreatedAt, s.StartedAt, s.LastObservedAt = fromMicros(created), ptrTime(started), ptrTime(observed)
 	return &s, nil
+}
+
+// primaryColumns are the runtime_type, container_id and endpoint columns of a session: its
+// primary container's, kept for operators reading the table.
+func primaryColumns(s *bay.Session) (string, string, string) {
+	if p := s.Primary(); p != nil {
+		return p.RuntimeType, p.ContainerID, p.Endpoint
+	}
+	return "", "", ""
 }
 
 func containersJSON(cs []bay.SessionContainer) (any, error) {
@@ -475,8 +491,9 @@ func (q *txn) InsertSession(ctx context.Context, s *bay.Session) error {
 	if err != nil {
 		return fmt.Errorf("insert session %s: encode containers: %w", s.ID, err)
 	}
+	rt, cid, ep := primaryColumns(s)
 	_, err = q.exec(ctx, qInsertSession,
-		s.ID, s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj, string(s.DesiredState),
+		s.ID, s.SandboxID, s.ProfileID, rt, cid, ep, cj, string(s.DesiredState),
 		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt),
 		s.RuntimeToken)
 	if err != nil {
@@ -491,8 +508,9 @@ func (q *txn) UpdateSession(ctx context.Context, s *bay.Session) error {
 	if err != nil {
 		return fmt.Errorf("update session %s: encode containers: %w", s.ID, err)
 	}
+	rt, cid, ep := primaryColumns(s)
 	res, err := q.exec(ctx, qUpdateSession,
-		s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj, string(s.DesiredState),
+		s.SandboxID, s.ProfileID, rt, cid, ep, cj, string(s.DesiredState),
 		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt),
 		s.RuntimeToken, s.ID)
 	return mustAffect(res, err, "update session %s", s.ID)

@@ -405,11 +405,12 @@ func testSandboxCursorPaging(t *testing.T, s bay.Store) {
 func testSessionRoundTrip(t *testing.T, s bay.Store) {
 	ctx := t.Context()
 	insertSandboxes(t, s, plainSandbox("sandbox-s", "alice"))
-	single := &bay.Session{ID: "sess-1", SandboxID: "sandbox-s", ProfileID: "python-default", RuntimeType: "ship",
-		ContainerID: "c1", Endpoint: "http://172.18.0.5:8123", DesiredState: bay.SessionRunning,
+	single := &bay.Session{ID: "sess-1", SandboxID: "sandbox-s", ProfileID: "python-default",
+		Containers:    []bay.SessionContainer{{Name: "ship", ContainerID: "c1", Endpoint: "http://172.18.0.5:8123", Status: "running", RuntimeType: "ship", Capabilities: []string{"python"}}},
+		DesiredState:  bay.SessionRunning,
 		ObservedState: bay.SessionStarting, InstanceID: "bay-1", CreatedAt: at(0), StartedAt: ptr(at(1)),
 		LastObservedAt: ptr(at(2)), RuntimeToken: "0123abcd"}
-	multi := &bay.Session{ID: "sess-2", SandboxID: "sandbox-s", ProfileID: "browser", RuntimeType: "ship",
+	multi := &bay.Session{ID: "sess-2", SandboxID: "sandbox-s", ProfileID: "browser",
 		Containers: []bay.SessionContainer{
 			{Name: "ship", ContainerID: "c2", Endpoint: "http://a:8123", Status: "running", RuntimeType: "ship", Capabilities: []string{"python", "shell"}},
 			{Name: "gull", ContainerID: "c3", Endpoint: "http://b:8115", Status: "running", RuntimeType: "gull", Capabilities: []string{"browser"}},
@@ -432,9 +433,12 @@ func testSessionRoundTrip(t *testing.T, s bay.Store) {
 		}
 		equal(t, "session", fmtSession(got), fmtSession(want))
 	}
-	got, _ := s.GetSession(ctx, "sess-1")
-	if got.Containers != nil {
-		t.Fatalf("single-container session has containers %v, want nil", got.Containers)
+	noInstance := &bay.Session{ID: "sess-4", SandboxID: "sandbox-s", ProfileID: "p",
+		DesiredState: bay.SessionRunning, ObservedState: bay.SessionStarting, CreatedAt: at(3)}
+	mustTx(t, s, func(tx bay.Tx) error { return tx.InsertSession(ctx, noInstance) })
+	got, _ := s.GetSession(ctx, "sess-4")
+	if got.Containers != nil || got.Primary() != nil {
+		t.Fatalf("a session without an instance has containers %v, want nil", got.Containers)
 	}
 	_, err := s.GetSession(ctx, "sess-missing")
 	wantCode(t, err, bay.ErrNotFound)
@@ -451,8 +455,7 @@ func testSessionRoundTrip(t *testing.T, s bay.Store) {
 }
 
 func fmtSession(s *bay.Session) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%#v|%s|%s|%s|%s|%s|%s|%s", s.ID, s.SandboxID, s.ProfileID, s.RuntimeType,
-		s.ContainerID, s.Endpoint, s.Containers, s.DesiredState, s.ObservedState, s.InstanceID, fmtTime(&s.CreatedAt),
+	return fmt.Sprintf("%s|%s|%s|%#v|%s|%s|%s|%s|%s|%s|%s", s.ID, s.SandboxID, s.ProfileID, s.Containers, s.DesiredState, s.ObservedState, s.InstanceID, fmtTime(&s.CreatedAt),
 		fmtTime(s.StartedAt), fmtTime(s.LastObservedAt), s.RuntimeToken)
 }
 
@@ -492,9 +495,9 @@ func testSessionUpdateDeleteList(t *testing.T, s bay.Store) {
 	wantIDs(t, "running of 1", ids(bay.SessionQuery{SandboxID: "sandbox-1", ObservedState: bay.SessionRunning}), []string{"sess-a", "sess-c"})
 
 	upd := sessions[1]
-	upd.ObservedState, upd.ContainerID, upd.Endpoint = bay.SessionRunning, "cid", "http://x:8123"
+	upd.ObservedState = bay.SessionRunning
 	upd.StartedAt, upd.LastObservedAt = ptr(at(2)), ptr(at(3))
-	upd.Containers = []bay.SessionContainer{{Name: "ship", Capabilities: []string{}}}
+	upd.Containers = []bay.SessionContainer{{Name: "ship", ContainerID: "cid", Endpoint: "http://x:8123", Capabilities: []string{}}}
 	upd.RuntimeToken = "feedface"
 	mustTx(t, s, func(tx bay.Tx) error { return tx.UpdateSession(ctx, upd) })
 	got, _ := s.GetSession(ctx, upd.ID)
