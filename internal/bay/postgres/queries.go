@@ -309,20 +309,37 @@ desired_state, observed_state, instance_id, created_at, started_at, last_observe
 func scanSession(r pgx.Row) (*bay.Session, error) {
 	var s bay.Session
 	var containers []byte
-	if err := r.Scan(&s.ID, &s.SandboxID, &s.ProfileID, &s.RuntimeType, &s.ContainerID, &s.Endpoint, &containers,
+	var runtimeType, containerID, endpoint string
+	if err := r.Scan(&s.ID, &s.SandboxID, &s.ProfileID, &runtimeType, &containerID, &endpoint, &containers,
 		&s.DesiredState, &s.ObservedState, &s.InstanceID, &s.CreatedAt, &s.StartedAt, &s.LastObservedAt,
 		&s.RuntimeToken); err != nil {
 		return nil, err
 	}
-	if containers != nil {
+	switch {
+	case containers != nil:
 		if err := json.Unmarshal(containers, &s.Containers); err != nil {
 			return nil, fmt.Errorf("session %s: decode containers: %w", s.ID, err)
 		}
-		if s.Containers == nil {
-			s.Containers = []bay.SessionContainer{}
+	case containerID != "":
+		// A row whose primary columns alone describe the container (as the SQLite store reads
+		// its rows written before sessions listed their containers).
+		status := "created"
+		if endpoint != "" {
+			status = "running"
 		}
+		s.Containers = []bay.SessionContainer{{Name: runtimeType, ContainerID: containerID, Endpoint: endpoint,
+			Status: status, RuntimeType: runtimeType}}
 	}
 	return &s, nil
+}
+
+// primaryColumns are the runtime_type, container_id and endpoint columns of a session: its
+// primary container's, kept for operators reading the table.
+func primaryColumns(s *bay.Session) (runtimeType, containerID, endpoint string) {
+	if p := s.Primary(); p != nil {
+		return p.RuntimeType, p.ContainerID, p.Endpoint
+	}
+	return "", "", ""
 }
 
 // containersJSON is the jsonb argument of a session's containers (NULL for nil).
@@ -342,7 +359,8 @@ func sessionArgs(s *bay.Session) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode containers: %w", err)
 	}
-	return []any{s.ID, s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj,
+	rt, cid, ep := primaryColumns(s)
+	return []any{s.ID, s.SandboxID, s.ProfileID, rt, cid, ep, cj,
 		string(s.DesiredState), string(s.ObservedState), s.InstanceID, ts(s.CreatedAt), nullTS(s.StartedAt),
 		nullTS(s.LastObservedAt), s.RuntimeToken}, nil
 }
