@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/storefilter"
 )
 
 // querier is what *pgxpool.Pool and pgx.Tx have in common.
@@ -28,8 +28,22 @@ type querier interface {
 // connection and reuses it.
 type queries struct {
 	q    querier
-	pool *pgxpool.Pool // set outside a transaction: reads of several statements take a snapshot on it
-	fold string        // fmt format of the case fold of the tag filter (see detectFold)
+	pool *pgxpool.Pool        // set outside a transaction: reads of several statements take a snapshot on it
+	d    *storefilter.Dialect // the filters' SQL, with this database's case fold
+}
+
+// newDialect writes the shared filters (internal/bay/storefilter) for PostgreSQL; fold is the
+// fmt format of the case fold of the tag filter (see detectFold). The server folds both the
+// column and the pattern, so they fold alike.
+func newDialect(fold string) *storefilter.Dialect {
+	return &storefilter.Dialect{
+		Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
+		Time:        func(t time.Time) any { return ts(t) },
+		Bool:        func(b bool) any { return b },
+		TagMatch: func(w *storefilter.Where, pattern string) string {
+			return fmt.Sprintf(fold, "tags") + ` LIKE ` + fmt.Sprintf(fold, w.Arg(pattern)+"::text") + ` ESCAPE '\'`
+		},
+	}
 }
 
 // ---- value conversion -----------------------------------------------------------------------
@@ -114,27 +128,6 @@ func mustInsert(tag pgconn.CommandTag, err error, format string, args ...any) er
 	return nil
 }
 
-// where accumulates AND-ed conditions with numbered parameters.
-type where struct {
-	conds []string
-	args  []any
-}
-
-// arg adds a parameter and returns its placeholder.
-func (w *where) arg(v any) string {
-	w.args = append(w.args, v)
-	return "$" + strconv.Itoa(len(w.args))
-}
-
-func (w *where) add(cond string) { w.conds = append(w.conds, cond) }
-
-func (w *where) sql() string {
-	if len(w.conds) == 0 {
-		return ""
-	}
-	return " WHERE " + strings.Join(w.conds, " AND ")
-}
-
 // collect scans every row of rows with scan.
 func collect[T any](rows pgx.Rows, err error, scan func(pgx.Row) (*T, error)) ([]*T, error) {
 	if err != nil {
@@ -187,53 +180,14 @@ func (q queries) GetSandbox(ctx context.Context, id string) (*bay.Sandbox, error
 	return getOne(q.q.QueryRow(ctx, qGetSandbox, id), scanSandbox, "get sandbox %s", id)
 }
 
-func sandboxWhere(f bay.SandboxQuery) *where {
-	w := &where{}
-	if f.Owner != "" {
-		w.add("owner = " + w.arg(f.Owner))
-	}
-	if f.AfterID != "" {
-		w.add("id > " + w.arg(f.AfterID))
-	}
-	if !f.IncludeDeleted {
-		w.add("deleted_at IS NULL")
-	}
-	if f.Warm != nil {
-		w.add("is_warm = " + w.arg(*f.Warm))
-	}
-	if f.WarmState != nil {
-		w.add("warm_state = " + w.arg(*f.WarmState))
-	}
-	if f.ProfileID != "" {
-		w.add("profile_id = " + w.arg(f.ProfileID))
-	}
-	if f.IdleExpiredBefore != nil {
-		w.add("idle_expires_at < " + w.arg(ts(*f.IdleExpiredBefore))) // NULL never compares true
-	}
-	if f.ExpiredBefore != nil {
-		w.add("expires_at < " + w.arg(ts(*f.ExpiredBefore)))
-	}
-	if f.HasSession != nil {
-		if *f.HasSession {
-			w.add("current_session_id IS NOT NULL")
-		} else {
-			w.add("current_session_id IS NULL")
-		}
-	}
-	if f.CargoID != "" {
-		w.add("cargo_id = " + w.arg(f.CargoID))
-	}
-	return w
-}
-
 // ListSandboxes returns the matching sandboxes ordered by id.
 func (q queries) ListSandboxes(ctx context.Context, f bay.SandboxQuery) ([]*bay.Sandbox, error) {
-	w := sandboxWhere(f)
-	query := `SELECT ` + sandboxCols + ` FROM sandboxes` + w.sql() + ` ORDER BY id`
+	w := storefilter.Sandboxes(q.d, f)
+	query := `SELECT ` + sandboxCols + ` FROM sandboxes` + w.SQL() + ` ORDER BY id`
 	if f.Limit > 0 {
-		query += ` LIMIT ` + w.arg(f.Limit)
+		query += ` LIMIT ` + w.Arg(f.Limit)
 	}
-	rows, err := q.q.Query(ctx, query, w.args...)
+	rows, err := q.q.Query(ctx, query, w.Args()...)
 	out, err := collect(rows, err, scanSandbox)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
@@ -243,9 +197,9 @@ func (q queries) ListSandboxes(ctx context.Context, f bay.SandboxQuery) ([]*bay.
 
 // CountSandboxes counts the sandboxes ListSandboxes would return without its Limit.
 func (q queries) CountSandboxes(ctx context.Context, f bay.SandboxQuery) (int, error) {
-	w := sandboxWhere(f)
+	w := storefilter.Sandboxes(q.d, f)
 	var n int
-	if err := q.q.QueryRow(ctx, `SELECT count(*) FROM sandboxes`+w.sql(), w.args...).Scan(&n); err != nil {
+	if err := q.q.QueryRow(ctx, `SELECT count(*) FROM sandboxes`+w.SQL(), w.Args()...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count sandboxes: %w", err)
 	}
 	return n, nil
@@ -372,14 +326,8 @@ func (q queries) GetSession(ctx context.Context, id string) (*bay.Session, error
 
 // ListSessions returns the matching sessions ordered by created_at, id.
 func (q queries) ListSessions(ctx context.Context, f bay.SessionQuery) ([]*bay.Session, error) {
-	w := &where{}
-	if f.SandboxID != "" {
-		w.add("sandbox_id = " + w.arg(f.SandboxID))
-	}
-	if f.ObservedState != "" {
-		w.add("observed_state = " + w.arg(string(f.ObservedState)))
-	}
-	rows, err := q.q.Query(ctx, `SELECT `+sessionCols+` FROM sessions`+w.sql()+` ORDER BY created_at, id`, w.args...)
+	w := storefilter.Sessions(q.d, f)
+	rows, err := q.q.Query(ctx, `SELECT `+sessionCols+` FROM sessions`+w.SQL()+` ORDER BY created_at, id`, w.Args()...)
 	out, err := collect(rows, err, scanSession)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -452,24 +400,12 @@ func (q queries) GetCargo(ctx context.Context, id string) (*bay.Cargo, error) {
 
 // ListCargos returns the matching cargos ordered by id.
 func (q queries) ListCargos(ctx context.Context, f bay.CargoQuery) ([]*bay.Cargo, error) {
-	w := &where{}
-	if f.Owner != "" {
-		w.add("owner = " + w.arg(f.Owner))
-	}
-	if f.Managed != nil {
-		w.add("managed = " + w.arg(*f.Managed))
-	}
-	if f.ManagedBySandboxID != "" {
-		w.add("managed_by_sandbox_id = " + w.arg(f.ManagedBySandboxID))
-	}
-	if f.AfterID != "" {
-		w.add("id > " + w.arg(f.AfterID))
-	}
-	query := `SELECT ` + cargoCols + ` FROM cargos` + w.sql() + ` ORDER BY id`
+	w := storefilter.Cargos(q.d, f)
+	query := `SELECT ` + cargoCols + ` FROM cargos` + w.SQL() + ` ORDER BY id`
 	if f.Limit > 0 {
-		query += ` LIMIT ` + w.arg(f.Limit)
+		query += ` LIMIT ` + w.Arg(f.Limit)
 	}
-	rows, err := q.q.Query(ctx, query, w.args...)
+	rows, err := q.q.Query(ctx, query, w.Args()...)
 	out, err := collect(rows, err, scanCargo)
 	if err != nil {
 		return nil, fmt.Errorf("list cargos: %w", err)
@@ -528,59 +464,13 @@ func (q queries) GetExecution(ctx context.Context, id string) (*bay.Execution, e
 	return getOne(q.q.QueryRow(ctx, qGetExecution, id), scanExecution, "get execution %s", id)
 }
 
-// likeEscaper escapes LIKE's wildcards and the escape character itself.
-var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-
-func (q queries) executionWhere(f bay.ExecutionQuery) *where {
-	w := &where{}
-	if f.Owner != "" {
-		w.add("owner = " + w.arg(f.Owner))
-	}
-	if f.SandboxID != "" {
-		w.add("sandbox_id = " + w.arg(f.SandboxID))
-	}
-	if f.ExecType != "" {
-		w.add("exec_type = " + w.arg(f.ExecType))
-	}
-	if f.SuccessOnly {
-		w.add("success")
-	}
-	var tagConds []string
-	for _, t := range f.Tags {
-		if t == "" {
-			continue
-		}
-		// Both sides are folded by the server, so the tag and the pattern fold alike.
-		p := w.arg("%" + likeEscaper.Replace(t) + "%")
-		tagConds = append(tagConds, fmt.Sprintf(q.fold, "tags")+` LIKE `+fmt.Sprintf(q.fold, p+"::text")+` ESCAPE '\'`)
-	}
-	if len(tagConds) > 0 {
-		w.add("(" + strings.Join(tagConds, " OR ") + ")")
-	}
-	if f.HasNotes != nil {
-		if *f.HasNotes {
-			w.add("(notes IS NOT NULL AND notes <> '')")
-		} else {
-			w.add("(notes IS NULL OR notes = '')")
-		}
-	}
-	if f.HasDescription != nil {
-		if *f.HasDescription {
-			w.add("(description IS NOT NULL AND description <> '')")
-		} else {
-			w.add("(description IS NULL OR description = '')")
-		}
-	}
-	return w
-}
-
 // ListExecutions returns one page (newest first: created_at DESC, id DESC; Limit 0 = no limit)
 // and the total number of matches. Outside a transaction both come from one snapshot.
 func (q queries) ListExecutions(ctx context.Context, f bay.ExecutionQuery) (out []*bay.Execution, total int, err error) {
 	if q.pool != nil {
 		err := pgx.BeginTxFunc(ctx, q.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
 			func(tx pgx.Tx) (err error) {
-				out, total, err = queries{q: tx, fold: q.fold}.ListExecutions(ctx, f)
+				out, total, err = queries{q: tx, d: q.d}.ListExecutions(ctx, f)
 				return err
 			})
 		if err != nil {
@@ -588,17 +478,17 @@ func (q queries) ListExecutions(ctx context.Context, f bay.ExecutionQuery) (out 
 		}
 		return out, total, nil
 	}
-	w := q.executionWhere(f)
-	if err := q.q.QueryRow(ctx, `SELECT count(*) FROM execution_history`+w.sql(), w.args...).Scan(&total); err != nil {
+	w := storefilter.Executions(q.d, f)
+	if err := q.q.QueryRow(ctx, `SELECT count(*) FROM execution_history`+w.SQL(), w.Args()...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count executions: %w", err)
 	}
 	var limit any // NULL: no limit
 	if f.Limit > 0 {
 		limit = f.Limit
 	}
-	query := `SELECT ` + executionCols + ` FROM execution_history` + w.sql() +
-		` ORDER BY created_at DESC, id DESC LIMIT ` + w.arg(limit) + ` OFFSET ` + w.arg(max(f.Offset, 0))
-	rows, err := q.q.Query(ctx, query, w.args...)
+	query := `SELECT ` + executionCols + ` FROM execution_history` + w.SQL() +
+		` ORDER BY created_at DESC, id DESC LIMIT ` + w.Arg(limit) + ` OFFSET ` + w.Arg(max(f.Offset, 0))
+	rows, err := q.q.Query(ctx, query, w.Args()...)
 	if out, err = collect(rows, err, scanExecution); err != nil {
 		return nil, 0, fmt.Errorf("list executions: %w", err)
 	}

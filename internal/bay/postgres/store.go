@@ -43,6 +43,7 @@ type Store struct {
 
 	pool  *pgxpool.Pool
 	where string // the server and database, without credentials, for messages
+	fold  string // the tag filter's case fold (see detectFold)
 	// writer admits one Tx of this process at a time to the pool. The advisory lock serialises
 	// them anyway; without this gate, Txs waiting for the lock would each hold a pooled
 	// connection, and reads outside a Tx (fn's included) would wait behind them for one.
@@ -159,7 +160,8 @@ func (s *Store) init(ctx context.Context, log *slog.Logger) error {
 	}); err != nil {
 		return err
 	}
-	s.queries = queries{q: s.pool, pool: s.pool, fold: fold}
+	s.fold = fold
+	s.queries = queries{q: s.pool, pool: s.pool, d: newDialect(fold)}
 	return nil
 }
 
@@ -218,7 +220,7 @@ func (s *Store) Tx(ctx context.Context, fn func(tx bay.Tx) error) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, txLockKey); err != nil {
 		return fmt.Errorf("begin write transaction: take the write lock: %w", err)
 	}
-	if err := fn(&txn{queries{q: tx, fold: s.fold}}); err != nil {
+	if err := fn(&txn{queries{q: tx, d: s.d}}); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
