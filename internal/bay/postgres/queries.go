@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
-	"github.com/shipyard-dev/shipyard/internal/bay/storefilter"
+	"github.com/shipyard-dev/shipyard/internal/bay/storesql"
 )
 
 // querier is what *pgxpool.Pool and pgx.Tx have in common.
@@ -28,19 +27,19 @@ type querier interface {
 // connection and reuses it.
 type queries struct {
 	q    querier
-	pool *pgxpool.Pool        // set outside a transaction: reads of several statements take a snapshot on it
-	d    *storefilter.Dialect // the filters' SQL, with this database's case fold
+	pool *pgxpool.Pool     // set outside a transaction: reads of several statements take a snapshot on it
+	d    *storesql.Dialect // the filters' SQL, with this database's case fold
 }
 
-// newDialect writes the shared filters (internal/bay/storefilter) for PostgreSQL; fold is the
+// newDialect writes the shared filters (internal/bay/storesql) for PostgreSQL; fold is the
 // fmt format of the case fold of the tag filter (see detectFold). The server folds both the
 // column and the pattern, so they fold alike.
-func newDialect(fold string) *storefilter.Dialect {
-	return &storefilter.Dialect{
+func newDialect(fold string) *storesql.Dialect {
+	return &storesql.Dialect{
 		Placeholder: func(n int) string { return "$" + strconv.Itoa(n) },
 		Time:        func(t time.Time) any { return ts(t) },
 		Bool:        func(b bool) any { return b },
-		TagMatch: func(w *storefilter.Where, pattern string) string {
+		TagMatch: func(w *storesql.Where, pattern string) string {
 			return fmt.Sprintf(fold, "tags") + ` LIKE ` + fmt.Sprintf(fold, w.Arg(pattern)+"::text") + ` ESCAPE '\'`
 		},
 	}
@@ -182,7 +181,7 @@ func (q queries) GetSandbox(ctx context.Context, id string) (*bay.Sandbox, error
 
 // ListSandboxes returns the matching sandboxes ordered by id.
 func (q queries) ListSandboxes(ctx context.Context, f bay.SandboxQuery) ([]*bay.Sandbox, error) {
-	w := storefilter.Sandboxes(q.d, f)
+	w := storesql.Sandboxes(q.d, f)
 	query := `SELECT ` + sandboxCols + ` FROM sandboxes` + w.SQL() + ` ORDER BY id`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + w.Arg(f.Limit)
@@ -197,7 +196,7 @@ func (q queries) ListSandboxes(ctx context.Context, f bay.SandboxQuery) ([]*bay.
 
 // CountSandboxes counts the sandboxes ListSandboxes would return without its Limit.
 func (q queries) CountSandboxes(ctx context.Context, f bay.SandboxQuery) (int, error) {
-	w := storefilter.Sandboxes(q.d, f)
+	w := storesql.Sandboxes(q.d, f)
 	var n int
 	if err := q.q.QueryRow(ctx, `SELECT count(*) FROM sandboxes`+w.SQL(), w.Args()...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count sandboxes: %w", err)
@@ -269,51 +268,19 @@ func scanSession(r pgx.Row) (*bay.Session, error) {
 		&s.RuntimeToken); err != nil {
 		return nil, err
 	}
-	switch {
-	case containers != nil:
-		if err := json.Unmarshal(containers, &s.Containers); err != nil {
-			return nil, fmt.Errorf("session %s: decode containers: %w", s.ID, err)
-		}
-	case containerID != "":
-		// A row whose primary columns alone describe the container (as the SQLite store reads
-		// its rows written before sessions listed their containers).
-		status := "created"
-		if endpoint != "" {
-			status = "running"
-		}
-		s.Containers = []bay.SessionContainer{{Name: runtimeType, ContainerID: containerID, Endpoint: endpoint,
-			Status: status, RuntimeType: runtimeType}}
+	cs, err := storesql.SessionContainers(containers, runtimeType, containerID, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", s.ID, err)
 	}
+	s.Containers = cs
 	return &s, nil
 }
 
-// primaryColumns are the runtime_type, container_id and endpoint columns of a session: its
-// primary container's, kept for operators reading the table.
-func primaryColumns(s *bay.Session) (runtimeType, containerID, endpoint string) {
-	if p := s.Primary(); p != nil {
-		return p.RuntimeType, p.ContainerID, p.Endpoint
-	}
-	return "", "", ""
-}
-
-// containersJSON is the jsonb argument of a session's containers (NULL for nil).
-func containersJSON(cs []bay.SessionContainer) (any, error) {
-	if cs == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(cs)
+func sessionArgs(s *bay.Session) ([]any, error) {
+	cj, rt, cid, ep, err := storesql.SessionColumns(s)
 	if err != nil {
 		return nil, err
 	}
-	return string(b), nil
-}
-
-func sessionArgs(s *bay.Session) ([]any, error) {
-	cj, err := containersJSON(s.Containers)
-	if err != nil {
-		return nil, fmt.Errorf("encode containers: %w", err)
-	}
-	rt, cid, ep := primaryColumns(s)
 	return []any{s.ID, s.SandboxID, s.ProfileID, rt, cid, ep, cj,
 		string(s.DesiredState), string(s.ObservedState), s.InstanceID, ts(s.CreatedAt), nullTS(s.StartedAt),
 		nullTS(s.LastObservedAt), s.RuntimeToken}, nil
@@ -326,7 +293,7 @@ func (q queries) GetSession(ctx context.Context, id string) (*bay.Session, error
 
 // ListSessions returns the matching sessions ordered by created_at, id.
 func (q queries) ListSessions(ctx context.Context, f bay.SessionQuery) ([]*bay.Session, error) {
-	w := storefilter.Sessions(q.d, f)
+	w := storesql.Sessions(q.d, f)
 	rows, err := q.q.Query(ctx, `SELECT `+sessionCols+` FROM sessions`+w.SQL()+` ORDER BY created_at, id`, w.Args()...)
 	out, err := collect(rows, err, scanSession)
 	if err != nil {
@@ -400,7 +367,7 @@ func (q queries) GetCargo(ctx context.Context, id string) (*bay.Cargo, error) {
 
 // ListCargos returns the matching cargos ordered by id.
 func (q queries) ListCargos(ctx context.Context, f bay.CargoQuery) ([]*bay.Cargo, error) {
-	w := storefilter.Cargos(q.d, f)
+	w := storesql.Cargos(q.d, f)
 	query := `SELECT ` + cargoCols + ` FROM cargos` + w.SQL() + ` ORDER BY id`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + w.Arg(f.Limit)
@@ -478,7 +445,7 @@ func (q queries) ListExecutions(ctx context.Context, f bay.ExecutionQuery) (out 
 		}
 		return out, total, nil
 	}
-	w := storefilter.Executions(q.d, f)
+	w := storesql.Executions(q.d, f)
 	if err := q.q.QueryRow(ctx, `SELECT count(*) FROM execution_history`+w.SQL(), w.Args()...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("count executions: %w", err)
 	}

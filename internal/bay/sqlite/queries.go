@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,7 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
-	"github.com/shipyard-dev/shipyard/internal/bay/storefilter"
+	"github.com/shipyard-dev/shipyard/internal/bay/storesql"
 )
 
 func init() {
@@ -196,12 +195,12 @@ func mustAffect(res sql.Result, err error, format string, args ...any) error {
 
 type scanner interface{ Scan(dest ...any) error }
 
-// dialect writes the shared filters (internal/bay/storefilter) for SQLite.
-var dialect = &storefilter.Dialect{
+// dialect writes the shared filters (internal/bay/storesql) for SQLite.
+var dialect = &storesql.Dialect{
 	Placeholder: func(int) string { return "?" },
 	Time:        func(t time.Time) any { return micros(t) },
 	Bool:        func(b bool) any { return boolInt(b) },
-	TagMatch: func(w *storefilter.Where, pattern string) string {
+	TagMatch: func(w *storesql.Where, pattern string) string {
 		return `bay_lower(tags) LIKE ` + w.Arg(strings.ToLower(pattern)) + ` ESCAPE '\'`
 	},
 }
@@ -242,7 +241,7 @@ func (q queries) GetSandbox(ctx context.Context, id string) (*bay.Sandbox, error
 
 // ListSandboxes returns the matching sandboxes ordered by id.
 func (q queries) ListSandboxes(ctx context.Context, f bay.SandboxQuery) ([]*bay.Sandbox, error) {
-	w := storefilter.Sandboxes(dialect, f)
+	w := storesql.Sandboxes(dialect, f)
 	query := `SELECT ` + sandboxCols + ` FROM sandboxes` + w.SQL() + ` ORDER BY id`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + w.Arg(f.Limit)
@@ -268,7 +267,7 @@ func (q queries) ListSandboxes(ctx context.Context, f bay.SandboxQuery) ([]*bay.
 
 // CountSandboxes counts the sandboxes ListSandboxes would return without its Limit.
 func (q queries) CountSandboxes(ctx context.Context, f bay.SandboxQuery) (int, error) {
-	w := storefilter.Sandboxes(dialect, f)
+	w := storesql.Sandboxes(dialect, f)
 	var n int
 	if err := q.q.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes`+w.SQL(), w.Args()...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count sandboxes: %w", err)
@@ -360,42 +359,17 @@ func scanSession(r scanner) (*bay.Session, error) {
 		&s.DesiredState, &s.ObservedState, &s.InstanceID, &created, &started, &observed, &s.RuntimeToken); err != nil {
 		return nil, err
 	}
-	switch {
-	case containers.Valid:
-		if err := json.Unmarshal([]byte(containers.String), &s.Containers); err != nil {
-			return nil, fmt.Errorf("session %s: decode containers: %w", s.ID, err)
-		}
-	case containerID != "":
-		// A single-container session written before sessions listed their containers: the
-		// primary's columns were the whole story.
-		status := "created"
-		if endpoint != "" {
-			status = "running"
-		}
-		s.Containers = []bay.SessionContainer{{Name: runtimeType, ContainerID: containerID, Endpoint: endpoint, Status: status, RuntimeType: runtimeType}}
+	var cj []byte
+	if containers.Valid {
+		cj = []byte(containers.String)
 	}
+	cs, err := storesql.SessionContainers(cj, runtimeType, containerID, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", s.ID, err)
+	}
+	s.Containers = cs
 	s.CreatedAt, s.StartedAt, s.LastObservedAt = fromMicros(created), ptrTime(started), ptrTime(observed)
 	return &s, nil
-}
-
-// primaryColumns are the runtime_type, container_id and endpoint columns of a session: its
-// primary container's, kept for operators reading the table.
-func primaryColumns(s *bay.Session) (string, string, string) {
-	if p := s.Primary(); p != nil {
-		return p.RuntimeType, p.ContainerID, p.Endpoint
-	}
-	return "", "", ""
-}
-
-func containersJSON(cs []bay.SessionContainer) (any, error) {
-	if cs == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(cs)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
 }
 
 // GetSession returns the session or an error wrapping ErrNotFound.
@@ -412,7 +386,7 @@ func (q queries) GetSession(ctx context.Context, id string) (*bay.Session, error
 
 // ListSessions returns the matching sessions ordered by created_at, id.
 func (q queries) ListSessions(ctx context.Context, f bay.SessionQuery) ([]*bay.Session, error) {
-	w := storefilter.Sessions(dialect, f)
+	w := storesql.Sessions(dialect, f)
 	rows, err := q.q.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions`+w.SQL()+` ORDER BY created_at, id`, w.Args()...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -434,11 +408,10 @@ func (q queries) ListSessions(ctx context.Context, f bay.SessionQuery) ([]*bay.S
 
 // InsertSession inserts s. An existing id wraps ErrConflict; an unknown sandbox ErrNotFound.
 func (q *txn) InsertSession(ctx context.Context, s *bay.Session) error {
-	cj, err := containersJSON(s.Containers)
+	cj, rt, cid, ep, err := storesql.SessionColumns(s)
 	if err != nil {
-		return fmt.Errorf("insert session %s: encode containers: %w", s.ID, err)
+		return fmt.Errorf("insert session %s: %w", s.ID, err)
 	}
-	rt, cid, ep := primaryColumns(s)
 	_, err = q.exec(ctx, qInsertSession,
 		s.ID, s.SandboxID, s.ProfileID, rt, cid, ep, cj, string(s.DesiredState),
 		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt),
@@ -451,11 +424,10 @@ func (q *txn) InsertSession(ctx context.Context, s *bay.Session) error {
 
 // UpdateSession writes every field of s; a missing row wraps ErrNotFound.
 func (q *txn) UpdateSession(ctx context.Context, s *bay.Session) error {
-	cj, err := containersJSON(s.Containers)
+	cj, rt, cid, ep, err := storesql.SessionColumns(s)
 	if err != nil {
-		return fmt.Errorf("update session %s: encode containers: %w", s.ID, err)
+		return fmt.Errorf("update session %s: %w", s.ID, err)
 	}
-	rt, cid, ep := primaryColumns(s)
 	res, err := q.exec(ctx, qUpdateSession,
 		s.SandboxID, s.ProfileID, rt, cid, ep, cj, string(s.DesiredState),
 		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt),
@@ -501,7 +473,7 @@ func (q queries) GetCargo(ctx context.Context, id string) (*bay.Cargo, error) {
 
 // ListCargos returns the matching cargos ordered by id.
 func (q queries) ListCargos(ctx context.Context, f bay.CargoQuery) ([]*bay.Cargo, error) {
-	w := storefilter.Cargos(dialect, f)
+	w := storesql.Cargos(dialect, f)
 	query := `SELECT ` + cargoCols + ` FROM cargos` + w.SQL() + ` ORDER BY id`
 	if f.Limit > 0 {
 		query += ` LIMIT ` + w.Arg(f.Limit)
@@ -604,7 +576,7 @@ func (q queries) ListExecutions(ctx context.Context, f bay.ExecutionQuery) ([]*b
 		defer tx.Rollback()
 		return queries{q: tx, tx: tx, stmts: q.stmts}.ListExecutions(ctx, f)
 	}
-	w := storefilter.Executions(dialect, f)
+	w := storesql.Executions(dialect, f)
 	var total int
 	if err := q.q.QueryRowContext(ctx, `SELECT count(*) FROM execution_history`+w.SQL(), w.Args()...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("list executions: count: %w", err)

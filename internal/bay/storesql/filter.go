@@ -1,7 +1,7 @@
 // Package storefilter turns the store's query structs (bay.SandboxQuery, bay.SessionQuery,
 // bay.CargoQuery, bay.ExecutionQuery) into SQL WHERE clauses, once for both stores: a Dialect
 // says how parameters are written and how values are passed, the filters' meaning lives here.
-package storefilter
+package storesql
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package storefilter
+package storesql
 
 import (
 	"fmt"
