@@ -27,7 +27,6 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
-	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
 	"github.com/shipyard-dev/shipyard/internal/bay/warmpool"
 )
 
@@ -132,16 +131,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	store := m.Store
 	if store == nil {
-		if !strings.HasPrefix(cfg.Database.URL, "sqlite") {
-			return fmt.Errorf("database.url %q: only SQLite is supported by this build", cfg.Database.URL)
-		}
-		path, err := sqlite.ParseURL(cfg.Database.URL)
+		s, err := openStore(ctx, cfg.Database, log)
 		if err != nil {
-			return fmt.Errorf("database.url: %w", err)
-		}
-		s, err := sqlite.Open(ctx, sqlite.Options{Path: path, Logger: log})
-		if err != nil {
-			return fmt.Errorf("open database: %w", err)
+			return err
 		}
 		defer s.Close()
 		store = s

@@ -62,6 +62,11 @@ type DatabaseConfig struct {
 	// postgresql+asyncpg://..., postgresql://..., postgres://...
 	URL  string `yaml:"url"`
 	Echo bool   `yaml:"echo"` // log SQL statements
+	// PoolSize bounds the connections to a PostgreSQL server (each is one server backend);
+	// 2..1000. SQLite ignores it (one write connection, a read pool sized by the CPUs).
+	PoolSize int `yaml:"pool_size"`
+	// ConnectTimeout bounds the opening of one PostgreSQL connection; 1..300 s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout_seconds"`
 }
 
 // DriverConfig selects and configures the container engine.
@@ -326,7 +331,7 @@ const DefaultMaxUploadBytes = 10 << 30
 func DefaultConfig() *Config {
 	c := &Config{
 		Server:   ServerConfig{Host: "127.0.0.1", Port: 8114},
-		Database: DatabaseConfig{URL: "sqlite+aiosqlite:///./bay.db"},
+		Database: DatabaseConfig{URL: "sqlite+aiosqlite:///./bay.db", PoolSize: 10, ConnectTimeout: 10 * time.Second},
 		Driver: DriverConfig{
 			Type:            "docker",
 			ImagePullPolicy: "if_not_present",
