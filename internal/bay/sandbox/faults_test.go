@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
@@ -99,17 +100,24 @@ func newFaultEnv(t *testing.T) (*env, *runtimes) {
 	return &env{svc: svc, store: st, drv: drv, ship: stub, clock: clk}, rt
 }
 
+// started creates a sandbox of alice's and starts its session.
+func started(t *testing.T, e *env) (*bayapi.SandboxResponse, *bay.Session) {
+	t.Helper()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	s, err := e.svc.EnsureRunning(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, s
+}
+
 // A runtime killed while its session was still trusted (within the probe cache): the
 // platform's death report makes the next call re-check the instance, start a new session and
 // answer.
 func TestKilledRuntimeRecoversWithinTheCall(t *testing.T) {
 	e, rt := newFaultEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	s1, err := e.svc.EnsureRunning(ctx, r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, s1 := started(t, e)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go e.svc.WatchDeaths(wctx)
@@ -133,14 +141,10 @@ func TestKilledRuntimeRecoversWithinTheCall(t *testing.T) {
 func TestFrozenRuntimeEndsTheCallAndIsReplaced(t *testing.T) {
 	e, rt := newFaultEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	s1, err := e.svc.EnsureRunning(ctx, r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, s1 := started(t, e)
 	rt.freeze(bay.InstanceName(s1.ID))
 	began := time.Now()
-	_, err = e.svc.ExecPython(ctx, "alice", r.ID, sandbox.PythonParams{Code: "1", Timeout: 300})
+	_, err := e.svc.ExecPython(ctx, "alice", r.ID, sandbox.PythonParams{Code: "1", Timeout: 300})
 	var be *bay.Error
 	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Details["retry_after_ms"] == nil {
 		t.Fatalf("call to a frozen runtime: %v, want 503 session_not_ready with retry_after_ms", err)
@@ -203,11 +207,7 @@ func TestStopOrDeleteEndsACallWaitingForTheStart(t *testing.T) {
 func TestUnreachableRuntimeIsResentToANewSession(t *testing.T) {
 	e, rt := newFaultEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	s1, err := e.svc.EnsureRunning(ctx, r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, s1 := started(t, e)
 	rt.kill(bay.InstanceName(s1.ID))
 	e.drv.SetState(s1.Primary().ContainerID, bay.ContainerExited)
 	// The pool's connection to the old runtime was closed by its end: the client notices and
