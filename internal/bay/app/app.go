@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -25,6 +26,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/gc"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
@@ -171,6 +173,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("docker engine at %s is not reachable: %w", dc.Socket, err)
 		}
+		d.SetNetworkGuard(networkGuard(ctx, cfg, log))
 		drv = d
 	}
 
@@ -358,5 +361,35 @@ func warmImageCaches(ctx context.Context, w imageCacheWarmer, profiles []bay.Pro
 			continue
 		}
 		log.Info("image cache warm", "image", img, "used", used, "took_ms", time.Since(began).Milliseconds())
+	}
+}
+
+// networkGuard returns the Docker driver's host firewall hook (internal/bay/netguard). When the
+// firewall is on but cannot be installed here, the hook fails every sandbox start with the
+// reason (logged once now): sandboxes never run open unless security.sandbox_firewall is off.
+func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) docker.NetworkGuard {
+	if !cfg.Security.SandboxFirewall {
+		log.Warn("security.sandbox_firewall is off: sandboxes can reach this host and private networks")
+		return nil
+	}
+	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)
+	var allowed []netip.Prefix
+	if err == nil {
+		allowed, err = netguard.ParseHosts(cfg.Security.AllowedHosts)
+	}
+	var g *netguard.Guard
+	if err == nil {
+		g, err = netguard.New(ctx, netguard.Config{Blocked: blocked, Allowed: allowed, Log: log.With("component", "netguard")})
+	}
+	if err != nil {
+		log.Error("sandbox firewall unavailable: sandboxes will not start", "err", err)
+		return func(context.Context, string, map[string]string) error { return err }
+	}
+	if cfg.Driver.Docker.Network != "" {
+		log.Warn("driver.docker.network is set: that network is the operator's and bay's firewall does not guard it",
+			"network", cfg.Driver.Docker.Network)
+	}
+	return func(ctx context.Context, id string, options map[string]string) error {
+		return g.Protect(ctx, netguard.BridgeName(id, options))
 	}
 }

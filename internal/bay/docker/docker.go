@@ -202,8 +202,9 @@ type Driver struct {
 	cli       *client.Client
 	log       *slog.Logger
 
-	netMu      sync.Mutex // serialises CreateNetwork in this process (the engine allows duplicate names)
-	sandboxNet string     // SandboxNetwork (tests use their own)
+	netMu      sync.Mutex   // serialises CreateNetwork in this process (the engine allows duplicate names)
+	sandboxNet string       // SandboxNetwork (tests use their own)
+	guard      NetworkGuard // nil: no host firewall (SetNetworkGuard)
 	cache      *imageCache
 }
 
