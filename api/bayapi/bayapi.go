@@ -38,6 +38,23 @@ const (
 	MaxListLimit       = 200
 	DefaultHistLimit   = 100
 	MaxHistLimit       = 500
+	// MaxTTL bounds ttl and extend_by (seconds, 366 days; ours): a larger value is a 422
+	// (a sandbox that should never expire is created with ttl null or 0).
+	MaxTTL = 366 * 24 * 3600
+	// MaxOffset bounds the history offset query parameter.
+	MaxOffset = 1<<31 - 1
+	// Bounds of text fields and query strings (bytes; ours): larger is a 422.
+	MaxDescriptionLen = 4 << 10
+	MaxTagsLen        = 1 << 10
+	MaxNotesLen       = 64 << 10
+	MaxCursorLen      = 256
+	MaxProfileLen     = 256
+	MaxIDLen          = 256
+	// MaxPathLen and MaxNameLen bound a workspace path and each of its names (bytes; the
+	// limits of Linux file systems, less room for the workspace prefix): longer is 400
+	// invalid_path.
+	MaxPathLen = 4000
+	MaxNameLen = 255
 )
 
 // Sandbox statuses as computed by bay (never stored).
@@ -71,6 +88,8 @@ const (
 	CodeSandboxExpired         = "sandbox_expired"          // 409
 	CodeSandboxTTLInfinite     = "sandbox_ttl_infinite"     // 409
 	CodeFileNotFound           = "file_not_found"           // 404
+	CodeIsADirectory           = "is_a_directory"           // 400 (ours: a directory where a file is expected)
+	CodeNotADirectory          = "not_a_directory"          // 400 (ours: a file where a directory is expected)
 	CodeSessionNotReady        = "session_not_ready"        // 503
 	CodeShipError              = "ship_error"               // 502
 	CodeTimeout                = "timeout"                  // 504
@@ -93,7 +112,7 @@ func StatusOf(code string) int {
 		return 403
 	case CodeQuotaExceeded:
 		return 429
-	case CodeValidation, CodeInvalidPath, CodeCapabilityNotSupported:
+	case CodeValidation, CodeInvalidPath, CodeCapabilityNotSupported, CodeIsADirectory, CodeNotADirectory:
 		return 400
 	case CodeConflict, CodeSandboxExpired, CodeSandboxTTLInfinite:
 		return 409

@@ -30,6 +30,12 @@ type Stub struct {
 	Shell func(req shipapi.ExecShellRequest) (int, any)
 	// Unhealthy makes /health answer 503.
 	Unhealthy atomic.Bool
+	// Fault, when set, is asked first for every request but /health and /meta: ok answers
+	// the request with status and {"detail", "code"}.
+	Fault func(r *http.Request) (status int, code, detail string, ok bool)
+	// Block, when set, is called after reading a /shell/exec request, before answering it (a
+	// test holds a call open).
+	Block func(r *http.Request)
 
 	// TermClosed counts terminal sessions that ended.
 	TermClosed atomic.Int64
@@ -80,6 +86,12 @@ func decode(r *http.Request, v any) bool { return json.NewDecoder(r.Body).Decode
 
 func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.Requests.Add(1)
+	if s.Fault != nil && r.URL.Path != shipapi.PathHealth && r.URL.Path != shipapi.PathMeta {
+		if status, code, detail, ok := s.Fault(r); ok {
+			fail(w, status, code, detail)
+			return
+		}
+	}
 	switch r.URL.Path {
 	case shipapi.PathTerminal:
 		s.terminal(w, r)
@@ -114,6 +126,9 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !decode(r, &req) {
 			fail(w, 400, shipapi.CodeBadRequest, "bad body")
 			return
+		}
+		if s.Block != nil {
+			s.Block(r)
 		}
 		if s.Shell != nil {
 			st, v := s.Shell(req)
