@@ -97,6 +97,7 @@ const (
 	CodeGCRunning              = "gc_running"               // 423 (ours: the reference used {"detail"})
 	CodeUnavailable            = "unavailable"              // 503 (ours: GC scheduler missing etc.)
 	CodeMethodNotAllowed       = "method_not_allowed"       // 405 (ours: the reference answered plain 405)
+	CodeHeadersTooLarge        = "headers_too_large"        // 431 (ours: request header fields too large)
 	CodeInternal               = "internal_error"           // 500
 )
 
@@ -128,6 +129,8 @@ func StatusOf(code string) int {
 		return 423
 	case CodeMethodNotAllowed:
 		return 405
+	case CodeHeadersTooLarge:
+		return 431
 	default:
 		return 500
 	}

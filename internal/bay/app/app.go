@@ -268,6 +268,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	srv := &http.Server{
 		Handler:           api.Handler(),
+		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -300,7 +301,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	log.Info("bay listening", "addr", ln.Addr().String(), "instance_id", instanceID, "version", m.Version)
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(httpapi.WrapListener(ln, log)) }()
 
 	select {
 	case err = <-serveErr:
