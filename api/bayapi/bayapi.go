@@ -274,9 +274,9 @@ type HealthResponse struct {
 
 // CreateSandboxRequest is POST /v1/sandboxes. A JSON body is required (may be {}).
 type CreateSandboxRequest struct {
-	Profile *string `json:"profile,omitempty"` // default python-default
-	CargoID *string `json:"cargo_id,omitempty"`
-	TTL     *Int    `json:"ttl,omitempty"` // seconds; null, 0 or negative = no expiry
+	Profile *string `json:"profile,omitempty" maxLength:"256"` // default python-default
+	CargoID *string `json:"cargo_id,omitempty" maxLength:"256"`
+	TTL     *Int    `json:"ttl,omitempty" maximum:"31622400" doc:"seconds; null, 0 or negative = no expiry; at most 366 days"`
 }
 
 // SandboxResponse is the shared sandbox object. Field order is the reference's.
@@ -309,7 +309,7 @@ type SandboxList struct {
 
 // ExtendTTLRequest is POST /v1/sandboxes/{id}/extend_ttl.
 type ExtendTTLRequest struct {
-	ExtendBy *Int `json:"extend_by"` // required, > 0
+	ExtendBy *Int `json:"extend_by" minimum:"1" maximum:"31622400" doc:"seconds, at most 366 days"` // required
 }
 
 // StatusResponse is {"status": "ok"} / {"status": "stopped"}.
@@ -321,10 +321,10 @@ type StatusResponse struct {
 
 type PythonExecRequest struct {
 	Code        *string `json:"code"` // required
-	Timeout     *Int    `json:"timeout,omitempty"`
+	Timeout     *Int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"seconds, default 30"`
 	IncludeCode bool    `json:"include_code,omitempty"`
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
 }
 
 type PythonExecData struct {
@@ -344,11 +344,11 @@ type PythonExecResponse struct {
 
 type ShellExecRequest struct {
 	Command     *string `json:"command"` // required
-	Timeout     *Int    `json:"timeout,omitempty"`
-	Cwd         *string `json:"cwd,omitempty"`
+	Timeout     *Int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"seconds, default 30"`
+	Cwd         *string `json:"cwd,omitempty" maxLength:"4000"`
 	IncludeCode bool    `json:"include_code,omitempty"`
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
 }
 
 type ShellExecResponse struct {
@@ -359,6 +359,10 @@ type ShellExecResponse struct {
 	ExecutionID     string  `json:"execution_id"`
 	ExecutionTimeMS int64   `json:"execution_time_ms"`
 	Command         *string `json:"command"`
+	// StdoutTruncated and StderrTruncated (ours) say that the command's stdout (output) or
+	// stderr (error) was longer than the runtime keeps and was cut.
+	StdoutTruncated bool `json:"stdout_truncated" doc:"the command's stdout was longer than the runtime keeps and output was cut"`
+	StderrTruncated bool `json:"stderr_truncated" doc:"the command's stderr was longer than the runtime keeps and error was cut"`
 }
 
 // FileContentResponse is GET .../filesystem/files.
@@ -418,9 +422,9 @@ type ExecutionHistoryList struct {
 
 // AnnotateExecutionRequest is PATCH .../history/{id}; null/absent fields are unchanged.
 type AnnotateExecutionRequest struct {
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
-	Notes       *string `json:"notes,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
+	Notes       *string `json:"notes,omitempty" maxLength:"65536"`
 }
 
 // Exec types of history entries.
@@ -434,7 +438,7 @@ const (
 // ---- cargos ----
 
 type CreateCargoRequest struct {
-	SizeLimitMB *Int `json:"size_limit_mb,omitempty"` // 1..65536; null = config default
+	SizeLimitMB *Int `json:"size_limit_mb,omitempty" minimum:"1" maximum:"65536" doc:"null = config default"`
 }
 
 type CargoResponse struct {

@@ -3,11 +3,13 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -258,5 +260,66 @@ func TestClientCancelIsNotAnError(t *testing.T) {
 	}
 	if strings.Contains(out, "level=ERROR") {
 		t.Fatalf("a client's cancel logged as an error:\n%s", out)
+	}
+}
+
+// Ship's truncation flags of a shell call reach bay's answer (old fields unchanged), and the
+// OpenAPI document describes them and the bounds the handlers enforce.
+func TestTruncationFlagsAndDocumentedBounds(t *testing.T) {
+	h := newHarness(t)
+	id := h.sandbox("alice")
+	h.ship.Shell = func(req shipapi.ExecShellRequest) (int, any) {
+		return 200, shipapi.ExecShellResponse{Success: true, Stdout: "head\n", Stderr: "err\n", StdoutTruncated: req.Command == "both", StderrTruncated: true}
+	}
+	for cmd, wantOut := range map[string]bool{"both": true, "one": false} {
+		r := h.do("POST", "/v1/sandboxes/"+id+"/shell/exec", "alice", `{"command":"`+cmd+`"}`)
+		h.expect(r, 200, "")
+		m := r.json(t)
+		if m["stdout_truncated"] != wantOut || m["stderr_truncated"] != true || m["output"] != "head" || m["error"] != "err" || m["exit_code"] != float64(0) {
+			t.Errorf("%s: %s", cmd, r.body)
+		}
+	}
+
+	r := h.do("GET", "/openapi.json", "", nil)
+	h.expect(r, 200, "")
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]map[string]any `json:"properties"`
+				Required   []string                  `json:"required"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	shell := doc.Components.Schemas["ShellExecResponse"]
+	for _, f := range []string{"stdout_truncated", "stderr_truncated"} {
+		p := shell.Properties[f]
+		if p["type"] != "boolean" || p["description"] == nil || !slices.Contains(shell.Required, f) {
+			t.Errorf("ShellExecResponse.%s = %v (required %v)", f, p, shell.Required)
+		}
+	}
+	for _, c := range []struct {
+		schema, field, key string
+		want               int
+	}{
+		{"CreateSandboxRequest", "ttl", "maximum", bayapi.MaxTTL},
+		{"CreateSandboxRequest", "profile", "maxLength", bayapi.MaxProfileLen},
+		{"CreateSandboxRequest", "cargo_id", "maxLength", bayapi.MaxIDLen},
+		{"ExtendTTLRequest", "extend_by", "maximum", bayapi.MaxTTL},
+		{"ExtendTTLRequest", "extend_by", "minimum", 1},
+		{"PythonExecRequest", "timeout", "maximum", bayapi.MaxExecTimeout},
+		{"ShellExecRequest", "timeout", "maximum", bayapi.MaxExecTimeout},
+		{"ShellExecRequest", "cwd", "maxLength", bayapi.MaxPathLen},
+		{"ShellExecRequest", "description", "maxLength", bayapi.MaxDescriptionLen},
+		{"PythonExecRequest", "tags", "maxLength", bayapi.MaxTagsLen},
+		{"AnnotateExecutionRequest", "notes", "maxLength", bayapi.MaxNotesLen},
+		{"AnnotateExecutionRequest", "description", "maxLength", bayapi.MaxDescriptionLen},
+		{"CreateCargoRequest", "size_limit_mb", "maximum", 65536},
+	} {
+		if got := doc.Components.Schemas[c.schema].Properties[c.field][c.key]; got != float64(c.want) {
+			t.Errorf("%s.%s %s = %v, want %d", c.schema, c.field, c.key, got, c.want)
+		}
 	}
 }
