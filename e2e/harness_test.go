@@ -59,7 +59,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/bay: %v\n", err)
 		os.Exit(1)
 	}
+	// Bay installs its host firewall (netguard) and never removes it; a test run leaves the
+	// machine as it found it.
+	hadFirewall := exec.Command("nft", "list", "table", "inet", "shipyard").Run() == nil
 	code := m.Run()
+	if !hadFirewall {
+		_ = exec.Command("nft", "delete", "table", "inet", "shipyard").Run()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
