@@ -467,7 +467,7 @@ func Resolvers(path string) []netip.Addr {
 			continue
 		}
 		a, err := netip.ParseAddr(fields[1])
-		if err != nil || a.IsLoopback() || a.Zone() != "" {
+		if err != nil || a.IsLoopback() || a.Zone() != "" || slices.Contains(out, a.Unmap()) {
 			continue
 		}
 		out = append(out, a.Unmap())

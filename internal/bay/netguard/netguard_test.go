@@ -376,8 +376,26 @@ func TestGuardBlocksHostAndPrivateRanges(t *testing.T) {
 		t.Errorf("%s reachable although not allowed", viaGateway)
 	}
 
+	// The host's resolvers stay reachable on port 53 only (a resolver of the test's own).
+	var dnsPort string
+	inNetns(t, nsPath, func() { dnsPort = listen(t, "tcp4", net.JoinHostPort(nsIP.String(), "53")) })
+	blocked, _ := netguard.ParseHosts(netguard.DefaultBlocked)
+	dns, err := netguard.New(ctx, netguard.Config{Table: table, Blocked: blocked, Resolvers: []netip.Addr{nsIP}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dns.Protect(ctx, bridge); err != nil {
+		t.Fatal(err)
+	}
+	if err := dialFrom(t, sandboxNS, dnsPort); err != nil {
+		t.Errorf("resolver %s unreachable: %v", dnsPort, err)
+	}
+	if err := dialFrom(t, sandboxNS, private); err == nil {
+		t.Errorf("%s reachable: only port 53 of a resolver is", private)
+	}
+
 	// Releasing the bridge opens it again (tests only; bay never releases).
-	if err := allowed.Release(ctx, bridge); err != nil {
+	if err := dns.Release(ctx, bridge); err != nil {
 		t.Fatal(err)
 	}
 	if err := dialFrom(t, sandboxNS, viaGateway); err != nil {
@@ -448,7 +466,7 @@ func TestParseHosts(t *testing.T) {
 
 func TestResolvers(t *testing.T) {
 	f := t.TempDir() + "/resolv.conf"
-	if err := os.WriteFile(f, []byte("# x\nnameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver fe80::1%eth0\nnameserver fd00::53\nsearch example\n"), 0o644); err != nil {
+	if err := os.WriteFile(f, []byte("# x\nnameserver 10.255.255.53\nnameserver 10.255.255.53\nnameserver 127.0.0.53\nnameserver fe80::1%eth0\nnameserver fd00::53\nsearch example\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got := fmt.Sprint(netguard.Resolvers(f))
