@@ -17,6 +17,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
 // Every number, duration and text in a body or query is bounded: out of range is a 422 with
@@ -201,28 +202,10 @@ func mustForm(t *testing.T, parts ...[2]string) ([]byte, string) {
 	return buf.Bytes(), mw.FormDataContentType()
 }
 
-// logBuffer is a concurrency-safe log sink.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A client that cancels its own request is not an error of bay: logged at info with its
 // request id and status 499.
 func TestClientCancelIsNotAnError(t *testing.T) {
-	var logs logBuffer
+	var logs testenv.LogBuffer
 	h := newHarnessWith(t, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	id := h.sandbox("alice")
 	started := make(chan struct{}, 1)
