@@ -2,9 +2,10 @@
 # Installs, idempotently, the Debian packages that building the sandbox image and running the
 # tests need: mmdebstrap (the image's root filesystem), and a host-side Jupyter kernel with
 # matplotlib for ship's tests (run with /usr/bin/python3; the pyenv python3 on PATH does not see
-# Debian's python3-* packages).
+# Debian's python3-* packages); nftables for bay's sandbox firewall (internal/bay/netguard) and
+# iproute2 for the network namespaces its test makes.
 set -euo pipefail
-pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates)
+pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates nftables iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
