@@ -384,7 +384,8 @@ func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) doc
 	}
 	if err != nil {
 		log.Error("sandbox firewall unavailable: sandboxes will not start", "err", err)
-		return func(context.Context, string, map[string]string) error { return err }
+		refused := bay.Errorf(bay.CodeUnavailable, "Sandboxes cannot start: the sandbox network firewall is unavailable on bay's host (see bay's log)").WithCause(err)
+		return func(context.Context, string, map[string]string) error { return refused }
 	}
 	if cfg.Driver.Docker.Network != "" {
 		log.Warn("driver.docker.network is set: that network is the operator's and bay's firewall does not guard it",
