@@ -53,6 +53,40 @@ func TestSandboxesCannotReachTheHost(t *testing.T) {
 	}
 }
 
+// Where the firewall cannot be installed (here: no nft on bay's PATH), sandboxes do not start,
+// with the reason in bay's log: never a sandbox running open; with
+// security.sandbox_firewall: false the operator runs them without it.
+func TestNoFirewallNoSandbox(t *testing.T) {
+	t.Parallel()
+	docker(t)
+	noNFT := []string{"PATH=/usr/local/go/bin:/usr/local/bin:/usr/bin:/bin"}
+	if _, err := exec.LookPath("/usr/bin/nft"); err == nil {
+		t.Fatal("nft is in /usr/bin: this test needs a PATH without it")
+	}
+	b := startBay(t, bayOptions{env: noNFT})
+	id := b.create(nil, nil).Str("id")
+	r := b.do("POST", "/v1/sandboxes/"+id+"/shell/exec", map[string]any{"command": "true"}, nil)
+	// The lifecycle service reports a failed container create as 500 internal_error whatever
+	// the cause; the reason is in bay's log, at start-up and with the refused create.
+	if r.Status < 500 || r.Str("error.code") == "" {
+		t.Fatalf("exec without a firewall: %s", r)
+	}
+	logs := b.logText()
+	if !strings.Contains(logs, "sandbox firewall unavailable: sandboxes will not start") ||
+		!strings.Contains(logs, "create runtime container failed") || !strings.Contains(logs, "the nft command is not installed") {
+		t.Fatalf("the refusal does not say why: %s\n%s", r, logs)
+	}
+
+	open := startBay(t, bayOptions{env: append(noNFT, "BAY_SECURITY__SANDBOX_FIREWALL=false")})
+	id = open.create(nil, nil).Str("id")
+	if got := open.shellOK(id, "echo up"); got != "up" {
+		t.Fatalf("with the firewall off: %q", got)
+	}
+	if !strings.Contains(open.logText(), "security.sandbox_firewall is off") {
+		t.Fatalf("running open is not said in the log:\n%s", open.logText())
+	}
+}
+
 // engineGateway reads a network's IPv4 gateway and bridge from the engine; the default
 // bridge's gateway, which the engine leaves out, is the bridge interface's address in the
 // network's subnet. It must be an address of this host.

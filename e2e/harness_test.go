@@ -95,6 +95,8 @@ type bayOptions struct {
 	extraConfig string
 	// profiles replaces the default profiles block.
 	profiles string
+	// env is added to bay's environment.
+	env []string
 }
 
 // Bay is one running bay process.
@@ -110,6 +112,7 @@ type Bay struct {
 	created    []string
 	dir        string
 	cfg        string
+	env        []string
 }
 
 const defaultProfiles = `profiles:
@@ -144,7 +147,7 @@ func startBay(t *testing.T, o bayOptions) *Bay {
 		Extra: profiles + "\n" + o.extraConfig}
 	b := &Bay{t: t, URL: cfg.URL(), InstanceID: instance,
 		DBPath: filepath.Join(dir, "bay.db"), logs: &testenv.LogBuffer{},
-		http: &http.Client{Timeout: 5 * time.Minute}, dir: dir, cfg: cfg.YAML()}
+		http: &http.Client{Timeout: 5 * time.Minute}, dir: dir, cfg: cfg.YAML(), env: o.env}
 	t.Cleanup(b.stop)
 	b.launch()
 	return b
@@ -155,7 +158,7 @@ func (b *Bay) launch() {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := testenv.StartBay(ctx, testenv.BayOptions{Binary: bayBin, Dir: b.dir, Config: b.cfg, URL: b.URL, Log: b.logs})
+	p, err := testenv.StartBay(ctx, testenv.BayOptions{Binary: bayBin, Dir: b.dir, Config: b.cfg, URL: b.URL, Log: b.logs, Env: b.env})
 	if err != nil {
 		b.t.Fatalf("%v\n%s", err, b.logText())
 	}
