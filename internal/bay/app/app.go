@@ -387,7 +387,9 @@ func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) doc
 		refused := bay.Errorf(bay.CodeUnavailable, "Sandboxes cannot start: the sandbox network firewall is unavailable on bay's host (see bay's log)").WithCause(err)
 		return func(context.Context, string, map[string]string) error { return refused }
 	}
-	if cfg.Driver.Docker.Network != "" {
+	// The driver puts runtimes on the configured network, except in host_port mode (see
+	// docker's networks): that network is the operator's.
+	if n := cfg.Driver.Docker.Network; n != "" && (cfg.Driver.Docker.ConnectMode != string(docker.ConnectHostPort) || n == "bridge") {
 		log.Warn("driver.docker.network is set: that network is the operator's and bay's firewall does not guard it",
 			"network", cfg.Driver.Docker.Network)
 	}
