@@ -150,6 +150,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	drv := m.Driver
+	var guard *netguard.Guard // nil: no firewall to refresh
 	if drv == nil {
 		if cfg.Driver.Type != "docker" {
 			return fmt.Errorf("driver.type %q: only docker is supported by this build", cfg.Driver.Type)
@@ -173,7 +174,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("docker engine at %s is not reachable: %w", dc.Socket, err)
 		}
-		d.SetNetworkGuard(networkGuard(ctx, cfg, log))
+		hook, g := networkGuard(ctx, cfg, log)
+		d.SetNetworkGuard(hook)
+		guard = g
 		drv = d
 	}
 
@@ -278,6 +281,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run}
+	if guard != nil {
+		loops["netguard"] = guard.Run
+	}
 	if w, ok := drv.(imageCacheWarmer); ok {
 		loops["imagecache"] = func(ctx context.Context) error { warmImageCaches(ctx, w, cfg.Profiles, log); return nil }
 	}
@@ -365,13 +371,14 @@ func warmImageCaches(ctx context.Context, w imageCacheWarmer, profiles []bay.Pro
 	}
 }
 
-// networkGuard returns the Docker driver's host firewall hook (internal/bay/netguard). When the
-// firewall is on but cannot be installed here, the hook fails every sandbox start with the
-// reason (logged once now): sandboxes never run open unless security.sandbox_firewall is off.
-func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) docker.NetworkGuard {
+// networkGuard returns the Docker driver's host firewall hook (internal/bay/netguard) and the
+// guard to refresh in the background (nil when there is none). When the firewall is on but
+// cannot be installed here, the hook fails every sandbox start with the reason (logged once
+// now): sandboxes never run open unless security.sandbox_firewall is off.
+func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) (docker.NetworkGuard, *netguard.Guard) {
 	if !cfg.Security.SandboxFirewall {
 		log.Warn("security.sandbox_firewall is off: sandboxes can reach this host and private networks")
-		return nil
+		return nil, nil
 	}
 	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)
 	var allowed []netip.Prefix
@@ -385,7 +392,7 @@ func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) doc
 	if err != nil {
 		log.Error("sandbox firewall unavailable: sandboxes will not start", "err", err)
 		refused := bay.Errorf(bay.CodeUnavailable, "Sandboxes cannot start: the sandbox network firewall is unavailable on bay's host (see bay's log)").WithCause(err)
-		return func(context.Context, string, map[string]string) error { return refused }
+		return func(context.Context, string, map[string]string) error { return refused }, nil
 	}
 	// The driver puts runtimes on the configured network, except in host_port mode (see
 	// docker's networks): that network is the operator's.
@@ -395,5 +402,5 @@ func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) doc
 	}
 	return func(ctx context.Context, id string, options map[string]string) error {
 		return g.Protect(ctx, netguard.BridgeName(id, options))
-	}
+	}, g
 }

@@ -33,7 +33,8 @@
 // elements of bridges that no longer exist are pruned). The address sets hold the
 // configuration of the bay that installed last: bays sharing one host should share
 // security.blocked_hosts and allowed_hosts. Bay never removes the table, so it survives bay
-// restarts; nothing is open while bay is down.
+// restarts (nothing is open while bay is down), and verifies it every RecheckInterval (Run),
+// installing it again when someone removed it.
 package netguard
 
 import (
@@ -157,6 +158,48 @@ func (g *Guard) Protect(ctx context.Context, bridge string) error {
 	}
 	g.verified[bridge] = time.Now()
 	return nil
+}
+
+// Refresh verifies the firewall of every bridge protected so far now, and installs it again
+// where it is missing (someone flushed the ruleset); bridges that are gone are forgotten.
+func (g *Guard) Refresh(ctx context.Context) error {
+	g.mu.Lock()
+	bridges := make([]string, 0, len(g.verified))
+	for b := range g.verified {
+		g.verified[b] = time.Time{} // due now
+		bridges = append(bridges, b)
+	}
+	g.mu.Unlock()
+	var errs []error
+	for _, b := range bridges {
+		if _, err := os.Stat("/sys/class/net/" + b); errors.Is(err, os.ErrNotExist) {
+			g.mu.Lock()
+			delete(g.verified, b)
+			g.mu.Unlock()
+			continue
+		}
+		if err := g.Protect(ctx, b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run refreshes the firewall every RecheckInterval until ctx ends, so that a table removed
+// behind bay's back comes back without waiting for the next sandbox start.
+func (g *Guard) Run(ctx context.Context) error {
+	t := time.NewTicker(RecheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if err := g.Refresh(ctx); err != nil && ctx.Err() == nil {
+				g.cfg.Log.Error("sandbox firewall refresh failed", "table", g.cfg.Table, "err", err)
+			}
+		}
+	}
 }
 
 // install writes the whole table and adds bridge, under the machine-wide lock.

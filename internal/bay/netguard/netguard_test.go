@@ -347,6 +347,17 @@ func TestGuardBlocksHostAndPrivateRanges(t *testing.T) {
 		c.Close()
 	}
 
+	// A table removed behind bay's back comes back on the next refresh.
+	if out, err := exec.Command("nft", "delete", "table", "inet", table).CombinedOutput(); err != nil {
+		t.Fatalf("delete: %v %s", err, out)
+	}
+	if err := g.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dialFrom(t, sandboxNS, viaGateway); err == nil {
+		t.Errorf("%s reachable after the refresh", viaGateway)
+	}
+
 	before := listTable(t, table)
 	// Idempotent: another guard (another bay) installing again, several at once.
 	var wg sync.WaitGroup
