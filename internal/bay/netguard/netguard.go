@@ -94,7 +94,7 @@ type Guard struct {
 	cfg Config
 
 	mu       sync.Mutex
-	verified map[string]time.Time // bridge -> when it was last installed or verified
+	verified map[string]time.Time // bridge -> when it was last installed or verified; zero: not yet
 }
 
 // New checks that the firewall can be installed here (root, nft present and usable) and
@@ -123,6 +123,17 @@ func New(ctx context.Context, cfg Config) (*Guard, error) {
 	if _, err := g.nft(ctx, nil, "list", "tables"); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	// After a restart the bridges the table already guards are installed again with this
+	// configuration by the first refresh (see Run), even before any sandbox starts.
+	bridges, err := g.Bridges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bridges {
+		if _, err := os.Stat("/sys/class/net/" + b); err == nil {
+			g.verified[b] = time.Time{}
+		}
+	}
 	return g, nil
 }
 
@@ -143,10 +154,13 @@ func (g *Guard) Protect(ctx context.Context, bridge string) error {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if t, ok := g.verified[bridge]; ok && time.Since(t) < RecheckInterval {
+	// A zero time: not installed by this guard yet (its address sets may be another
+	// configuration's), so install; else trust it for RecheckInterval, then verify.
+	t := g.verified[bridge]
+	if !t.IsZero() && time.Since(t) < RecheckInterval {
 		return nil
 	}
-	if _, ok := g.verified[bridge]; ok {
+	if !t.IsZero() {
 		if present, err := g.installed(ctx, bridge); err == nil && present {
 			g.verified[bridge] = time.Now()
 			return nil
@@ -165,8 +179,10 @@ func (g *Guard) Protect(ctx context.Context, bridge string) error {
 func (g *Guard) Refresh(ctx context.Context) error {
 	g.mu.Lock()
 	bridges := make([]string, 0, len(g.verified))
-	for b := range g.verified {
-		g.verified[b] = time.Time{} // due now
+	for b, t := range g.verified {
+		if !t.IsZero() {
+			g.verified[b] = time.Now().Add(-RecheckInterval) // due now
+		}
 		bridges = append(bridges, b)
 	}
 	g.mu.Unlock()

@@ -387,6 +387,15 @@ func TestGuardBlocksHostAndPrivateRanges(t *testing.T) {
 		t.Errorf("%s reachable although not allowed", viaGateway)
 	}
 
+	// A restarted bay (a new guard) finds the bridges in the table and installs its own
+	// configuration on its first refresh, before any sandbox starts: the exceptions are gone.
+	if err := newGuard(t, ctx, table).Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dialFrom(t, sandboxNS, onDocker0); err == nil {
+		t.Errorf("%s still allowed after a restart without the exception", onDocker0)
+	}
+
 	// The host's resolvers stay reachable on port 53 only (a resolver of the test's own).
 	var dnsPort string
 	inNetns(t, nsPath, func() { dnsPort = listen(t, "tcp4", net.JoinHostPort(nsIP.String(), "53")) })
