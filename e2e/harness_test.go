@@ -59,13 +59,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/bay: %v\n", err)
 		os.Exit(1)
 	}
-	// Bay installs its host firewall (netguard) and never removes it; a test run leaves the
-	// machine as it found it.
-	hadFirewall := exec.Command("nft", "list", "table", "inet", "shipyard").Run() == nil
+	restoreFirewall := testenv.KeepHostFirewallAsFound()
 	code := m.Run()
-	if !hadFirewall {
-		_ = exec.Command("nft", "delete", "table", "inet", "shipyard").Run()
-	}
+	restoreFirewall()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

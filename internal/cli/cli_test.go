@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 	"github.com/shipyard-dev/shipyard/sdk/sdktest"
 )
 
@@ -32,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		panic("build bay: " + err.Error() + "\n" + string(out))
 	}
+	restoreFirewall := testenv.KeepHostFirewallAsFound()
 	code := m.Run()
+	restoreFirewall()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
