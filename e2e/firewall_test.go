@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
 // Code in a sandbox reaches no listener of the host: neither one bound to every address
@@ -122,15 +123,6 @@ func serveOK(t *testing.T, addr string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"))
-			c.Close()
-		}
-	}()
+	go testenv.Answer(ln, []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"))
 	return ln.Addr().String()
 }

@@ -39,6 +39,19 @@ func KeepHostFirewallAsFound() (restore func()) {
 	return func() { _ = exec.Command("nft", "delete", "table", "inet", HostFirewallTable).Run() }
 }
 
+// Answer writes reply to every connection ln accepts, then closes it, until ln is closed: a
+// listener a test places somewhere to see whether it can be reached.
+func Answer(ln net.Listener, reply []byte) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = c.Write(reply)
+		c.Close()
+	}
+}
+
 // FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

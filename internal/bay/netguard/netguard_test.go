@@ -24,6 +24,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest/testimage"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
 func randHex(n int) string {
@@ -40,16 +41,7 @@ func listen(t *testing.T, network, addr string) string {
 		t.Fatalf("listen %s: %v", addr, err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = c.Write([]byte("ok\n"))
-			c.Close()
-		}
-	}()
+	go testenv.Answer(ln, []byte("ok\n"))
 	return ln.Addr().String()
 }
 
