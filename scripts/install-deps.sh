@@ -2,11 +2,12 @@
 # Installs, idempotently, the Debian packages that building the sandbox image and running the
 # tests need: mmdebstrap (the image's root filesystem), and a host-side Jupyter kernel with
 # matplotlib for ship's tests (run with /usr/bin/python3; the pyenv python3 on PATH does not see
-# Debian's python3-* packages), and the PostgreSQL server whose initdb/postgres binaries the
+# Debian's python3-* packages), the PostgreSQL server whose initdb/postgres binaries the
 # PostgreSQL store's tests run as a throw-away cluster (internal/testenv/pgtest; the package's
-# own cluster is not used).
+# own cluster is not used), nftables for bay's sandbox firewall (internal/bay/netguard) and
+# iproute2 for the network namespaces its test makes.
 set -euo pipefail
-pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates postgresql)
+pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates postgresql nftables iproute2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

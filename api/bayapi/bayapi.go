@@ -38,6 +38,23 @@ const (
 	MaxListLimit       = 200
 	DefaultHistLimit   = 100
 	MaxHistLimit       = 500
+	// MaxTTL bounds ttl and extend_by (seconds, 366 days; ours): a larger value is a 422
+	// (a sandbox that should never expire is created with ttl null or 0).
+	MaxTTL = 366 * 24 * 3600
+	// MaxOffset bounds the history offset query parameter.
+	MaxOffset = 1<<31 - 1
+	// Bounds of text fields and query strings (bytes; ours): larger is a 422.
+	MaxDescriptionLen = 4 << 10
+	MaxTagsLen        = 1 << 10
+	MaxNotesLen       = 64 << 10
+	MaxCursorLen      = 256
+	MaxProfileLen     = 256
+	MaxIDLen          = 256
+	// MaxPathLen and MaxNameLen bound a workspace path and each of its names (bytes; the
+	// limits of Linux file systems, less room for the workspace prefix): longer is 400
+	// invalid_path.
+	MaxPathLen = 4000
+	MaxNameLen = 255
 )
 
 // Sandbox statuses as computed by bay (never stored).
@@ -71,6 +88,8 @@ const (
 	CodeSandboxExpired         = "sandbox_expired"          // 409
 	CodeSandboxTTLInfinite     = "sandbox_ttl_infinite"     // 409
 	CodeFileNotFound           = "file_not_found"           // 404
+	CodeIsADirectory           = "is_a_directory"           // 400 (ours: a directory where a file is expected)
+	CodeNotADirectory          = "not_a_directory"          // 400 (ours: a file where a directory is expected)
 	CodeSessionNotReady        = "session_not_ready"        // 503
 	CodeShipError              = "ship_error"               // 502
 	CodeTimeout                = "timeout"                  // 504
@@ -78,6 +97,7 @@ const (
 	CodeGCRunning              = "gc_running"               // 423 (ours: the reference used {"detail"})
 	CodeUnavailable            = "unavailable"              // 503 (ours: GC scheduler missing etc.)
 	CodeMethodNotAllowed       = "method_not_allowed"       // 405 (ours: the reference answered plain 405)
+	CodeHeadersTooLarge        = "headers_too_large"        // 431 (ours: request header fields too large)
 	CodeInternal               = "internal_error"           // 500
 )
 
@@ -93,7 +113,7 @@ func StatusOf(code string) int {
 		return 403
 	case CodeQuotaExceeded:
 		return 429
-	case CodeValidation, CodeInvalidPath, CodeCapabilityNotSupported:
+	case CodeValidation, CodeInvalidPath, CodeCapabilityNotSupported, CodeIsADirectory, CodeNotADirectory:
 		return 400
 	case CodeConflict, CodeSandboxExpired, CodeSandboxTTLInfinite:
 		return 409
@@ -109,6 +129,8 @@ func StatusOf(code string) int {
 		return 423
 	case CodeMethodNotAllowed:
 		return 405
+	case CodeHeadersTooLarge:
+		return 431
 	default:
 		return 500
 	}
@@ -252,9 +274,9 @@ type HealthResponse struct {
 
 // CreateSandboxRequest is POST /v1/sandboxes. A JSON body is required (may be {}).
 type CreateSandboxRequest struct {
-	Profile *string `json:"profile,omitempty"` // default python-default
-	CargoID *string `json:"cargo_id,omitempty"`
-	TTL     *Int    `json:"ttl,omitempty"` // seconds; null, 0 or negative = no expiry
+	Profile *string `json:"profile,omitempty" maxLength:"256"` // default python-default
+	CargoID *string `json:"cargo_id,omitempty" maxLength:"256"`
+	TTL     *Int    `json:"ttl,omitempty" maximum:"31622400" doc:"seconds; null, 0 or negative = no expiry; at most 366 days"`
 }
 
 // SandboxResponse is the shared sandbox object. Field order is the reference's.
@@ -287,7 +309,7 @@ type SandboxList struct {
 
 // ExtendTTLRequest is POST /v1/sandboxes/{id}/extend_ttl.
 type ExtendTTLRequest struct {
-	ExtendBy *Int `json:"extend_by"` // required, > 0
+	ExtendBy *Int `json:"extend_by" minimum:"1" maximum:"31622400" doc:"seconds, at most 366 days"` // required
 }
 
 // StatusResponse is {"status": "ok"} / {"status": "stopped"}.
@@ -299,10 +321,10 @@ type StatusResponse struct {
 
 type PythonExecRequest struct {
 	Code        *string `json:"code"` // required
-	Timeout     *Int    `json:"timeout,omitempty"`
+	Timeout     *Int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"seconds, default 30"`
 	IncludeCode bool    `json:"include_code,omitempty"`
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
 }
 
 type PythonExecData struct {
@@ -322,11 +344,11 @@ type PythonExecResponse struct {
 
 type ShellExecRequest struct {
 	Command     *string `json:"command"` // required
-	Timeout     *Int    `json:"timeout,omitempty"`
-	Cwd         *string `json:"cwd,omitempty"`
+	Timeout     *Int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"seconds, default 30"`
+	Cwd         *string `json:"cwd,omitempty" maxLength:"4000"`
 	IncludeCode bool    `json:"include_code,omitempty"`
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
 }
 
 type ShellExecResponse struct {
@@ -337,6 +359,10 @@ type ShellExecResponse struct {
 	ExecutionID     string  `json:"execution_id"`
 	ExecutionTimeMS int64   `json:"execution_time_ms"`
 	Command         *string `json:"command"`
+	// StdoutTruncated and StderrTruncated (ours) say that the command's stdout (output) or
+	// stderr (error) was longer than the runtime keeps and was cut.
+	StdoutTruncated bool `json:"stdout_truncated" doc:"the command's stdout was longer than the runtime keeps and output was cut"`
+	StderrTruncated bool `json:"stderr_truncated" doc:"the command's stderr was longer than the runtime keeps and error was cut"`
 }
 
 // FileContentResponse is GET .../filesystem/files.
@@ -396,9 +422,9 @@ type ExecutionHistoryList struct {
 
 // AnnotateExecutionRequest is PATCH .../history/{id}; null/absent fields are unchanged.
 type AnnotateExecutionRequest struct {
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
-	Notes       *string `json:"notes,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
+	Notes       *string `json:"notes,omitempty" maxLength:"65536"`
 }
 
 // Exec types of history entries.
@@ -412,7 +438,7 @@ const (
 // ---- cargos ----
 
 type CreateCargoRequest struct {
-	SizeLimitMB *Int `json:"size_limit_mb,omitempty"` // 1..65536; null = config default
+	SizeLimitMB *Int `json:"size_limit_mb,omitempty" minimum:"1" maximum:"65536" doc:"null = config default"`
 }
 
 type CargoResponse struct {

@@ -56,8 +56,9 @@ type Fault struct {
 
 // ShellResult is what ShellFunc returns.
 type ShellResult struct {
-	Stdout, Stderr string
-	ExitCode       int
+	Stdout, Stderr                   string
+	ExitCode                         int
+	StdoutTruncated, StderrTruncated bool
 }
 
 type file struct {
@@ -877,7 +878,8 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		f = defaultShell
 	}
 	res := f(*req.Command, cwd)
-	out := bayapi.ShellExecResponse{Success: res.ExitCode == 0, Output: strings.TrimSpace(res.Stdout), ExitCode: res.ExitCode}
+	out := bayapi.ShellExecResponse{Success: res.ExitCode == 0, Output: strings.TrimSpace(res.Stdout), ExitCode: res.ExitCode,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
 	if e := strings.TrimSpace(res.Stderr); e != "" {
 		out.Error = &e
 	}

@@ -11,9 +11,11 @@
 package config
 
 import (
+	"slices"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 )
 
 // Config is bay's whole configuration. YAML keys are the struct tags. Fields tagged yaml:"-"
@@ -118,8 +120,15 @@ type SecurityConfig struct {
 	// APIKey is a plaintext key for owner "default"; BAY_API_KEY beats it.
 	APIKey string `yaml:"api_key"`
 	// AllowAnonymous defaults to false (reference: true).
-	AllowAnonymous bool     `yaml:"allow_anonymous"`
-	BlockedHosts   []string `yaml:"blocked_hosts"` // inert (declared by the reference, unused)
+	AllowAnonymous bool `yaml:"allow_anonymous"`
+	// BlockedHosts are the destinations (CIDR ranges or addresses) sandboxes may not reach;
+	// default netguard.DefaultBlocked. The host's own addresses are always blocked.
+	BlockedHosts []string `yaml:"blocked_hosts"`
+	// AllowedHosts are exceptions to BlockedHosts and to the host block (ours).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// SandboxFirewall installs the host firewall that enforces BlockedHosts (ours, default
+	// true). When it cannot be installed, sandboxes do not start; false runs them without.
+	SandboxFirewall bool `yaml:"sandbox_firewall"`
 	// APIKeys are extra keys with owners (ours), plaintext or sha256 hex.
 	APIKeys []APIKeyConfig `yaml:"api_keys"`
 	// RevokeUnlistedKeys: accept only the configured keys, ignoring other stored keys (ours).
@@ -357,8 +366,10 @@ func DefaultConfig() *Config {
 			MaxUploadBytes:     DefaultMaxUploadBytes,
 		},
 		Security: SecurityConfig{
-			AllowAnonymous: false,
-			BlockedHosts:   []string{"169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"},
+			AllowAnonymous:  false,
+			BlockedHosts:    slices.Clone(netguard.DefaultBlocked),
+			AllowedHosts:    []string{},
+			SandboxFirewall: true,
 		},
 		Idempotency: IdempotencyConfig{Enabled: true, TTLHours: 1},
 		GC: GCConfig{

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 )
 
 // ValidationError lists every invalid key; each problem names the key.
@@ -221,9 +222,14 @@ func (c *Config) Validate() error {
 			add(key+".owner", "%q is reserved", k.Owner)
 		}
 	}
-	for i, h := range c.Security.BlockedHosts {
-		if h == "" {
-			add(fmt.Sprintf("security.blocked_hosts[%d]", i), "is empty")
+	for _, hosts := range []struct {
+		key  string
+		list []string
+	}{{"security.blocked_hosts", c.Security.BlockedHosts}, {"security.allowed_hosts", c.Security.AllowedHosts}} {
+		for i, h := range hosts.list {
+			if _, err := netguard.ParseHosts([]string{h}); err != nil {
+				add(fmt.Sprintf("%s[%d]", hosts.key, i), "%v", err)
+			}
 		}
 	}
 

@@ -201,8 +201,9 @@ type Driver struct {
 	cli       *client.Client
 	log       *slog.Logger
 
-	netMu      sync.Mutex // serialises createNetwork in this process (the engine allows duplicate names)
-	sandboxNet string     // SandboxNetwork (tests use their own)
+	netMu      sync.Mutex   // serialises createNetwork in this process (the engine allows duplicate names)
+	sandboxNet string       // SandboxNetwork (tests use their own)
+	guard      NetworkGuard // nil: no host firewall (SetNetworkGuard)
 	cache      *imageCache
 }
 

@@ -26,7 +26,35 @@ func (d *Driver) createNetwork(ctx context.Context, name string, labels map[stri
 	}
 	d.netMu.Lock()
 	defer d.netMu.Unlock()
-	return d.createNetworkLocked(ctx, name, labels, nil)
+	if err := d.createNetworkLocked(ctx, name, labels, nil); err != nil {
+		return err
+	}
+	return d.guardNetwork(ctx, name)
+}
+
+// NetworkGuard installs the host firewall for a bridge network (its id and driver options)
+// that runtimes join; see internal/bay/netguard.
+type NetworkGuard func(ctx context.Context, id string, options map[string]string) error
+
+// SetNetworkGuard sets the guard called for the sandbox network and every network made by
+// CreateNetwork before a container joins it. Call it before the driver is used.
+func (d *Driver) SetNetworkGuard(g NetworkGuard) { d.guard = g }
+
+// guardNetwork runs the guard for every network named name.
+func (d *Driver) guardNetwork(ctx context.Context, name string) error {
+	if d.guard == nil {
+		return nil
+	}
+	nets, err := d.networksNamed(ctx, name)
+	for _, n := range nets {
+		if err == nil {
+			err = d.guard(ctx, n.ID, n.Options)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("network %s: host firewall: %w", name, err)
+	}
+	return nil
 }
 
 // createNetworkLocked is createNetwork with driver options, under netMu.
@@ -95,6 +123,11 @@ func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 	}
 	if nets[0].Options[iccOption] != "false" {
 		return "", fmt.Errorf("network %s exists with inter-container communication on, which would let sandboxes reach each other; remove it (bay recreates it isolated) or set driver.docker.network", d.sandboxNet)
+	}
+	if d.guard != nil {
+		if err := d.guard(ctx, nets[0].ID, nets[0].Options); err != nil {
+			return "", fmt.Errorf("network %s: host firewall: %w", d.sandboxNet, err)
+		}
 	}
 	return nets[0].ID, nil
 }

@@ -49,6 +49,12 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with the server's logger.
+func newHarnessWith(t *testing.T, log *slog.Logger) *harness {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -63,7 +69,7 @@ func newHarness(t *testing.T) *harness {
 			Resources: bay.Resources{CPUs: 1, Memory: "1g"}, Capabilities: bay.DefaultCapabilities}}}}
 	svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{Profiles: profiles, InstanceID: "test"})
 	api := httpapi.New(httpapi.Options{
-		Service: svc, Auth: tokens{}, Version: "test", MaxUploadBytes: 1 << 20,
+		Service: svc, Auth: tokens{}, Version: "test", MaxUploadBytes: 1 << 20, Log: log,
 		Idempotency: idempotency.New(st, nil, idempotency.Config{Enabled: true}, nil),
 	})
 	api.Mount("GET /panic", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }), false)

@@ -237,7 +237,7 @@ func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams
 	}
 	resp := &bayapi.ShellExecResponse{
 		Success: r.ReturnCode == 0 && r.Success, Output: strings.TrimSpace(r.Stdout), Error: errText,
-		ExitCode: r.ReturnCode, ExecutionTimeMS: ms,
+		ExitCode: r.ReturnCode, ExecutionTimeMS: ms, StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 	}
 	if p.IncludeCode {
 		c := p.Command

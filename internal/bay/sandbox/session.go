@@ -305,6 +305,10 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 			return nil, errStoppedWhileStarting(sb.ID)
 		}
 		log.Error("create runtime instance failed", "err", err)
+		if bay.ErrorCode(err) == bay.CodeUnavailable {
+			// The platform (or the host firewall sandboxes need) is not available: retryable.
+			return nil, bay.Errorf(bay.CodeUnavailable, "The sandbox platform is unavailable; retry later").WithCause(err)
+		}
 		return nil, internal("Failed to start the runtime containers", err)
 	}
 	containers := sessionContainers(prof, inst)

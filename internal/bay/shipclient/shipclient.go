@@ -9,6 +9,11 @@
 //     details {"field":"path","reason":"outside_workspace"};
 //   - ship 413 -> payload_too_large (413);
 //   - ship 503 kernel_starting -> session_not_ready (503) with retry_after_ms;
+//   - any other 4xx the client's request caused -> a 4xx with ship's code where bay has it
+//     (is_directory -> is_a_directory, not_directory -> not_a_directory, bad_request and
+//     unknown codes -> validation_error) and ship's message, details {"ship_status",
+//     "ship_code", "path"} (see clientCode);
+//   - a failing upload source (the caller's body ended early) -> validation_error (400);
 //   - any other status >= 400 -> ship_error (502) "Ship request failed: <status>: <ship detail>"
 //     with details {"ship_status", "ship_code"}.
 //
@@ -38,6 +43,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
@@ -270,12 +276,16 @@ func (c *Client) Upload(ctx context.Context, endpoint, path string, src io.Reade
 	pr.CloseWithError(errors.New("upload finished"))
 	<-done
 	if srcErr != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
 		var be *bay.Error
-		if errors.As(srcErr, &be) {
-			if resp != nil {
-				resp.Body.Close()
-			}
+		switch {
+		case errors.As(srcErr, &be):
 			return nil, srcErr
+		case ctx.Err() == nil:
+			// The caller's body failed (a truncated multipart upload): the client's mistake.
+			return nil, bay.Errorf(bay.CodeValidation, "Upload body could not be read: it ended early or is malformed").WithCause(srcErr)
 		}
 	}
 	if err != nil {
@@ -419,7 +429,8 @@ func (c *Client) transportError(ctx context.Context, path string, err error) err
 	return bay.Errorf(bay.CodeShipError, "Ship request error: %s unreachable", path).WithCause(cause)
 }
 
-// statusError classifies a non-2xx answer of ship.
+// statusError classifies a non-2xx answer of ship. A 4xx caused by what the client asked for
+// (see clientCode) stays a 4xx with ship's message; everything else is ship_error (502).
 func (c *Client) statusError(resp *http.Response, path, subjectPath string) error {
 	var er shipapi.ErrorResponse
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -427,21 +438,68 @@ func (c *Client) statusError(resp *http.Response, path, subjectPath string) erro
 		er.Detail = http.StatusText(resp.StatusCode)
 	}
 	cause := fmt.Errorf("ship %s answered %d: %s", path, resp.StatusCode, er.Detail)
+	d := map[string]any{"ship_status": resp.StatusCode}
+	if er.Code != "" {
+		d["ship_code"] = er.Code
+	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound && subjectPath != "" && (er.Code == "" || er.Code == shipapi.CodeNotFound):
 		return bay.Errorf(bay.CodeFileNotFound, "File not found: %s", subjectPath).WithCause(cause)
 	case resp.StatusCode == http.StatusForbidden && subjectPath != "":
 		return bay.Errorf(bay.CodeInvalidPath, "path escapes workspace boundary").
 			WithDetails(map[string]any{"field": "path", "reason": "outside_workspace"}).WithCause(cause)
-	case resp.StatusCode == http.StatusRequestEntityTooLarge:
-		return bay.Errorf(bay.CodePayloadTooLarge, "%s", er.Detail).WithCause(cause)
 	case resp.StatusCode == http.StatusServiceUnavailable && er.Code == shipapi.CodeKernelStartup:
 		return bay.Errorf(bay.CodeSessionNotReady, "Python kernel is starting").
 			WithDetails(map[string]any{"retry_after_ms": 1000}).WithCause(cause)
 	}
-	d := map[string]any{"ship_status": resp.StatusCode}
-	if er.Code != "" {
-		d["ship_code"] = er.Code
+	if code, ok := clientCode(resp.StatusCode, er.Code, subjectPath != ""); ok {
+		if subjectPath != "" {
+			d["path"] = subjectPath
+		}
+		return bay.Errorf(code, "%s", er.Detail).WithDetails(d).WithCause(cause)
 	}
 	return bay.Errorf(bay.CodeShipError, "Ship request failed: %d: %s", resp.StatusCode, er.Detail).WithDetails(d).WithCause(cause)
+}
+
+// shipCodes renames ship's error codes whose bay code is spelled differently.
+var shipCodes = map[string]string{
+	shipapi.CodeBadRequest:   bayapi.CodeValidation,
+	shipapi.CodeIsDirectory:  bayapi.CodeIsADirectory,
+	shipapi.CodeNotDirectory: bayapi.CodeNotADirectory,
+	shipapi.CodeTooLarge:     bayapi.CodePayloadTooLarge,
+	shipapi.CodeNotFound:     bayapi.CodeFileNotFound,
+	shipapi.CodeAccessDenied: bayapi.CodeInvalidPath,
+}
+
+// clientCode returns the bay code of a ship 4xx that the client's request caused, and false
+// for answers that are bay's or ship's problem and stay a 502: 401 (bay's runtime token), 405,
+// 407, 408 and 429, and a 404 of a call that is not about a workspace path (a missing route
+// is a version mismatch, not the client's doing). Ship's code is kept when bay has it as a
+// 4xx of its own (renamed as in shipCodes); any other client error is validation_error, and a
+// 413 is always payload_too_large.
+func clientCode(status int, shipCode string, aboutPath bool) (string, bool) {
+	switch {
+	case status < 400 || status >= 500:
+		return "", false
+	case status == http.StatusUnauthorized, status == http.StatusMethodNotAllowed, status == http.StatusProxyAuthRequired,
+		status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
+		return "", false
+	case status == http.StatusNotFound && !aboutPath:
+		return "", false
+	case status == http.StatusRequestEntityTooLarge:
+		return bayapi.CodePayloadTooLarge, true
+	}
+	code := shipCode
+	if c, ok := shipCodes[code]; ok {
+		code = c
+	}
+	switch code {
+	case bayapi.CodeUnauthorized, bayapi.CodeForbidden, bayapi.CodeQuotaExceeded, bayapi.CodeNotFound:
+		// Bay's own meanings (authentication, quotas, missing sandboxes): never borrowed.
+		return bayapi.CodeValidation, true
+	}
+	if st := bayapi.StatusOf(code); st >= 400 && st < 500 {
+		return code, true
+	}
+	return bayapi.CodeValidation, true
 }

@@ -34,6 +34,12 @@ type Stub struct {
 	Unhealthy atomic.Bool
 	// Token, when set, is the only runtime token accepted; otherwise any non-empty one is.
 	Token string
+	// Fault, when set, is asked first for every request but /health and /meta: ok answers
+	// the request with status and {"detail", "code"}.
+	Fault func(r *http.Request) (status int, code, detail string, ok bool)
+	// Block, when set, is called after reading a /shell/exec request, before answering it (a
+	// test holds a call open).
+	Block func(r *http.Request)
 
 	// TermClosed counts terminal sessions that ended.
 	TermClosed atomic.Int64
@@ -89,6 +95,12 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusUnauthorized, shipapi.CodeUnauthorized, "Missing or wrong runtime token")
 		return
 	}
+	if s.Fault != nil && r.URL.Path != shipapi.PathHealth && r.URL.Path != shipapi.PathMeta {
+		if status, code, detail, ok := s.Fault(r); ok {
+			fail(w, status, code, detail)
+			return
+		}
+	}
 	switch r.URL.Path {
 	case shipapi.PathTerminal:
 		s.terminal(w, r)
@@ -123,6 +135,9 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !decode(r, &req) {
 			fail(w, 400, shipapi.CodeBadRequest, "bad body")
 			return
+		}
+		if s.Block != nil {
+			s.Block(r)
 		}
 		if s.Shell != nil {
 			st, v := s.Shell(req)
