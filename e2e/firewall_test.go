@@ -67,14 +67,14 @@ func TestNoFirewallNoSandbox(t *testing.T) {
 	b := startBay(t, bayOptions{env: noNFT})
 	id := b.create(nil, nil).Str("id")
 	r := b.do("POST", "/v1/sandboxes/"+id+"/shell/exec", map[string]any{"command": "true"}, nil)
-	// The lifecycle service reports a failed container create as 500 internal_error whatever
-	// the cause; the reason is in bay's log, at start-up and with the refused create.
-	if r.Status < 500 || r.Str("error.code") == "" {
+	// A retryable 503 that says why; the details are in bay's log, at start-up and with the
+	// refused create.
+	if r.Status != 503 || r.Str("error.code") != "unavailable" || !strings.Contains(r.Str("error.message"), "firewall") {
 		t.Fatalf("exec without a firewall: %s", r)
 	}
 	logs := b.logText()
 	if !strings.Contains(logs, "sandbox firewall unavailable: sandboxes will not start") ||
-		!strings.Contains(logs, "create runtime container failed") || !strings.Contains(logs, "the nft command is not installed") {
+		!strings.Contains(logs, "create runtime instance failed") || !strings.Contains(logs, "the nft command is not installed") {
 		t.Fatalf("the refusal does not say why: %s\n%s", r, logs)
 	}
 

@@ -305,9 +305,10 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 			return nil, errStoppedWhileStarting(sb.ID)
 		}
 		log.Error("create runtime instance failed", "err", err)
-		if bay.ErrorCode(err) == bay.CodeUnavailable {
-			// The platform (or the host firewall sandboxes need) is not available: retryable.
-			return nil, bay.Errorf(bay.CodeUnavailable, "The sandbox platform is unavailable; retry later").WithCause(err)
+		if be := (*bay.Error)(nil); errors.As(err, &be) && be.Code == bay.CodeUnavailable {
+			// The platform (or the host firewall sandboxes need) is not available: its own
+			// safe message says why.
+			return nil, bay.Errorf(bay.CodeUnavailable, "%s", be.Message).WithCause(err)
 		}
 		return nil, internal("Failed to start the runtime containers", err)
 	}
