@@ -240,5 +240,3 @@ func TestHealthStates(t *testing.T) {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
-
-

@@ -192,6 +192,7 @@ func cmdSnapshot(ctx context.Context, _ *Runner, b *browser.Browser, args []stri
 
 func cmdClick(count int) func(context.Context, *Runner, *browser.Browser, []string) (string, error) {
 	return func(ctx context.Context, _ *Runner, b *browser.Browser, args []string) (string, error) {
+		args = joinText(args)
 		if err := nargs("click", args, 1, 1, "<selector>"); err != nil {
 			return "", err
 		}
@@ -204,6 +205,15 @@ func cmdClick(count int) func(context.Context, *Runner, *browser.Browser, []stri
 		}
 		return "Clicked " + args[0] + "\n", nil
 	}
+}
+
+// joinText lets a command whose only argument is a selector take an
+// unquoted text selector: `click text=Sign in`.
+func joinText(args []string) []string {
+	if len(args) > 1 && strings.HasPrefix(args[0], "text=") {
+		return []string{strings.Join(args, " ")}
+	}
+	return args
 }
 
 func cmdFill(ctx context.Context, _ *Runner, b *browser.Browser, args []string) (string, error) {
@@ -253,6 +263,7 @@ func cmdPress(ctx context.Context, _ *Runner, b *browser.Browser, args []string)
 
 func cmdElement(verb string, fn func(*browser.Browser, context.Context, *browser.Element) error) func(context.Context, *Runner, *browser.Browser, []string) (string, error) {
 	return func(ctx context.Context, _ *Runner, b *browser.Browser, args []string) (string, error) {
+		args = joinText(args)
 		if err := nargs(strings.ToLower(strings.TrimSuffix(verb, "ed")), args, 1, 1, "<selector>"); err != nil {
 			return "", err
 		}

@@ -23,14 +23,15 @@ type Element struct {
 }
 
 // findTextJS finds the innermost visible element whose text contains the
-// argument (exact matches first).
+// argument (exact matches first, then elements inside something clickable).
 const findTextJS = `(function(t){
   const all = [...document.querySelectorAll('body *')].filter(e => e.offsetParent !== null || e.getClientRects().length);
   const txt = e => (e.innerText || e.textContent || '').trim();
   const inner = list => list.filter(e => !list.some(o => o !== e && e.contains(o)));
   let hit = inner(all.filter(e => txt(e) === t));
   if (!hit.length) hit = inner(all.filter(e => txt(e).includes(t)));
-  return hit[0] || null;
+  const act = 'a,button,input,select,textarea,label,summary,[role=button],[role=link],[role=tab],[role=menuitem],[onclick]';
+  return hit.find(e => e.closest(act)) || hit[0] || null;
 })`
 
 // Resolve finds the element of a selector: @eN (a ref of the last snapshot),

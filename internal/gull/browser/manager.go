@@ -235,3 +235,13 @@ func (m *Manager) Close(ctx context.Context) {
 
 // ProfileDir is the profile directory.
 func (m *Manager) ProfileDir() string { return filepath.Clean(m.cfg.ProfileDir) }
+
+// PID is the process id of the running Chromium, 0 when none runs.
+func (m *Manager) PID() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cur == nil || !m.cur.proc.alive() {
+		return 0
+	}
+	return m.cur.proc.cmd.Process.Pid
+}
