@@ -311,6 +311,10 @@ func TestGullAgainstChromium(t *testing.T) {
 	if v := d.exec(`eval "({a: [1, 'x']})"`); v != `{"a":[1,"x"]}`+"\n" {
 		t.Errorf("eval object: %q", v)
 	}
+	// A dialog does not block the page.
+	if v := d.exec(`eval "confirm('sure?')"`); v != "true\n" {
+		t.Errorf("confirm: %q", v)
+	}
 	if r := d.run("eval nosuchvar.x", 10); r.ExitCode != 1 || !strings.Contains(r.Stderr, "ReferenceError") {
 		t.Errorf("eval error: %+v", r)
 	}
@@ -352,6 +356,12 @@ func TestGullAgainstChromium(t *testing.T) {
 	if v := d.exec("get title"); v != "Welcome\n" {
 		t.Errorf("title in tab 0: %q", v)
 	}
+	// A page that opens a window: the window is a tab too.
+	d.exec(`eval "window.open('about:blank#popup'); 1"`)
+	if tabs := d.exec("tab"); !strings.Contains(tabs, "[2] ") || !strings.Contains(tabs, "#popup") {
+		t.Errorf("popup not listed:\n%s", tabs)
+	}
+	d.exec("tab close 2")
 	d.exec("tab close 1")
 	if r := d.run("tab close", 10); r.ExitCode != 1 {
 		t.Errorf("closing the last tab: %+v", r)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,7 @@ func connect(ctx context.Context, p *process, width, height int) (*Browser, erro
 		return nil, err
 	}
 	b.Product = ver.Product
+	go b.acceptDialogs()
 	var targets struct {
 		TargetInfos []struct {
 			TargetID string `json:"targetId"`
@@ -79,6 +81,20 @@ func connect(ctx context.Context, p *process, width, height int) (*Browser, erro
 		}
 	}
 	return b, nil
+}
+
+// acceptDialogs accepts every JavaScript dialog (alert, confirm, prompt with
+// its default text, beforeunload) as soon as it opens: an open dialog blocks
+// the page, so every later command would time out. It ends with the
+// connection.
+func (b *Browser) acceptDialogs() {
+	events, stop := b.c.Subscribe("Page.javascriptDialogOpening")
+	defer stop()
+	for ev := range events {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = b.c.Call(ctx, ev.SessionID, "Page.handleJavaScriptDialog", map[string]any{"accept": true}, nil)
+		cancel()
+	}
 }
 
 // attach opens a flat session on a page and enables what the commands use.
@@ -229,7 +245,7 @@ func (g *navigationGuard) wait(ctx context.Context) error {
 	_, _ = g.b.evaluate(ctx, "new Promise(r => setTimeout(r, 0))", true)
 	sid := g.b.Tab().SessionID
 	started := false
-	grace := time.NewTimer(30 * time.Millisecond)
+	grace := time.NewTimer(5 * time.Millisecond)
 	defer grace.Stop()
 	for {
 		select {
@@ -278,16 +294,51 @@ type TabInfo struct {
 	Current bool
 }
 
+type targetInfos struct {
+	TargetInfos []struct {
+		TargetID string `json:"targetId"`
+		Type     string `json:"type"`
+		Title    string `json:"title"`
+		URL      string `json:"url"`
+	} `json:"targetInfos"`
+}
+
+// syncTabs adds the pages opened by pages (window.open, target=_blank) to
+// the tabs and drops the tabs that pages closed themselves.
+func (b *Browser) syncTabs(ctx context.Context) (targetInfos, error) {
+	var res targetInfos
+	if err := b.c.Call(ctx, "", "Target.getTargets", nil, &res); err != nil {
+		return res, err
+	}
+	live := map[string]bool{}
+	for _, ti := range res.TargetInfos {
+		if ti.Type != "page" {
+			continue
+		}
+		live[ti.TargetID] = true
+		if !slices.ContainsFunc(b.tabs, func(t *Tab) bool { return t.TargetID == ti.TargetID }) {
+			t, err := b.attach(ctx, ti.TargetID)
+			if err != nil {
+				return res, err
+			}
+			b.tabs = append(b.tabs, t)
+		}
+	}
+	cur := b.tabs[b.cur]
+	b.tabs = slices.DeleteFunc(b.tabs, func(t *Tab) bool { return !live[t.TargetID] })
+	if len(b.tabs) == 0 {
+		b.cur = 0
+		_, err := b.NewTab(ctx, "about:blank")
+		return res, err
+	}
+	b.cur = max(0, slices.Index(b.tabs, cur))
+	return res, nil
+}
+
 // Tabs lists the tabs.
 func (b *Browser) Tabs(ctx context.Context) ([]TabInfo, error) {
-	var res struct {
-		TargetInfos []struct {
-			TargetID string `json:"targetId"`
-			Title    string `json:"title"`
-			URL      string `json:"url"`
-		} `json:"targetInfos"`
-	}
-	if err := b.c.Call(ctx, "", "Target.getTargets", nil, &res); err != nil {
+	res, err := b.syncTabs(ctx)
+	if err != nil {
 		return nil, err
 	}
 	out := make([]TabInfo, len(b.tabs))
@@ -330,6 +381,9 @@ func (b *Browser) NewTab(ctx context.Context, url string) (int, error) {
 
 // SwitchTab makes tab i current.
 func (b *Browser) SwitchTab(ctx context.Context, i int) error {
+	if _, err := b.syncTabs(ctx); err != nil {
+		return err
+	}
 	if i < 0 || i >= len(b.tabs) {
 		return userErrorf("no tab %d (there are %d; see `tab`)", i, len(b.tabs))
 	}
@@ -535,4 +589,10 @@ func (b *Browser) PDF(ctx context.Context) ([]byte, error) {
 // Release frees the page objects a command resolved.
 func (b *Browser) Release(ctx context.Context) {
 	_ = b.call(ctx, "Runtime.releaseObjectGroup", map[string]any{"objectGroup": objectGroup}, nil)
+}
+
+// Call sends one raw DevTools command to the current tab (benchmarks use it
+// as the floor gull's commands are compared with).
+func (b *Browser) Call(ctx context.Context, method string, params, result any) error {
+	return b.call(ctx, method, params, result)
 }

@@ -143,9 +143,14 @@ func (b *Browser) Do(ctx context.Context, e *Element, fn string, out any, args .
 // center scrolls the element into view and returns its center in CSS pixels.
 func (b *Browser) center(ctx context.Context, e *Element) (float64, float64, error) {
 	var r []float64
+	// Scrolling only when the element is not fully in view: a scroll makes
+	// the next input event wait for a new frame.
 	err := b.callOn(ctx, e.objectID, `function(){
-  this.scrollIntoView({block:'center', inline:'center', behavior:'instant'});
-  const r = this.getBoundingClientRect();
+  let r = this.getBoundingClientRect();
+  if (r.top < 0 || r.left < 0 || r.bottom > innerHeight || r.right > innerWidth) {
+    this.scrollIntoView({block:'center', inline:'center', behavior:'instant'});
+    r = this.getBoundingClientRect();
+  }
   return [r.left + r.width/2, r.top + r.height/2, r.width, r.height];
 }`, nil, &r)
 	if err != nil {
