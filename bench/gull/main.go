@@ -39,6 +39,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/gullapi"
 	"github.com/shipyard-dev/shipyard/bench/benchlib"
 	"github.com/shipyard-dev/shipyard/internal/gull/browser"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 )
 
 func main() {
@@ -73,7 +74,7 @@ func run() error {
 	out := flag.String("out", "", "output directory (required)")
 	quick := flag.Bool("quick", false, "fewer repetitions")
 	gullBin := flag.String("gull", "", "gull binary (default: build ./cmd/gull as `make build` does)")
-	chromium := flag.String("chromium", envOr("GULL_TEST_CHROMIUM", browser.DefaultBinary), "Chromium executable")
+	chromium := flag.String("chromium", runtimekit.EnvOr("GULL_TEST_CHROMIUM", browser.DefaultBinary), "Chromium executable")
 	reps := flag.Int("reps", 100, "repetitions per latency")
 	flag.Parse()
 	if *out == "" {
@@ -455,11 +456,4 @@ func baseline(ctx context.Context, chromium, profile, pageURL string, reps int) 
 		bt.screenshot = append(bt.screenshot, d)
 	}
 	return bt, nil
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

@@ -13,8 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/gullapi"
@@ -22,6 +20,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/gull/agent"
 	"github.com/shipyard-dev/shipyard/internal/gull/browser"
 	"github.com/shipyard-dev/shipyard/internal/gull/version"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship/skills"
 )
 
@@ -54,10 +53,10 @@ type Config struct {
 func DefaultConfig() Config {
 	c := Config{
 		Listen:          fmt.Sprintf(":%d", gullapi.DefaultPort),
-		Workspace:       envOr("BAY_WORKSPACE_PATH", gullapi.DefaultWorkspace),
+		Workspace:       runtimekit.EnvOr("BAY_WORKSPACE_PATH", gullapi.DefaultWorkspace),
 		SkillsDir:       "/opt/shipyard/skills",
 		Session:         gullapi.DefaultSession,
-		Chromium:        envOr("GULL_CHROMIUM_BIN", browser.DefaultBinary),
+		Chromium:        runtimekit.EnvOr("GULL_CHROMIUM_BIN", browser.DefaultBinary),
 		AuthToken:       os.Getenv(gullapi.EnvAuthToken),
 		ShutdownTimeout: 10 * time.Second,
 	}
@@ -158,8 +157,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 
 	// Chromium and its pages never see the runtime token.
-	env := withoutEnv(os.Environ(), gullapi.EnvAuthToken, "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
-	env = append(env, "HOME="+filepath.Join(wsDir, ".browser"),
+	env := runtimekit.WithEnv(runtimekit.WithoutEnv(os.Environ(), gullapi.EnvAuthToken),
+		"HOME="+filepath.Join(wsDir, ".browser"),
 		"XDG_CONFIG_HOME="+filepath.Join(os.TempDir(), "gull-xdg", "config"),
 		"XDG_CACHE_HOME="+filepath.Join(os.TempDir(), "gull-xdg", "cache"))
 	mctx, cancelLock := context.WithTimeout(ctx, time.Minute)
@@ -185,7 +184,7 @@ func (m *Main) Run(ctx context.Context) error {
 	meta := gullapi.MetaResponse{
 		Runtime: shipapi.MetaRuntime{
 			Name: "gull", Version: version.Version, APIVersion: gullapi.APIVersion,
-			Build: shipapi.MetaBuild{Image: envOr("GULL_IMAGE", "gull:default"), ImageDigest: envPtr("GULL_IMAGE_DIGEST"), GitSHA: envPtr("GIT_SHA")},
+			Build: shipapi.MetaBuild{Image: runtimekit.EnvOr("GULL_IMAGE", "gull:default"), ImageDigest: runtimekit.EnvPtr("GULL_IMAGE_DIGEST"), GitSHA: runtimekit.EnvPtr("GIT_SHA")},
 		},
 		Workspace: shipapi.MetaWorkspace{MountPath: wsDir},
 		Capabilities: map[string]gullapi.Capability{"browser": {
@@ -246,27 +245,5 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	log.Info("gull stopped")
-	return nil
-}
-
-// withoutEnv returns env without the variables named keys.
-func withoutEnv(env []string, keys ...string) []string {
-	return slices.DeleteFunc(slices.Clone(env), func(e string) bool {
-		k, _, _ := strings.Cut(e, "=")
-		return slices.Contains(keys, k)
-	})
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func envPtr(k string) *string {
-	if v := os.Getenv(k); v != "" {
-		return &v
-	}
 	return nil
 }

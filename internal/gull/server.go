@@ -16,6 +16,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/gullapi"
 	"github.com/shipyard-dev/shipyard/internal/gull/agent"
 	"github.com/shipyard-dev/shipyard/internal/gull/browser"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 )
 
 // Executor runs command lines; *agent.Runner implements it.
@@ -147,23 +148,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	}
 	want := []byte(s.AuthToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == gullapi.PathHealth || subtle.ConstantTimeCompare([]byte(requestToken(r)), want) == 1 {
+		if r.URL.Path == gullapi.PathHealth || subtle.ConstantTimeCompare([]byte(runtimekit.RequestToken(r)), want) == 1 {
 			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Basic realm="gull"`)
 		s.fail(w, r, http.StatusUnauthorized, gullapi.CodeUnauthorized, "Missing or wrong runtime token")
 	})
-}
-
-func requestToken(r *http.Request) string {
-	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return t
-	}
-	if _, p, ok := r.BasicAuth(); ok {
-		return p
-	}
-	return ""
 }
 
 // decode reads a JSON object into v; every malformed body is a 422, as

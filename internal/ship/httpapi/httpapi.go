@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
 	"github.com/shipyard-dev/shipyard/internal/ship/shell"
 	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
@@ -103,23 +104,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	}
 	want := []byte(s.AuthToken)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == shipapi.PathHealth || subtle.ConstantTimeCompare([]byte(requestToken(r)), want) == 1 {
+		if r.URL.Path == shipapi.PathHealth || subtle.ConstantTimeCompare([]byte(runtimekit.RequestToken(r)), want) == 1 {
 			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ship"`)
 		s.writeError(w, r, apierr.New(shipapi.CodeUnauthorized, "Missing or wrong runtime token"))
 	})
-}
-
-func requestToken(r *http.Request) string {
-	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return t
-	}
-	if _, p, ok := r.BasicAuth(); ok {
-		return p
-	}
-	return ""
 }
 
 // statusOf is the one code -> HTTP status table.
