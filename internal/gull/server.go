@@ -2,7 +2,6 @@ package gull
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,16 +142,7 @@ func (s *Server) hostAllowed(hostport string) bool {
 // authenticate requires AuthToken on every request but /health, as a Bearer
 // token or the password of Basic credentials.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.AuthToken == "" {
-		return next
-	}
-	want := []byte(s.AuthToken)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == gullapi.PathHealth || subtle.ConstantTimeCompare([]byte(runtimekit.RequestToken(r)), want) == 1 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Basic realm="gull"`)
+	return runtimekit.RequireToken(next, s.AuthToken, gullapi.PathHealth, `Basic realm="gull"`, func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusUnauthorized, gullapi.CodeUnauthorized, "Missing or wrong runtime token")
 	})
 }

@@ -5,6 +5,7 @@
 package runtimekit
 
 import (
+	"crypto/subtle"
 	"net/http"
 	"os"
 	"slices"
@@ -58,4 +59,23 @@ func RequestToken(r *http.Request) string {
 		return p
 	}
 	return ""
+}
+
+// RequireToken wraps next so that every request but those for the path open
+// (the readiness probe) carries token (see RequestToken); the others get the
+// WWW-Authenticate challenge and deny's answer. An empty token requires
+// nothing (a runtime started by hand).
+func RequireToken(next http.Handler, token, open, challenge string, deny http.HandlerFunc) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == open || subtle.ConstantTimeCompare([]byte(RequestToken(r)), want) == 1 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		deny(w, r)
+	})
 }

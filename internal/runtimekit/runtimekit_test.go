@@ -1,6 +1,7 @@
 package runtimekit
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -33,5 +34,33 @@ func TestRequestToken(t *testing.T) {
 	r.SetBasicAuth("user", "pw")
 	if RequestToken(r) != "pw" {
 		t.Error("basic")
+	}
+}
+
+func TestRequireToken(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	deny := func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) }
+	h := RequireToken(ok, "tok", "/health", `Basic realm="x"`, deny)
+	for _, c := range []struct {
+		path, auth string
+		code       int
+	}{
+		{"/health", "", 204}, {"/exec", "", 401}, {"/exec", "Bearer nope", 401}, {"/exec", "Bearer tok", 204}, {"/health/x", "", 401},
+	} {
+		r := httptest.NewRequest("GET", c.path, nil)
+		if c.auth != "" {
+			r.Header.Set("Authorization", c.auth)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.code {
+			t.Errorf("%s %q: %d, want %d", c.path, c.auth, w.Code, c.code)
+		}
+		if w.Code == 401 && w.Header().Get("WWW-Authenticate") != `Basic realm="x"` {
+			t.Errorf("no challenge")
+		}
+	}
+	if RequireToken(ok, "", "/health", "", deny) == nil {
+		t.Error("nil handler without a token")
 	}
 }

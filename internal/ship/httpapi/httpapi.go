@@ -6,7 +6,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,16 +98,7 @@ func (s *Server) Handler() http.Handler {
 // Bearer token or as the password of Basic credentials (what Go's client sends for a URL with
 // user info). Without AuthToken it requires nothing.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.AuthToken == "" {
-		return next
-	}
-	want := []byte(s.AuthToken)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == shipapi.PathHealth || subtle.ConstantTimeCompare([]byte(runtimekit.RequestToken(r)), want) == 1 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="ship"`)
+	return runtimekit.RequireToken(next, s.AuthToken, shipapi.PathHealth, `Bearer realm="ship"`, func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apierr.New(shipapi.CodeUnauthorized, "Missing or wrong runtime token"))
 	})
 }
