@@ -225,17 +225,26 @@ func TestGullImageEndToEnd(t *testing.T) {
 		t.Errorf("screenshot %dx%d", b.Dx(), b.Dy())
 	}
 
-	// How many of the pids budget Chromium uses with one page.
-	st, err := cli.ContainerStats(ctx, cres.ID, client.ContainerStatsOptions{Stream: false})
-	if err == nil {
+	// How much of the pids budget Chromium uses with one page, then four.
+	pidsInUse := func(what string) {
+		st, err := cli.ContainerStats(ctx, cres.ID, client.ContainerStatsOptions{Stream: false})
+		if err != nil {
+			t.Errorf("stats: %v", err)
+			return
+		}
 		var s container.StatsResponse
 		json.NewDecoder(st.Body).Decode(&s)
 		st.Body.Close()
-		t.Logf("container with one page: %d pids/threads of %d, memory %d MiB", s.PidsStats.Current, e2ePidsLimit, s.MemoryStats.Usage>>20)
+		t.Logf("container with %s: %d pids/threads of %d, memory %d MiB", what, s.PidsStats.Current, e2ePidsLimit, s.MemoryStats.Usage>>20)
 		if s.PidsStats.Current == 0 || s.PidsStats.Current > e2ePidsLimit*3/4 {
 			t.Errorf("pids in use: %d", s.PidsStats.Current)
 		}
 	}
+	pidsInUse("one page")
+	for range 3 {
+		d.exec("tab new " + site.URL + "/login")
+	}
+	pidsInUse("four pages")
 
 	// A graceful stop: gull closes Chromium and exits 0.
 	stopT := 10
