@@ -77,13 +77,19 @@ type daemon struct {
 // startGull runs the daemon on 127.0.0.1:0 against a real Chromium.
 func startGull(t *testing.T, ws string) *daemon {
 	t.Helper()
+	return startGullToken(t, ws, "tok-123")
+}
+
+// startGullToken is startGull with another runtime token ("": none).
+func startGullToken(t *testing.T, ws, token string) *daemon {
+	t.Helper()
 	cfg := gull.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Workspace = ws
 	cfg.SkillsDir = filepath.Join(repoRoot(), "image", "gull", "skills")
 	cfg.Chromium = gulltest.Chromium(t)
 	cfg.Session = "sb-test"
-	cfg.AuthToken = "tok-123"
+	cfg.AuthToken = token
 	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -439,3 +445,31 @@ func checkPNG(t *testing.T, path string, w, h int) {
 		t.Errorf("screenshot %s is %dx%d, want %dx%d", path, b.Dx(), b.Dy(), w, h)
 	}
 }
+
+// TestPageCannotDriveGull: a page in gull's own browser posts a command to
+// gull on localhost (a token-less gull, so only the Origin and Host checks
+// stand in the way); the command must not run.
+func TestPageCannotDriveGull(t *testing.T) {
+	site := testSite(t)
+	d := startGullToken(t, t.TempDir(), "")
+	d.exec("open " + site.URL + "/login")
+	for _, target := range []string{d.url, strings.Replace(d.url, "127.0.0.1", "localhost", 1)} {
+		js := fmt.Sprintf(`fetch(%q, {method: 'POST', mode: 'no-cors', headers: {'Content-Type': 'text/plain'}, body: JSON.stringify({cmd: 'cookies set pwned 1 --url %s'})}).then(() => 'sent', e => 'failed: ' + e)`,
+			target+gullapi.PathExec, site.URL)
+		if v := d.exec("eval " + shellQuote(js)); v != "sent\n" && !strings.HasPrefix(v, "failed") {
+			t.Fatalf("fetch: %q", v)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if c := d.exec("cookies"); strings.Contains(c, "pwned") {
+		t.Fatalf("a page drove gull: %q", c)
+	}
+	// The same request without a browser's headers works (the check is
+	// what refused it, not a broken request).
+	d.exec("cookies set direct 1 --url " + site.URL)
+	if c := d.exec("cookies"); !strings.Contains(c, "direct=1") {
+		t.Fatalf("cookies: %q", c)
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
