@@ -32,6 +32,8 @@ const loginPage = `<!doctype html><html><head><title>Login</title></head><body>
 <button type="submit">Sign in</button>
 </form>
 <a href="/done?user=link">Skip</a>
+<a href="#section2">Jump</a> <a href="/nocontent">Nothing</a>
+<button type="button" id="framer" onclick="const f = document.createElement('iframe'); f.src = '/slowframe'; document.body.append(f)">Frame</button>
 <div id="later" style="display:none">Later</div>
 </body></html>`
 
@@ -46,6 +48,15 @@ func testSite(t *testing.T) *httptest.Server {
 		w.Header().Set("Content-Type", "text/html")
 		fmt.Fprintf(w, `<!doctype html><html><head><title>Welcome</title></head><body><p id="msg">Hello %s (%s, %s)</p></body></html>`,
 			htmlEscape(r.FormValue("user")), htmlEscape(r.FormValue("plan")), htmlEscape(r.FormValue("remember")))
+	})
+	mux.HandleFunc("/nocontent", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	// A frame that loads slowly: clicks in the page must not wait for it.
+	mux.HandleFunc("/slowframe", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(3 * time.Second):
+		case <-r.Context().Done():
+		}
+		io.WriteString(w, "frame")
 	})
 	mux.HandleFunc("/setcookie", func(w http.ResponseWriter, r *http.Request) {
 		http.SetCookie(w, &http.Cookie{Name: "sid", Value: "persist-me", Path: "/", Expires: time.Now().Add(24 * time.Hour)})
@@ -329,6 +340,17 @@ func TestGullAgainstChromium(t *testing.T) {
 	}
 	if v := d.exec("get attr #user name"); v != "user\n" {
 		t.Errorf("attr: %q", v)
+	}
+	// Clicks that start no new document do not wait for one.
+	for _, link := range []string{"text=Jump", "text=Nothing", "#framer"} {
+		t0 := time.Now()
+		d.exec("click " + link)
+		if el := time.Since(t0); el > 2*time.Second {
+			t.Errorf("click %s took %v", link, el)
+		}
+	}
+	if v := d.exec("get url"); !strings.HasSuffix(v, "/login#section2\n") {
+		t.Errorf("url after the fragment link: %q", v)
 	}
 	d.exec("click text=Skip")
 	if v := d.exec("get text #msg"); !strings.HasPrefix(v, "Hello link") {

@@ -232,18 +232,38 @@ type navigationGuard struct {
 }
 
 func (b *Browser) guardNavigation() *navigationGuard {
-	ev, stop := b.c.Subscribe("Page.frameRequestedNavigation", "Page.frameStartedLoading", "Page.loadEventFired", "Page.frameNavigated")
+	ev, stop := b.c.Subscribe("Page.frameRequestedNavigation", "Page.frameStartedLoading", "Page.frameStoppedLoading",
+		"Page.loadEventFired", "Page.navigatedWithinDocument", "Page.frameNavigated")
 	return &navigationGuard{b: b, events: ev, stop: stop}
 }
 
-// wait lets the page run the tasks the action queued, then waits for the
-// load event if a navigation started meanwhile.
+// wait lets the page run the tasks the action queued, then, if the main
+// frame started a navigation meanwhile, waits until it ends: the load event,
+// the frame stopping loading (a 204 answer, a download) or a same-document
+// navigation (a fragment link, pushState).
 func (g *navigationGuard) wait(ctx context.Context) error {
 	defer g.stop()
 	// A promise resolved by a zero timeout: the renderer has run the tasks
 	// queued before it (a form submission schedules its navigation so).
 	_, _ = g.b.evaluate(ctx, "new Promise(r => setTimeout(r, 0))", true)
-	sid := g.b.Tab().SessionID
+	tab := g.b.Tab()
+	// The main frame of a page target has the target's id.
+	mainFrame := func(ev cdp.Event) bool {
+		var p struct {
+			FrameID string `json:"frameId"`
+			Frame   struct {
+				ID       string `json:"id"`
+				ParentID string `json:"parentId"`
+			} `json:"frame"`
+		}
+		if json.Unmarshal(ev.Params, &p) != nil {
+			return false
+		}
+		if p.Frame.ID != "" {
+			return p.Frame.ParentID == ""
+		}
+		return p.FrameID == tab.TargetID
+	}
 	started := false
 	grace := time.NewTimer(5 * time.Millisecond)
 	defer grace.Stop()
@@ -259,26 +279,26 @@ func (g *navigationGuard) wait(ctx context.Context) error {
 			if !ok {
 				return cdp.ErrClosed
 			}
-			if ev.SessionID != sid {
+			if ev.SessionID != tab.SessionID {
 				continue
 			}
 			switch ev.Method {
 			case "Page.loadEventFired":
 				if started {
-					g.b.Tab().refs = nil
 					return nil
 				}
 			case "Page.frameNavigated":
-				var p struct {
-					Frame struct {
-						ParentID string `json:"parentId"`
-					} `json:"frame"`
+				if mainFrame(ev) {
+					tab.refs = nil
 				}
-				if json.Unmarshal(ev.Params, &p) == nil && p.Frame.ParentID == "" {
-					g.b.Tab().refs = nil
+			case "Page.frameStoppedLoading", "Page.navigatedWithinDocument":
+				if started && mainFrame(ev) {
+					return nil
 				}
-			default:
-				started = true
+			default: // requested or started
+				if mainFrame(ev) {
+					started = true
+				}
 			}
 		}
 	}
