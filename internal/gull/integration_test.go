@@ -352,6 +352,18 @@ func TestGullAgainstChromium(t *testing.T) {
 	if v := d.exec("get url"); !strings.HasSuffix(v, "/login#section2\n") {
 		t.Errorf("url after the fragment link: %q", v)
 	}
+	// Back to the same document, and an open that gets no document (204).
+	d.exec("back")
+	if v := d.exec("get url"); !strings.HasSuffix(v, "/login\n") {
+		t.Errorf("url after back: %q", v)
+	}
+	if r := d.run("open "+site.URL+"/nocontent", 10); r.ExitCode != 1 || !strings.Contains(r.Stderr, "cannot open") {
+		t.Errorf("open of a 204: %+v", r)
+	}
+	if r := d.run("open http://127.0.0.1:1/", 10); r.ExitCode != 1 || !strings.HasPrefix(r.Stderr, "cannot open http://127.0.0.1:1/: net::ERR_") {
+		t.Errorf("open of a closed port: %+v", r)
+	}
+	d.exec("open " + site.URL + "/login")
 	d.exec("click text=Skip")
 	if v := d.exec("get text #msg"); !strings.HasPrefix(v, "Hello link") {
 		t.Errorf("after text= click: %q", v)

@@ -145,8 +145,8 @@ func NormalizeURL(u string) string {
 // Navigate opens url in the current tab and waits for its load event.
 func (b *Browser) Navigate(ctx context.Context, url string) error {
 	url = NormalizeURL(url)
-	events, stop := b.c.Subscribe("Page.loadEventFired")
-	defer stop()
+	g := b.guardNavigation()
+	defer g.stop()
 	var res struct {
 		LoaderID  string `json:"loaderId"`
 		ErrorText string `json:"errorText"`
@@ -165,25 +165,7 @@ func (b *Browser) Navigate(ctx context.Context, url string) error {
 	if res.LoaderID == "" {
 		return nil // same-document navigation: no load event
 	}
-	return b.waitEvent(ctx, events)
-}
-
-// waitEvent waits for an event of the current tab's session.
-func (b *Browser) waitEvent(ctx context.Context, events <-chan cdp.Event) error {
-	sid := b.Tab().SessionID
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case ev, ok := <-events:
-			if !ok {
-				return cdp.ErrClosed
-			}
-			if ev.SessionID == sid {
-				return nil
-			}
-		}
-	}
+	return g.until(ctx, true)
 }
 
 // History goes back (delta -1) or forward (+1); it reports false when there
@@ -202,24 +184,24 @@ func (b *Browser) History(ctx context.Context, delta int) (bool, error) {
 	if i < 0 || i >= len(h.Entries) {
 		return false, nil
 	}
-	events, stop := b.c.Subscribe("Page.loadEventFired", "Page.navigatedWithinDocument")
-	defer stop()
+	g := b.guardNavigation()
+	defer g.stop()
 	if err := b.call(ctx, "Page.navigateToHistoryEntry", map[string]any{"entryId": h.Entries[i].ID}, nil); err != nil {
 		return false, err
 	}
 	b.Tab().refs = nil
-	return true, b.waitEvent(ctx, events)
+	return true, g.until(ctx, true)
 }
 
 // Reload reloads the current page and waits for its load event.
 func (b *Browser) Reload(ctx context.Context) error {
-	events, stop := b.c.Subscribe("Page.loadEventFired")
-	defer stop()
+	g := b.guardNavigation()
+	defer g.stop()
 	if err := b.call(ctx, "Page.reload", nil, nil); err != nil {
 		return err
 	}
 	b.Tab().refs = nil
-	return b.waitEvent(ctx, events)
+	return g.until(ctx, true)
 }
 
 // navigationGuard notices when an action (a click, a key press) starts a
@@ -246,6 +228,12 @@ func (g *navigationGuard) wait(ctx context.Context) error {
 	// A promise resolved by a zero timeout: the renderer has run the tasks
 	// queued before it (a form submission schedules its navigation so).
 	_, _ = g.b.evaluate(ctx, "new Promise(r => setTimeout(r, 0))", true)
+	return g.until(ctx, false)
+}
+
+// until waits for the end of a navigation of the main frame; unless started,
+// it returns at once when none starts within a short grace time.
+func (g *navigationGuard) until(ctx context.Context, started bool) error {
 	tab := g.b.Tab()
 	// The main frame of a page target has the target's id.
 	mainFrame := func(ev cdp.Event) bool {
@@ -264,14 +252,17 @@ func (g *navigationGuard) wait(ctx context.Context) error {
 		}
 		return p.FrameID == tab.TargetID
 	}
-	started := false
-	grace := time.NewTimer(5 * time.Millisecond)
-	defer grace.Stop()
+	var graceC <-chan time.Time
+	if !started {
+		grace := time.NewTimer(5 * time.Millisecond)
+		defer grace.Stop()
+		graceC = grace.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-grace.C:
+		case <-graceC:
 			if !started {
 				return nil
 			}
