@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shipyard-dev/shipyard/internal/gull/browser"
 )
@@ -20,6 +21,22 @@ type Result struct {
 	Stdout   string
 	Stderr   string
 	ExitCode int
+}
+
+// DefaultMaxOutput is the default bound of a command's stdout.
+const DefaultMaxOutput = 1 << 20
+
+// Truncate cuts s to at most max bytes (on a UTF-8 boundary) and says so at
+// the end.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n...[output truncated: %d of %d bytes shown]\n", cut, len(s))
 }
 
 // ExitTimeout is the exit code of a command that ran out of time.
@@ -48,7 +65,10 @@ type Runner struct {
 	Session string
 	// Version is gull's version (`--version`).
 	Version string
-	Log     *slog.Logger
+	// MaxOutput bounds stdout (a snapshot, get html or eval of a huge page);
+	// default DefaultMaxOutput.
+	MaxOutput int
+	Log       *slog.Logger
 
 	sem chan struct{}
 }
@@ -56,6 +76,9 @@ type Runner struct {
 // NewRunner returns a runner; see the fields of Runner.
 func NewRunner(r Runner) *Runner {
 	r.sem = make(chan struct{}, 1)
+	if r.MaxOutput <= 0 {
+		r.MaxOutput = DefaultMaxOutput
+	}
 	if r.Log == nil {
 		r.Log = slog.Default()
 	}
@@ -74,6 +97,7 @@ func (r *Runner) Exec(ctx context.Context, line string, timeout time.Duration) R
 	}
 	defer func() { <-r.sem }()
 	out, err := r.run(ctx, line)
+	out = Truncate(out, r.MaxOutput)
 	if err == nil {
 		return Result{Stdout: out}
 	}

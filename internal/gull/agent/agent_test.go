@@ -210,3 +210,13 @@ func TestOutputPathConfined(t *testing.T) {
 		t.Fatalf("writeFile = %q, %v", abs, err)
 	}
 }
+
+func TestTruncate(t *testing.T) {
+	if Truncate("short", 10) != "short" {
+		t.Error("short string changed")
+	}
+	got := Truncate("ab日本", 4) // 日 is 3 bytes: the cut moves back to 2
+	if !strings.HasPrefix(got, "ab\n...[output truncated: 2 of 8 bytes shown]") {
+		t.Errorf("Truncate = %q", got)
+	}
+}
