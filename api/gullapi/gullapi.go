@@ -45,7 +45,17 @@ const (
 	PathMeta      = "/meta"
 	PathExec      = "/exec"
 	PathExecBatch = "/exec_batch"
+	// PathSessions + "/{sandbox_id}" (DELETE) ends a sandbox's browser session
+	// on a shared browser service; a per-sandbox gull has one session only
+	// and answers without doing anything.
+	PathSessions = "/sessions"
 )
+
+// DeleteSessionResponse is the answer of DELETE /sessions/{sandbox_id}.
+type DeleteSessionResponse struct {
+	SandboxID string `json:"sandbox_id"`
+	Destroyed bool   `json:"destroyed"`
+}
 
 // Bounds of the exec requests (seconds).
 const (

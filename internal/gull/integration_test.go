@@ -401,7 +401,16 @@ func TestGullAgainstChromium(t *testing.T) {
 	if tabs := d.exec("tab"); !strings.Contains(tabs, "[2] ") || !strings.Contains(tabs, "#popup") {
 		t.Errorf("popup not listed:\n%s", tabs)
 	}
-	d.exec("tab close 2")
+	// A page that closes itself: the next command runs in the tab left.
+	d.exec("tab 2")
+	d.exec(`eval "setTimeout(() => window.close(), 0); 1"`)
+	time.Sleep(300 * time.Millisecond)
+	if v := d.exec("get url"); strings.Contains(v, "#popup") {
+		t.Errorf("url after the page closed itself: %q", v)
+	}
+	if tabs := d.exec("tab"); strings.Contains(tabs, "[2]") {
+		t.Errorf("closed page still listed:\n%s", tabs)
+	}
 	d.exec("tab close 1")
 	if r := d.run("tab close", 10); r.ExitCode != 1 {
 		t.Errorf("closing the last tab: %+v", r)

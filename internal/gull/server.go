@@ -58,6 +58,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+gullapi.PathMeta, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, s.Meta) })
 	mux.HandleFunc("POST "+gullapi.PathExec, s.exec)
 	mux.HandleFunc("POST "+gullapi.PathExecBatch, s.execBatch)
+	mux.HandleFunc("DELETE "+gullapi.PathSessions+"/{id}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, gullapi.DeleteSessionResponse{SandboxID: r.PathValue("id"), Destroyed: true})
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, gullapi.CodeNotFound, "Not Found")
 	})

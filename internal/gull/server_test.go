@@ -125,6 +125,9 @@ func TestExecValidation(t *testing.T) {
 	if code != 413 {
 		t.Errorf("huge body: %d", code)
 	}
+	if code, m := do(t, ts, "DELETE", gullapi.PathSessions+"/sb-1", "", nil); code != 200 || m["sandbox_id"] != "sb-1" || m["destroyed"] != true {
+		t.Errorf("delete session: %d %v", code, m)
+	}
 	code, _ = do(t, ts, "GET", "/nope", "", nil)
 	if code != 404 {
 		t.Errorf("unknown path: %d", code)

@@ -140,6 +140,9 @@ func (r *Runner) run(ctx context.Context, line string) (string, error) {
 		return "", fmt.Errorf("browser not available: %w", err)
 	}
 	defer b.Release(context.WithoutCancel(ctx))
+	if err := b.SyncTabs(ctx); err != nil {
+		return "", err
+	}
 	return c.run(ctx, r, b, args)
 }
 

@@ -346,6 +346,13 @@ func (b *Browser) syncTabs(ctx context.Context) (targetInfos, error) {
 	return res, nil
 }
 
+// SyncTabs brings the tab list up to date with the pages that exist (see
+// syncTabs): a command then never addresses a tab its page closed.
+func (b *Browser) SyncTabs(ctx context.Context) error {
+	_, err := b.syncTabs(ctx)
+	return err
+}
+
 // Tabs lists the tabs.
 func (b *Browser) Tabs(ctx context.Context) ([]TabInfo, error) {
 	res, err := b.syncTabs(ctx)
