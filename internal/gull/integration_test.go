@@ -369,6 +369,15 @@ func TestGullAgainstChromium(t *testing.T) {
 		t.Errorf("after text= click: %q", v)
 	}
 	d.exec("wait --text link")
+	// networkidle waits for the requests the page still makes.
+	d.exec(`eval "setTimeout(() => fetch('/slowframe'), 100); 1"`)
+	t0 := time.Now()
+	if v := d.exec("wait --load networkidle"); v != "Network idle\n" {
+		t.Errorf("wait networkidle: %q", v)
+	}
+	if el := time.Since(t0); el < 3*time.Second {
+		t.Errorf("networkidle returned after %v, before the 3 s request ended", el)
+	}
 	if r := d.run("get text #nope", 10); r.ExitCode != 1 || r.Stderr != "element not found: #nope\n" {
 		t.Errorf("missing element: %+v", r)
 	}

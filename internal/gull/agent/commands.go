@@ -512,9 +512,11 @@ func cmdWait(ctx context.Context, _ *Runner, b *browser.Browser, args []string) 
 		if len(args) > 1 {
 			state = args[1]
 		}
+		if state == "networkidle" {
+			return "Network idle\n", b.NetworkIdle(ctx, networkQuiet)
+		}
 		want := map[string]string{
 			"load": "document.readyState === 'complete'", "domcontentloaded": "document.readyState !== 'loading'",
-			"networkidle": "document.readyState === 'complete' && performance.getEntriesByType('resource').every(e => e.responseEnd > 0)",
 		}[state]
 		if want == "" {
 			return "", usage("wait --load wants load, domcontentloaded or networkidle, not %q", state)
@@ -579,6 +581,10 @@ func cmdWait(ctx context.Context, _ *Runner, b *browser.Browser, args []string) 
 	}
 	return "Found " + sel + "\n", nil
 }
+
+// networkQuiet is how long no request may start or end for the network to
+// count as idle.
+const networkQuiet = 500 * time.Millisecond
 
 func evalBool(ctx context.Context, b *browser.Browser, expr string) (bool, error) {
 	v, err := b.Eval(ctx, expr)

@@ -39,6 +39,7 @@ type Browser struct {
 	c       cdp.Caller
 	Product string // e.g. "HeadlessChrome/156.0.8078.108"
 
+	net     *netTracker
 	tabs    []*Tab
 	cur     int
 	width   int
@@ -48,7 +49,7 @@ type Browser struct {
 
 // connect attaches to the first page of a fresh Chromium.
 func connect(ctx context.Context, p *process, width, height int) (*Browser, error) {
-	b := &Browser{proc: p, c: p.conn, width: width, height: height}
+	b := &Browser{proc: p, c: p.conn, width: width, height: height, net: newNetTracker()}
 	var ver struct {
 		Product string `json:"product"`
 	}
@@ -57,6 +58,7 @@ func connect(ctx context.Context, p *process, width, height int) (*Browser, erro
 	}
 	b.Product = ver.Product
 	go b.acceptDialogs()
+	go b.trackNetwork()
 	var targets struct {
 		TargetInfos []struct {
 			TargetID string `json:"targetId"`
@@ -110,6 +112,10 @@ func (b *Browser) attach(ctx context.Context, targetID string) (*Tab, error) {
 		return nil, err
 	}
 	if err := b.c.Call(ctx, t.SessionID, "Page.setLifecycleEventsEnabled", map[string]any{"enabled": true}, nil); err != nil {
+		return nil, err
+	}
+	// Request events feed `wait --load networkidle` (netTracker).
+	if err := b.c.Call(ctx, t.SessionID, "Network.enable", map[string]any{"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}, nil); err != nil {
 		return nil, err
 	}
 	return t, nil
