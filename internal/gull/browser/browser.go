@@ -149,8 +149,22 @@ func NormalizeURL(u string) string {
 }
 
 // Navigate opens url in the current tab and waits for its load event.
+// Chromium aborts loads with ERR_NETWORK_CHANGED when the machine's network
+// interfaces change (a container network appears or goes); such a load is
+// tried again, twice at most.
 func (b *Browser) Navigate(ctx context.Context, url string) error {
 	url = NormalizeURL(url)
+	for attempt := 1; ; attempt++ {
+		err := b.navigate(ctx, url)
+		var ue *UserError
+		if attempt < 3 && errors.As(err, &ue) && strings.HasSuffix(ue.Msg, "net::ERR_NETWORK_CHANGED") {
+			continue
+		}
+		return err
+	}
+}
+
+func (b *Browser) navigate(ctx context.Context, url string) error {
 	g := b.guardNavigation()
 	defer g.stop()
 	var res struct {
