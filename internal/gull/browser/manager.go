@@ -131,6 +131,12 @@ func (m *Manager) Get(ctx context.Context) (*Browser, error) {
 			m.mu.Unlock()
 			return nil, err
 		}
+		if m.closed { // Close ran while this one started: it must not outlive it
+			m.mu.Unlock()
+			b.closing.Store(true)
+			b.proc.close(context.WithoutCancel(ctx), m.cfg.CloseTimeout)
+			return nil, errors.New("browser manager is shut down")
+		}
 		m.cur, m.lastErr, m.crashed = b, nil, false
 		m.mu.Unlock()
 		go m.watch(b)
