@@ -68,8 +68,9 @@ func finalConfig(plan Plan, base image.InspectResponse, layerDiffID string, now 
 		return archiveConfig{}, fmt.Errorf("root filesystem image %s has no config or layers", plan.RootfsTag)
 	}
 	cfg := *base.Config
-	cfg.Env = slices.DeleteFunc(slices.Clone(cfg.Env), func(e string) bool { return strings.HasPrefix(e, "SHIP_IMAGE=") })
-	cfg.Env = append(cfg.Env, "SHIP_IMAGE="+plan.ContentTag)
+	env := plan.Flavour.spec().imageEnv
+	cfg.Env = slices.DeleteFunc(slices.Clone(cfg.Env), func(e string) bool { return strings.HasPrefix(e, env+"=") })
+	cfg.Env = append(cfg.Env, env+"="+plan.ContentTag)
 	labels := maps.Clone(cfg.Labels)
 	if labels == nil {
 		labels = map[string]string{}
