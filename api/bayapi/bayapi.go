@@ -365,6 +365,62 @@ type ShellExecResponse struct {
 	StderrTruncated bool `json:"stderr_truncated" doc:"the command's stderr was longer than the runtime keeps and error was cut"`
 }
 
+// BrowserExecRequest is POST .../browser/exec: one agent-browser command line (without the
+// "agent-browser" prefix; split into words like a POSIX shell, never run by one).
+type BrowserExecRequest struct {
+	Cmd          *string `json:"cmd"` // required
+	Timeout      *Int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"seconds, default 30"`
+	Description  *string `json:"description,omitempty" maxLength:"4096"`
+	Tags         *string `json:"tags,omitempty" maxLength:"1024"`
+	Learn        bool    `json:"learn,omitempty"`
+	IncludeTrace bool    `json:"include_trace,omitempty"`
+}
+
+// BrowserExecResponse is the answer of POST .../browser/exec. Error is the command's stderr,
+// null when empty.
+type BrowserExecResponse struct {
+	Success         bool    `json:"success"`
+	Output          string  `json:"output"`
+	Error           *string `json:"error"`
+	ExitCode        int     `json:"exit_code"`
+	ExecutionID     string  `json:"execution_id"`
+	ExecutionTimeMS int64   `json:"execution_time_ms"`
+	TraceRef        *string `json:"trace_ref"`
+}
+
+// BrowserBatchRequest is POST .../browser/exec_batch. Timeout is the budget of the whole batch.
+type BrowserBatchRequest struct {
+	Commands     []string `json:"commands"` // at least one
+	Timeout      *Int     `json:"timeout,omitempty" minimum:"1" maximum:"600" doc:"seconds for the whole batch, default 60"`
+	StopOnError  *bool    `json:"stop_on_error,omitempty" doc:"default true"`
+	Description  *string  `json:"description,omitempty" maxLength:"4096"`
+	Tags         *string  `json:"tags,omitempty" maxLength:"1024"`
+	Learn        bool     `json:"learn,omitempty"`
+	IncludeTrace bool     `json:"include_trace,omitempty"`
+}
+
+// BrowserStep is one command of a batch.
+type BrowserStep struct {
+	Cmd        string `json:"cmd"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	ExitCode   int    `json:"exit_code"`
+	StepIndex  int    `json:"step_index"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// BrowserBatchResponse is the answer of POST .../browser/exec_batch.
+type BrowserBatchResponse struct {
+	Results         []BrowserStep `json:"results"`
+	TotalSteps      int           `json:"total_steps"`
+	CompletedSteps  int           `json:"completed_steps"`
+	Success         bool          `json:"success"`
+	DurationMS      int64         `json:"duration_ms"`
+	ExecutionID     string        `json:"execution_id"`
+	ExecutionTimeMS int64         `json:"execution_time_ms"`
+	TraceRef        *string       `json:"trace_ref"`
+}
+
 // FileContentResponse is GET .../filesystem/files.
 type FileContentResponse struct {
 	Content string `json:"content"`
@@ -540,6 +596,8 @@ const (
 	PathStop         = "/v1/sandboxes/{sandbox_id}/stop"
 	PathPythonExec   = "/v1/sandboxes/{sandbox_id}/python/exec"
 	PathShellExec    = "/v1/sandboxes/{sandbox_id}/shell/exec"
+	PathBrowserExec  = "/v1/sandboxes/{sandbox_id}/browser/exec"
+	PathBrowserBatch = "/v1/sandboxes/{sandbox_id}/browser/exec_batch"
 	PathFiles        = "/v1/sandboxes/{sandbox_id}/filesystem/files"
 	PathDirectories  = "/v1/sandboxes/{sandbox_id}/filesystem/directories"
 	PathUpload       = "/v1/sandboxes/{sandbox_id}/filesystem/upload"
