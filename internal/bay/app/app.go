@@ -24,6 +24,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/bay/gc"
+	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
@@ -192,6 +193,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Tune(&scfg)
 	}
 	svc := sandbox.New(store, drv, ship, nil, log, scfg)
+	svc.SetGull(gullclient.New(nil, log))
 	idem := idempotency.New(store, nil, idempotency.Config{Enabled: cfg.Idempotency.Enabled, TTL: cfg.Idempotency.TTL()}, log)
 
 	gcc := gc.Config{

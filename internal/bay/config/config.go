@@ -431,7 +431,30 @@ func DefaultProfileSpecs() []ProfileSpec {
 	return []ProfileSpec{
 		mk("python-default", "ship:latest", 1.0, "1g"),
 		mk("python-data", "ship:latest", 2.0, "4g"),
+		browserPython(),
 	}
+}
+
+// browserPython is ship plus a gull browser sidecar sharing the cargo: ship serves python,
+// shell and files, gull the browser. Chromium's threads count against the pids limit, so the
+// profile allows 512 (a page with a few cross-site frames needs over 256).
+func browserPython() ProfileSpec {
+	var p ProfileSpec
+	p.applyDefaults()
+	p.ID = "browser-python"
+	desc := "Python sandbox with a headless browser (Chromium) next to it"
+	p.Description = &desc
+	var ship, gull ContainerSpec
+	ship.applyDefaults()
+	ship.Name, ship.Image = "ship", "ship:latest"
+	ship.Capabilities = []string{"python", "shell", "filesystem"}
+	ship.PrimaryFor = []string{"python", "shell", "filesystem"}
+	gull.applyDefaults()
+	gull.Name, gull.Image, gull.RuntimeType, gull.RuntimePort = "browser", "gull:latest", bay.RuntimeGull, 8115
+	gull.Capabilities = []string{"browser"}
+	p.Containers = []ContainerSpec{ship, gull}
+	p.PidsLimit = 512
+	return p
 }
 
 // Profile returns the normalised profile with the given id.

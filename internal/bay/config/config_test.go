@@ -104,7 +104,7 @@ func TestDefaults(t *testing.T) {
 		{"proxy.default_no_proxy", c.Proxy.DefaultNoProxy, DefaultNoProxy},
 		{"session.readiness_timeout_seconds", c.Session.ReadinessTimeout, 60 * time.Second},
 		{"instance id", c.InstanceID(), "bay"},
-		{"profiles", len(c.Profiles), 2},
+		{"profiles", len(c.Profiles), 3},
 	}
 	for _, ch := range checks {
 		if !reflect.DeepEqual(ch.got, ch.want) {
@@ -122,6 +122,11 @@ func TestDefaults(t *testing.T) {
 	}
 	if _, ok := c.Profile("nope"); ok {
 		t.Error("Profile(nope) found")
+	}
+	bp, ok := c.Profile("browser-python")
+	if !ok || len(bp.Containers) != 2 || bp.Primary().Name != "ship" || bp.ContainerFor("browser").RuntimeType != "gull" ||
+		bp.ContainerFor("python").Name != "ship" || bp.ContainerFor("filesystem").Name != "ship" || bp.PidsLimit != 512 {
+		t.Errorf("browser-python = %+v", bp)
 	}
 }
 

@@ -271,8 +271,9 @@ func (d *Driver) InspectInstance(ctx context.Context, name string) (bay.Instance
 	return assemble(name, list, nil), nil
 }
 
-// DestroyInstance removes the instance's containers in parallel (each waited for, including
-// one whose create is still under way), then its network.
+// DestroyInstance stops the instance's running containers gracefully (SIGTERM, stopGrace
+// seconds), removes them in parallel (each waited for, including one whose create is still
+// under way), then its network.
 func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
 	if name == "" {
 		// An empty name would match every unlabelled container.
@@ -289,9 +290,14 @@ func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
 	}
 	// The single container's name is known even before the engine lists it.
 	ids := map[string]bool{name: true}
+	var running []string
 	for _, c := range o.containers {
 		ids[c.ID] = true
+		if c.State == bay.ContainerRunning {
+			running = append(running, c.ID)
+		}
 	}
+	d.stopGracefully(ctx, running)
 	errs := make(chan error, len(ids))
 	var wg sync.WaitGroup
 	for id := range ids {
@@ -312,6 +318,26 @@ func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
 		}
 	}
 	return nil
+}
+
+// stopGrace bounds how long a runtime gets to shut down on SIGTERM before it is killed: gull
+// closes Chromium so that the browser profile (cookies) reaches the cargo, which takes well
+// under a second; a runtime that does not exit by then is killed.
+const stopGrace = 3
+
+// stopGracefully stops the running containers in parallel with SIGTERM and stopGrace seconds
+// to exit. Failures are left to the forced removal that follows.
+func (d *Driver) stopGracefully(ctx context.Context, ids []string) {
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			grace := stopGrace
+			if _, err := d.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &grace}); err != nil {
+				d.log.Debug("graceful stop failed; removing by force", "id", id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // ListInstances lists the instances with objects carrying all the given labels; objects without

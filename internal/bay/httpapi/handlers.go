@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"mime"
@@ -242,6 +243,82 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := s.svc.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.ShellParams{
 		Command: *req.Command, Timeout: timeout, Cwd: cwd, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,
+	})
+	s.reply(w, r, out, err)
+}
+
+// Bounds of a browser batch (the gull runtime's own).
+const (
+	maxBrowserBatchTimeout  = 600
+	maxBrowserBatchCommands = 1000
+	maxBrowserCommandBytes  = 64 << 10
+)
+
+// noLearning refuses learn and include_trace: this bay stores no traces yet, and a request that
+// asks for one must not be answered as if it had been stored.
+func noLearning(is *issues, learn, trace bool) {
+	if learn {
+		is.add("value_error", []any{"body", "learn"}, "Value error, browser learning is not supported by this bay yet", true, nil)
+	}
+	if trace {
+		is.add("value_error", []any{"body", "include_trace"}, "Value error, execution traces are not supported by this bay yet", true, nil)
+	}
+}
+
+func (s *Server) execBrowser(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.BrowserExecRequest
+	if err := decodeBody(w, r, &req, "cmd"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var is issues
+	timeout := execTimeout(req.Timeout, &is)
+	annotationLens(&is, req.Description, req.Tags)
+	is.strLen(req.Cmd, maxBrowserCommandBytes, "body", "cmd")
+	if strings.TrimSpace(*req.Cmd) == "" {
+		is.add("string_too_short", []any{"body", "cmd"}, "String should have at least 1 character", *req.Cmd, map[string]any{"min_length": 1})
+	}
+	noLearning(&is, req.Learn, req.IncludeTrace)
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out, err := s.svc.ExecBrowser(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.BrowserParams{
+		Cmd: *req.Cmd, Timeout: timeout, Description: req.Description, Tags: req.Tags,
+	})
+	s.reply(w, r, out, err)
+}
+
+func (s *Server) execBrowserBatch(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.BrowserBatchRequest
+	if err := decodeBody(w, r, &req, "commands"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var is issues
+	timeout := 60
+	if req.Timeout != nil {
+		is.intRange(int64(*req.Timeout), 1, maxBrowserBatchTimeout, "body", "timeout")
+		timeout = int(*req.Timeout)
+	}
+	annotationLens(&is, req.Description, req.Tags)
+	switch {
+	case len(req.Commands) == 0:
+		is.add("too_short", []any{"body", "commands"}, "List should have at least 1 item after validation, not 0", req.Commands, map[string]any{"min_length": 1})
+	case len(req.Commands) > maxBrowserBatchCommands:
+		is.add("too_long", []any{"body", "commands"}, fmt.Sprintf("List should have at most %d items", maxBrowserBatchCommands), len(req.Commands), map[string]any{"max_length": maxBrowserBatchCommands})
+	}
+	for i, c := range req.Commands {
+		is.strLen(&c, maxBrowserCommandBytes, "body", "commands", i)
+	}
+	noLearning(&is, req.Learn, req.IncludeTrace)
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	stop := req.StopOnError == nil || *req.StopOnError
+	out, err := s.svc.ExecBrowserBatch(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.BrowserBatchParams{
+		Commands: req.Commands, Timeout: timeout, StopOnError: stop, Description: req.Description, Tags: req.Tags,
 	})
 	s.reply(w, r, out, err)
 }

@@ -41,6 +41,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
@@ -144,6 +145,7 @@ type Service struct {
 	// ship serves the code capabilities (python, shell, files, terminal); runtimes holds every
 	// runtime type's client for readiness, descriptions and capability checks.
 	ship     *shipclient.Client
+	gull     *gullclient.Client // nil: no browser calls (SetGull)
 	runtimes runtime.Clients
 	clock    bay.Clock
 	log      *slog.Logger

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/gullapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
@@ -787,7 +788,11 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 	for _, c := range order {
 		env := config.ContainerEnv(prof, c)
 		if sess.RuntimeToken != "" {
-			env[shipapi.EnvAuthToken] = sess.RuntimeToken
+			// Each runtime reads the token from its own variable: a container never holds
+			// another runtime's (ship hides SHIP_AUTH_TOKEN from user code, not GULL_AUTH_TOKEN).
+			if name, ok := tokenEnv[cmp.Or(c.RuntimeType, bay.RuntimeShip)]; ok {
+				env[name] = sess.RuntimeToken
+			}
 		}
 		env["BAY_SESSION_ID"] = sess.ID
 		env["BAY_SANDBOX_ID"] = sb.ID
@@ -817,6 +822,9 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 	}
 	return spec
 }
+
+// tokenEnv is the variable each runtime type reads its token from.
+var tokenEnv = map[string]string{bay.RuntimeShip: shipapi.EnvAuthToken, bay.RuntimeGull: gullapi.EnvAuthToken}
 
 // EnvProfileEnvKeys lists (comma-separated) the keys of the profile's environment, so that the
 // runtime can write them to /workspace/.bay_env.sh for tools that read them from a login shell.
