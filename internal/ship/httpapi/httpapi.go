@@ -43,6 +43,16 @@ type Server struct {
 	MaxUploadBytes int64
 	// MaxJSONBytes bounds JSON request bodies (write_file content included).
 	MaxJSONBytes int64
+	// MaxReadBytes bounds the text one read_file returns (file_too_large above:
+	// download instead); default workspace.MaxTextBytes. The text is streamed.
+	MaxReadBytes int64
+	// HeavyOps bounds how many heavy operations run at once (default 2): JSON
+	// bodies over HeavyBytes (they are decoded in memory), edit_file (it loads
+	// the file) and read_file answers over HeavyBytes. Others wait for a slot,
+	// so ship's memory does not grow with the number of callers.
+	HeavyOps   int
+	HeavyBytes int64
+	heavy      chan struct{}
 	// DefaultPythonTimeout applies when a request has none.
 	DefaultPythonTimeout time.Duration
 	Log                  *slog.Logger
@@ -59,6 +69,16 @@ func (s *Server) Handler() http.Handler {
 	if s.DefaultPythonTimeout == 0 {
 		s.DefaultPythonTimeout = 30 * time.Second
 	}
+	if s.MaxReadBytes == 0 {
+		s.MaxReadBytes = workspace.MaxTextBytes
+	}
+	if s.HeavyOps <= 0 {
+		s.HeavyOps = 2
+	}
+	if s.HeavyBytes <= 0 {
+		s.HeavyBytes = 1 << 20
+	}
+	s.heavy = make(chan struct{}, s.HeavyOps)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"message": "Ship API is running"})
@@ -67,20 +87,20 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+shipapi.PathStat, s.stat)
 	mux.HandleFunc("GET "+shipapi.PathMeta, s.meta)
 
-	mux.HandleFunc("POST "+shipapi.PathFSCreate, s.createFile)
+	mux.HandleFunc("POST "+shipapi.PathFSCreate, s.heavyBody(s.createFile))
 	mux.HandleFunc("POST "+shipapi.PathFSRead, s.readFile)
-	mux.HandleFunc("POST "+shipapi.PathFSWrite, s.writeFile)
-	mux.HandleFunc("POST "+shipapi.PathFSEdit, s.editFile)
+	mux.HandleFunc("POST "+shipapi.PathFSWrite, s.heavyBody(s.writeFile))
+	mux.HandleFunc("POST "+shipapi.PathFSEdit, s.heavyAlways(s.editFile))
 	mux.HandleFunc("POST "+shipapi.PathFSDelete, s.deleteFile)
 	mux.HandleFunc("POST "+shipapi.PathFSList, s.listDir)
 	mux.HandleFunc("POST "+shipapi.PathFSUpload, s.upload)
 	mux.HandleFunc("GET "+shipapi.PathFSDownload, s.download)
 
-	mux.HandleFunc("POST "+shipapi.PathPythonExec, s.execPython)
+	mux.HandleFunc("POST "+shipapi.PathPythonExec, s.heavyBody(s.execPython))
 	mux.HandleFunc("GET "+shipapi.PathKernelStatus, s.kernelStatus)
 	mux.HandleFunc("POST "+shipapi.PathKernelRestart, s.kernelRestart)
 
-	mux.HandleFunc("POST "+shipapi.PathShellExec, s.execShell)
+	mux.HandleFunc("POST "+shipapi.PathShellExec, s.heavyBody(s.execShell))
 	mux.HandleFunc("GET "+shipapi.PathShellProcs, s.listProcesses)
 	mux.HandleFunc("GET "+shipapi.PathShellProcs+"/{id}", s.getProcess)
 	mux.HandleFunc("POST "+shipapi.PathShellProcs+"/{id}"+shipapi.PathShellProcKillSuffix, s.killProcess)
@@ -122,20 +142,58 @@ func requestToken(r *http.Request) string {
 	return ""
 }
 
+// acquireHeavy waits for a heavy-operation slot (see Server.HeavyOps).
+func (s *Server) acquireHeavy(ctx context.Context) (release func(), err error) {
+	select {
+	case s.heavy <- struct{}{}:
+		return func() { <-s.heavy }, nil
+	case <-ctx.Done():
+		return nil, apierr.Wrap(shipapi.CodeInternal, ctx.Err(), "request cancelled while waiting for other large operations")
+	}
+}
+
+// heavyBody runs h in a heavy-operation slot when the request body is over
+// HeavyBytes or of unknown length.
+func (s *Server) heavyBody(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength >= 0 && r.ContentLength <= s.HeavyBytes {
+			h(w, r)
+			return
+		}
+		s.heavyAlways(h)(w, r)
+	}
+}
+
+// heavyAlways runs h in a heavy-operation slot.
+func (s *Server) heavyAlways(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		release, err := s.acquireHeavy(r.Context())
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer release()
+		h(w, r)
+	}
+}
+
 // statusOf is the one code -> HTTP status table.
 var statusOf = map[string]int{
-	shipapi.CodeBadRequest:    http.StatusBadRequest,
-	shipapi.CodeNotFound:      http.StatusNotFound,
-	shipapi.CodeAccessDenied:  http.StatusForbidden,
-	shipapi.CodeIsDirectory:   http.StatusBadRequest,
-	shipapi.CodeNotDirectory:  http.StatusBadRequest,
-	shipapi.CodeInvalidUTF8:   http.StatusBadRequest,
-	shipapi.CodeTooLarge:      http.StatusRequestEntityTooLarge,
-	shipapi.CodeConflict:      http.StatusBadRequest,
-	shipapi.CodeKernelDied:    http.StatusInternalServerError,
-	shipapi.CodeKernelStartup: http.StatusServiceUnavailable,
-	shipapi.CodeInternal:      http.StatusInternalServerError,
-	shipapi.CodeUnauthorized:  http.StatusUnauthorized,
+	shipapi.CodeBadRequest:         http.StatusBadRequest,
+	shipapi.CodeNotFound:           http.StatusNotFound,
+	shipapi.CodeAccessDenied:       http.StatusForbidden,
+	shipapi.CodeIsDirectory:        http.StatusBadRequest,
+	shipapi.CodeInvalidPath:        http.StatusBadRequest,
+	shipapi.CodeFileTooLarge:       http.StatusRequestEntityTooLarge,
+	shipapi.CodeResourcesExhausted: http.StatusServiceUnavailable,
+	shipapi.CodeNotDirectory:       http.StatusBadRequest,
+	shipapi.CodeInvalidUTF8:        http.StatusBadRequest,
+	shipapi.CodeTooLarge:           http.StatusRequestEntityTooLarge,
+	shipapi.CodeConflict:           http.StatusBadRequest,
+	shipapi.CodeKernelDied:         http.StatusInternalServerError,
+	shipapi.CodeKernelStartup:      http.StatusServiceUnavailable,
+	shipapi.CodeInternal:           http.StatusInternalServerError,
+	shipapi.CodeUnauthorized:       http.StatusUnauthorized,
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
