@@ -203,6 +203,21 @@ func (m *Manager) Status() shipapi.KernelStatusResponse {
 // kernel returns the current kernel, starting one if needed and waiting
 // (bounded by ctx and StartTimeout) while it starts.
 func (m *Manager) kernel(ctx context.Context) (*slot, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := m.kernelOnce(ctx)
+		// A restart ship made on its own (the kernel had died) may have failed
+		// for a passing reason, e.g. it was killed with every other process of
+		// the sandbox user: the caller asked for nothing, so try once more.
+		if err == nil || attempt > 0 || s == nil || !s.restart || apierr.CodeOf(err) == shipapi.CodeResourcesExhausted {
+			return s, err
+		}
+		m.log.Warn("kernel restart failed, starting it again", "err", err)
+	}
+}
+
+// kernelOnce is one attempt of kernel. On a failed start it also returns the
+// failed slot.
+func (m *Manager) kernelOnce(ctx context.Context) (*slot, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -230,10 +245,10 @@ func (m *Manager) kernel(ctx context.Context) (*slot, error) {
 		}
 		m.mu.Unlock()
 		if exhausted(s.err) {
-			return nil, apierr.Wrap(shipapi.CodeResourcesExhausted, s.err,
+			return s, apierr.Wrap(shipapi.CodeResourcesExhausted, s.err,
 				"Kernel failed to start: the sandbox has no process left (pids limit reached)")
 		}
-		return nil, apierr.Wrap(shipapi.CodeInternal, s.err, "Kernel failed to start: "+s.err.Error())
+		return s, apierr.Wrap(shipapi.CodeInternal, s.err, "Kernel failed to start: "+s.err.Error())
 	}
 	return s, nil
 }
