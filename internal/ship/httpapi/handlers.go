@@ -196,9 +196,16 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		}
 		switch part.FormName() {
 		case shipapi.UploadPathField:
-			b, err := io.ReadAll(io.LimitReader(part, 4097))
-			if err != nil || len(b) > 4096 {
-				s.writeError(w, r, apierr.New(shipapi.CodeBadRequest, "invalid file_path field"))
+			// Read past the longest valid path so the workspace reports a
+			// too long one precisely (invalid_path).
+			const maxField = 16 << 10
+			b, err := io.ReadAll(io.LimitReader(part, maxField+1))
+			if err != nil {
+				s.writeError(w, r, apierr.Wrap(shipapi.CodeBadRequest, err, "malformed multipart body"))
+				return
+			}
+			if len(b) > maxField {
+				s.writeError(w, r, apierr.Newf(shipapi.CodeInvalidPath, "file_path is longer than %d bytes", maxField))
 				return
 			}
 			target = string(b)
