@@ -316,6 +316,9 @@ func checkCommon(t *testing.T, img Result) *sandbox {
 	if got := s.ok("id"); got != "uid=1000(shipyard) gid=1000(shipyard) groups=1000(shipyard)" {
 		t.Errorf("id = %q", got)
 	}
+	if got := s.ok("getent", "passwd", "ship"); got != "ship:x:999:999::/nonexistent:/usr/sbin/nologin" {
+		t.Errorf("ship's system user: %q", got)
+	}
 	if got := s.ok("cat", "/proc/1/comm"); got != "tini" {
 		t.Errorf("pid 1 is %q, want tini", got)
 	}
