@@ -82,6 +82,12 @@ const (
 	// LabelHotPathsKey names the hot paths' content (the root filesystem hash): images that
 	// share it share the driver's cache (docker.LabelHotPathsKey).
 	LabelHotPathsKey = "dev.shipyard.image.hot-paths-key"
+	// LabelRuntimeCaps says the image's runtime separates privileges (internal/ship/privsep):
+	// started as root (user 0:0) with every capability dropped but the ones listed
+	// (comma-separated) and no-new-privileges, ship switches to its own user keeping only those
+	// and runs all user code as 1000:1000 with none. A driver that honours it starts the
+	// container that way; started as 1000:1000 the runtime works without the separation.
+	LabelRuntimeCaps = "dev.shipyard.image.runtime-caps"
 )
 
 // Engine is the part of the Docker Engine API the builder uses;

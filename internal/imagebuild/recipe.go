@@ -146,6 +146,7 @@ func newPlan(opts Options) (Plan, error) {
 	}
 	h.field("ship", p.ShipSHA256)
 	h.field("hot-paths", p.HotPaths())
+	h.field("runtime-caps", RuntimeCaps)
 	p.ContentHash = h.sum()
 	p.ContentTag = ImageRepo + ":" + string(p.Flavour) + "-" + p.ContentHash[:12]
 	return p, nil
@@ -399,6 +400,10 @@ func (p Plan) HotPaths() string {
 	return strings.Join(paths, ",")
 }
 
+// RuntimeCaps is the LabelRuntimeCaps value: the capabilities ship keeps to start user code as
+// 1000:1000 (SETUID, SETGID) and to signal it (KILL).
+const RuntimeCaps = "SETUID,SETGID,KILL"
+
 // Labels are set on the final image.
 func (p Plan) Labels() map[string]string {
 	return map[string]string{
@@ -411,6 +416,7 @@ func (p Plan) Labels() map[string]string {
 		LabelSuite:       p.Suite,
 		LabelContentTag:  p.ContentTag,
 		LabelBuilderVers: imageFormat,
+		LabelRuntimeCaps: RuntimeCaps,
 	}
 }
 

@@ -57,6 +57,13 @@ func startShipSandbox(t *testing.T, pids int64) *shipSandbox {
 			t.Errorf("remove volume %s: %v", vol, err)
 		}
 	})
+	ins, err := e.ImageInspect(ctx, img.ContentTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ins.Config.Labels[LabelRuntimeCaps]; got != strings.Join(shipSandboxSecurity.CapAdd, ",") {
+		t.Fatalf("label %s = %q, want %q", LabelRuntimeCaps, got, shipSandboxSecurity.CapAdd)
+	}
 	mem := int64(1 << 30)
 	noInit := false
 	c, err := e.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -91,11 +98,11 @@ func startShipSandbox(t *testing.T, pids int64) *shipSandbox {
 		t.Fatalf("start container: %v", err)
 	}
 	s := &shipSandbox{sandbox: &sandbox{t: t, e: e, id: c.ID}}
-	ins, err := e.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+	cins, err := e.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ep := range ins.Container.NetworkSettings.Networks {
+	for _, ep := range cins.Container.NetworkSettings.Networks {
 		if ep != nil && ep.IPAddress.IsValid() {
 			s.url = fmt.Sprintf("http://%s:%d", ep.IPAddress, ShipPort)
 		}
