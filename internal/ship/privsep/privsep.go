@@ -83,28 +83,25 @@ func (u *User) Apply(attr *syscall.SysProcAttr) {
 // a locked OS thread: files and directories fn creates belong to the sandbox
 // user and permission checks are those the sandbox user gets. fn must do its
 // system calls on the calling goroutine. Without separation fn just runs.
-func (u *User) Do(fn func() error) error {
+func (u *User) Do(fn func() error) (err error) {
 	if u == nil {
 		return fn()
 	}
 	runtime.LockOSThread()
+	// Restore ship's identity however fn ends (a panic included). A thread
+	// whose identity cannot be restored stays locked to this goroutine and
+	// ends with it instead of running others.
+	defer func() {
+		if rerr := setfs(os.Geteuid(), os.Getegid()); rerr != nil {
+			err = errors.Join(err, rerr)
+			return
+		}
+		runtime.UnlockOSThread()
+	}()
 	if err := setfs(u.UID, u.GID); err != nil {
-		// The thread's identity is unknown: let it die with the goroutine
-		// rather than serve others.
 		return err
 	}
-	restored := false
-	defer func() {
-		if restored {
-			runtime.UnlockOSThread()
-		}
-	}()
-	err := fn()
-	if rerr := setfs(os.Geteuid(), os.Getegid()); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	restored = true
-	return err
+	return fn()
 }
 
 // setfs sets the calling thread's fsgid and fsuid and checks that they took
