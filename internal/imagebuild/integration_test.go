@@ -156,6 +156,19 @@ type sandbox struct {
 // volume at /workspace.
 func startSandbox(t *testing.T, image string) *sandbox {
 	t.Helper()
+	pids, mem := int64(256), int64(2<<30)
+	return runSandbox(t, image, &container.Config{User: "1000:1000"}, &container.HostConfig{
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		NetworkMode: "none",
+		Resources:   container.Resources{PidsLimit: &pids, Memory: mem},
+	})
+}
+
+// runSandbox creates and starts a container of image with cfg and hc, a fresh named volume at
+// /workspace and the test label, all removed when the test ends.
+func runSandbox(t *testing.T, image string, cfg *container.Config, hc *container.HostConfig) *sandbox {
+	t.Helper()
 	e := shared.engine
 	ctx := t.Context()
 	labels := map[string]string{"dev.shipyard.test": "imagebuild"}
@@ -170,21 +183,10 @@ func startSandbox(t *testing.T, image string) *sandbox {
 			t.Errorf("remove volume %s: %v", vol, err)
 		}
 	})
-	pids, mem := int64(256), int64(2<<30)
+	cfg.Image, cfg.Labels = image, labels
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: vol, Target: "/workspace"})
 	c, err := e.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:  randomName("shipyard-imagetest-"),
-		Image: image,
-		Config: &container.Config{
-			User:   "1000:1000",
-			Labels: labels,
-		},
-		HostConfig: &container.HostConfig{
-			CapDrop:     []string{"ALL"},
-			SecurityOpt: []string{"no-new-privileges"},
-			NetworkMode: "none",
-			Mounts:      []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/workspace"}},
-			Resources:   container.Resources{PidsLimit: &pids, Memory: mem},
-		},
+		Name: randomName("shipyard-imagetest-"), Image: image, Config: cfg, HostConfig: hc,
 	})
 	if err != nil {
 		t.Fatalf("create container: %v", err)

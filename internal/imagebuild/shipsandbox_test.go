@@ -20,7 +20,6 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 )
 
@@ -45,18 +44,6 @@ func startShipSandbox(t *testing.T, pids int64) *shipSandbox {
 	img := testImage(t, FlavourBase)
 	e := shared.engine
 	ctx := t.Context()
-	labels := map[string]string{"dev.shipyard.test": "imagebuild"}
-	vol := randomName("shipyard-imagetest-")
-	if _, err := e.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: labels}); err != nil {
-		t.Fatalf("create volume: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx()
-		defer cancel()
-		if _, err := e.VolumeRemove(ctx, vol, client.VolumeRemoveOptions{Force: true}); err != nil {
-			t.Errorf("remove volume %s: %v", vol, err)
-		}
-	})
 	ins, err := e.ImageInspect(ctx, img.ContentTag)
 	if err != nil {
 		t.Fatal(err)
@@ -66,39 +53,19 @@ func startShipSandbox(t *testing.T, pids int64) *shipSandbox {
 	}
 	mem := int64(1 << 30)
 	noInit := false
-	c, err := e.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:  randomName("shipyard-imagetest-"),
-		Image: img.ContentTag,
-		Config: &container.Config{
-			User:   shipSandboxSecurity.User,
-			Labels: labels,
-			Env: []string{"SHIP_AUTH_TOKEN=" + shipTestToken, "SHIP_PROFILE_ENV_KEYS=PROFILE_A,PROFILE_B,MISSING",
-				"PROFILE_A=plain", "PROFILE_B=it's $HOME `x`"},
-		},
-		HostConfig: &container.HostConfig{
-			CapDrop:     []string{"ALL"},
-			CapAdd:      shipSandboxSecurity.CapAdd,
-			SecurityOpt: []string{"no-new-privileges:true"},
-			Init:        &noInit,
-			Mounts:      []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/workspace"}},
-			Resources:   container.Resources{PidsLimit: &pids, Memory: mem, MemorySwap: mem},
-		},
+	sb := runSandbox(t, img.ContentTag, &container.Config{
+		User: shipSandboxSecurity.User,
+		Env: []string{"SHIP_AUTH_TOKEN=" + shipTestToken, "SHIP_PROFILE_ENV_KEYS=PROFILE_A,PROFILE_B,MISSING",
+			"PROFILE_A=plain", "PROFILE_B=it's $HOME `x`"},
+	}, &container.HostConfig{
+		CapDrop:     []string{"ALL"},
+		CapAdd:      shipSandboxSecurity.CapAdd,
+		SecurityOpt: []string{"no-new-privileges:true"},
+		Init:        &noInit,
+		Resources:   container.Resources{PidsLimit: &pids, Memory: mem, MemorySwap: mem},
 	})
-	if err != nil {
-		t.Fatalf("create container: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := cleanupCtx()
-		defer cancel()
-		if _, err := e.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
-			t.Errorf("remove container: %v", err)
-		}
-	})
-	if _, err := e.ContainerStart(ctx, c.ID, client.ContainerStartOptions{}); err != nil {
-		t.Fatalf("start container: %v", err)
-	}
-	s := &shipSandbox{sandbox: &sandbox{t: t, e: e, id: c.ID}}
-	cins, err := e.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+	s := &shipSandbox{sandbox: sb}
+	cins, err := e.ContainerInspect(ctx, sb.id, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -310,25 +310,31 @@ func (u *User) killAllOnce() error {
 // Processes lists the pids of the live (not zombie) processes of the sandbox
 // user, from /proc.
 func (u *User) Processes() []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	want := strconv.Itoa(u.UID)
+	EachProcess(func(pid int, dir string) {
+		b, err := os.ReadFile(dir + "/status")
 		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
-		if err != nil {
-			continue
+			return
 		}
 		st := ParseStatus(string(b))
 		uid := strings.Fields(st["Uid"])
-		if len(uid) > 0 && uid[0] == strconv.Itoa(u.UID) && !strings.HasPrefix(st["State"], "Z") {
+		if len(uid) > 0 && uid[0] == want && !strings.HasPrefix(st["State"], "Z") {
 			out = append(out, pid)
 		}
-	}
+	})
 	return out
+}
+
+// EachProcess calls fn with the pid and the /proc directory of every process.
+func EachProcess(fn func(pid int, dir string)) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			fn(pid, "/proc/"+e.Name())
+		}
+	}
 }

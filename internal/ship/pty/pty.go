@@ -194,36 +194,25 @@ func killSession(sid int) {
 
 // SessionPIDs lists the processes whose session id is sid.
 func SessionPIDs(sid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	privsep.EachProcess(func(pid int, dir string) {
+		b, err := os.ReadFile(dir + "/stat")
 		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+			return
 		}
 		// Fields after the parenthesised command: state ppid pgrp session ...
 		s := string(b)
 		i := strings.LastIndexByte(s, ')')
 		if i < 0 {
-			continue
+			return
 		}
 		f := strings.Fields(s[i+1:])
-		if len(f) < 4 {
-			continue
-		}
-		if f[0] == "Z" {
-			continue // already dead, waiting to be reaped
+		if len(f) < 4 || f[0] == "Z" { // a zombie is already dead, waiting to be reaped
+			return
 		}
 		if got, err := strconv.Atoi(f[3]); err == nil && got == sid {
 			out = append(out, pid)
 		}
-	}
+	})
 	return out
 }
