@@ -84,7 +84,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 	}
 	defer t.Close()
 	if t.Len() > s.HeavyBytes {
-		release, err := s.acquireHeavy(r.Context())
+		release, err := s.acquireHeavy(r.Context(), 1)
 		if err != nil {
 			s.writeError(w, r, err)
 			return

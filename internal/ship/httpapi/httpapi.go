@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
 	"github.com/shipyard-dev/shipyard/internal/ship/shell"
@@ -49,10 +51,12 @@ type Server struct {
 	// HeavyOps bounds how many heavy operations run at once (default 2): JSON
 	// bodies over HeavyBytes (they are decoded in memory), edit_file (it loads
 	// the file) and read_file answers over HeavyBytes. Others wait for a slot,
-	// so ship's memory does not grow with the number of callers.
+	// so ship's memory does not grow with the number of callers. A JSON body
+	// over a quarter of MaxJSONBytes, or of unknown length, takes every slot:
+	// decoding it costs about three times its size.
 	HeavyOps   int
 	HeavyBytes int64
-	heavy      chan struct{}
+	heavy      *semaphore.Weighted
 	// DefaultPythonTimeout applies when a request has none.
 	DefaultPythonTimeout time.Duration
 	Log                  *slog.Logger
@@ -78,7 +82,7 @@ func (s *Server) Handler() http.Handler {
 	if s.HeavyBytes <= 0 {
 		s.HeavyBytes = 1 << 20
 	}
-	s.heavy = make(chan struct{}, s.HeavyOps)
+	s.heavy = semaphore.NewWeighted(int64(s.HeavyOps))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"message": "Ship API is running"})
@@ -142,32 +146,37 @@ func requestToken(r *http.Request) string {
 	return ""
 }
 
-// acquireHeavy waits for a heavy-operation slot (see Server.HeavyOps).
-func (s *Server) acquireHeavy(ctx context.Context) (release func(), err error) {
-	select {
-	case s.heavy <- struct{}{}:
-		return func() { <-s.heavy }, nil
-	case <-ctx.Done():
-		return nil, apierr.Wrap(shipapi.CodeInternal, ctx.Err(), "request cancelled while waiting for other large operations")
+// acquireHeavy waits for n heavy-operation slots (see Server.HeavyOps).
+func (s *Server) acquireHeavy(ctx context.Context, n int64) (release func(), err error) {
+	n = min(n, int64(s.HeavyOps))
+	if err := s.heavy.Acquire(ctx, n); err != nil {
+		return nil, apierr.Wrap(shipapi.CodeInternal, err, "request cancelled while waiting for other large operations")
 	}
+	return func() { s.heavy.Release(n) }, nil
 }
 
-// heavyBody runs h in a heavy-operation slot when the request body is over
-// HeavyBytes or of unknown length.
+// heavyBody runs h in heavy-operation slots when the request body is over
+// HeavyBytes or of unknown length: one slot, or all of them for a body over a
+// quarter of MaxJSONBytes or of unknown length.
 func (s *Server) heavyBody(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength >= 0 && r.ContentLength <= s.HeavyBytes {
+		switch n := r.ContentLength; {
+		case n >= 0 && n <= s.HeavyBytes:
 			h(w, r)
-			return
+		case n >= 0 && n <= s.MaxJSONBytes/4:
+			s.heavyN(1, h)(w, r)
+		default:
+			s.heavyN(int64(s.HeavyOps), h)(w, r)
 		}
-		s.heavyAlways(h)(w, r)
 	}
 }
 
-// heavyAlways runs h in a heavy-operation slot.
-func (s *Server) heavyAlways(h http.HandlerFunc) http.HandlerFunc {
+// heavyAlways runs h in one heavy-operation slot.
+func (s *Server) heavyAlways(h http.HandlerFunc) http.HandlerFunc { return s.heavyN(1, h) }
+
+func (s *Server) heavyN(n int64, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		release, err := s.acquireHeavy(r.Context())
+		release, err := s.acquireHeavy(r.Context(), n)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
