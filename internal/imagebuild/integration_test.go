@@ -183,7 +183,7 @@ func runSandbox(t *testing.T, image string, cfg *container.Config, hc *container
 			t.Errorf("remove volume %s: %v", vol, err)
 		}
 	})
-	cfg.Image, cfg.Labels = image, labels
+	cfg.Labels = labels
 	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: vol, Target: "/workspace"})
 	c, err := e.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: randomName("shipyard-imagetest-"), Image: image, Config: cfg, HostConfig: hc,
