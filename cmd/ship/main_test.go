@@ -162,3 +162,69 @@ func startShipAs(t *testing.T, bin string, env []string, uid int, args ...string
 	return startShip(t, "/usr/bin/setpriv", env, append([]string{
 		fmt.Sprintf("--reuid=%d", uid), fmt.Sprintf("--regid=%d", uid), "--clear-groups", "--", shared, "--listen", "127.0.0.1:0"}, args...)...)
 }
+
+// TestBinarySeparatesPrivileges starts the binary as root on this machine (with every
+// capability, no no-new-privileges: the most ship could get) and checks that it kept only
+// its own uid and SETUID, SETGID and KILL on every thread, bounding set included, and that
+// user code runs as the sandbox user with nothing and cannot touch ship. The same in a
+// container of the image: internal/imagebuild's TestShipSeparatesPrivilegesInContainer.
+func TestBinarySeparatesPrivileges(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root")
+		}
+		t.Skip("needs root")
+	}
+	bin := buildShip(t)
+	dir := sharedDir(t)
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	const token = "host-privsep-token"
+	env := append(os.Environ(), "SHIP_AUTH_TOKEN="+token)
+	cmd, addr := startShip(t, bin, env, "--listen", "127.0.0.1:0", "--workspace", ws, "--no-kernel", "--skills-dir", dir)
+	pid := cmd.Process.Pid
+
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	if len(tasks) < 2 {
+		t.Fatalf("threads: %v", tasks)
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, want := range []string{"Uid:\t999\t999\t999\t999", "Gid:\t999\t999\t999\t999", "CapEff:\t00000000000000e0",
+			"CapPrm:\t00000000000000e0", "CapInh:\t0000000000000000", "CapBnd:\t00000000000000e0", "CapAmb:\t0000000000000000"} {
+			if !strings.Contains(string(b), want+"\n") {
+				t.Errorf("%s lacks %q", f, want)
+			}
+		}
+	}
+
+	script := fmt.Sprintf(`id -u; id -G; grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status | tr -s '\t' ' '
+(exec 3</proc/%[1]d/environ) 2>/dev/null && echo ENVIRON-OPENED
+(exec 3</proc/%[1]d/mem) 2>/dev/null && echo MEM-OPENED
+kill -STOP %[1]d 2>/dev/null && echo STOPPED
+kill -9 %[1]d 2>/dev/null && echo KILLED
+echo > written; stat -c %%u:%%g written`, pid)
+	body, _ := json.Marshal(map[string]any{"command": script})
+	req, _ := http.NewRequest("POST", "http://"+addr+"/shell/exec", strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ Stdout, Stderr string }
+	json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	want := "1000\n1000\nCapPrm: 0000000000000000\nCapEff: 0000000000000000\nCapBnd: 00000000000000e0\n1000:1000\n"
+	if r.Stdout != want {
+		t.Errorf("user code sees:\n%s\nwant:\n%s(stderr %s)", r.Stdout, want, r.Stderr)
+	}
+	stopShip(t, cmd)
+}
