@@ -116,7 +116,6 @@ func effective(t *testing.T, cli *client.Client, id string) drivertest.Effective
 	eff := drivertest.Effective{
 		User:        c.Config.User,
 		CapDrop:     c.HostConfig.CapDrop,
-		CapAdd:      c.HostConfig.CapAdd,
 		SecurityOpt: c.HostConfig.SecurityOpt,
 		Privileged:  c.HostConfig.Privileged,
 		Memory:      c.HostConfig.Memory,
