@@ -60,14 +60,16 @@ type ErrorResponse struct {
 
 // Error codes carried in ErrorResponse.Code. They are stable: clients (bay) branch on them, so
 // a code is never renamed or reused for another meaning; new codes may be added. The HTTP status
-// of each is fixed and given here.
+// of each is fixed and given here. A shell cwd gets the codes of a file API path (its detail
+// starts with "cwd: "): access_denied when it leads outside the workspace (a symlink
+// included), not_found, not_directory, invalid_path.
 const (
 	CodeBadRequest    = "bad_request"     // 400: malformed body or arguments (a truncated upload included)
 	CodeNotFound      = "not_found"       // 404: file, directory, process or kernel missing
 	CodeAccessDenied  = "access_denied"   // 403: path escapes the workspace, or the sandbox user may not access it
 	CodeIsDirectory   = "is_directory"    // 400: a directory where a file is expected (the path "." included)
 	CodeNotDirectory  = "not_directory"   // 400: a file where a directory is expected
-	CodeInvalidPath   = "invalid_path"    // 400: NUL byte, a name over 255 bytes, a path over 4095 bytes; a shell cwd that is not a directory inside the workspace
+	CodeInvalidPath   = "invalid_path"    // 400: NUL byte, a name over 255 bytes, a path over 4095 bytes
 	CodeInvalidUTF8   = "invalid_utf8"    // 400: text read of a binary file
 	CodeTooLarge      = "too_large"       // 413: request body or upload over the size limit
 	CodeFileTooLarge  = "file_too_large"  // 413: text read (read_file) of more than its limit; download the file instead (PathFSDownload)

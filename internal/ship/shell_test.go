@@ -62,10 +62,18 @@ func TestShellExec(t *testing.T) {
 	// file API is: lexically outside, through a symlink leading outside, missing, or a file.
 	os.Symlink("/etc", filepath.Join(d.workspace, "etc-link"))
 	os.WriteFile(filepath.Join(d.workspace, "plain.txt"), []byte("x"), 0o644)
-	for _, cwd := range []string{"../", "/etc", "etc-link", "etc-link/ssl", "missing", "plain.txt"} {
+	for cwd, want := range map[string]struct {
+		status int
+		code   string
+	}{
+		"../": {403, shipapi.CodeAccessDenied}, "/etc": {403, shipapi.CodeAccessDenied},
+		"etc-link": {403, shipapi.CodeAccessDenied}, "etc-link/ssl": {403, shipapi.CodeAccessDenied},
+		"missing": {404, shipapi.CodeNotFound}, "plain.txt": {400, shipapi.CodeNotDirectory},
+		strings.Repeat("n", 256): {400, shipapi.CodeInvalidPath},
+	} {
 		st, b = d.post(t, "/shell/exec", map[string]any{"command": "pwd", "cwd": cwd})
-		if st != 400 || b["code"] != shipapi.CodeInvalidPath || !strings.HasPrefix(b["detail"].(string), "cwd: ") {
-			t.Fatalf("cwd %q: %d %v", cwd, st, b)
+		if st != want.status || b["code"] != want.code || !strings.HasPrefix(b["detail"].(string), "cwd: ") {
+			t.Fatalf("cwd %q: %d %v, want %d %s", cwd, st, b, want.status, want.code)
 		}
 	}
 	// Output beyond the cap is dropped and flagged.

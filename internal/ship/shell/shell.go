@@ -92,8 +92,8 @@ func New(cfg Config) *Runner {
 }
 
 // prepare validates the request and builds the command. A cwd that is not a
-// directory inside the workspace is an invalid_path error, as a path of the
-// file API would be.
+// directory inside the workspace is an error with the code a path of the file
+// API would get.
 func (r *Runner) prepare(req shipapi.ExecShellRequest) (*exec.Cmd, error) {
 	if strings.TrimSpace(req.Command) == "" {
 		return nil, apierr.New(shipapi.CodeBadRequest, "command must not be empty")
@@ -118,7 +118,9 @@ func (r *Runner) prepare(req shipapi.ExecShellRequest) (*exec.Cmd, error) {
 			})
 		}
 		if err != nil {
-			return nil, apierr.Wrap(shipapi.CodeInvalidPath, err, "cwd: "+apierr.MessageOf(err))
+			// The file API's code (access_denied for an escape, not_found, not_directory,
+			// invalid_path), so callers treat a cwd as they treat a path.
+			return nil, apierr.Wrap(apierr.CodeOf(err), err, "cwd: "+apierr.MessageOf(err))
 		}
 		dir = ws.Abs(rel)
 	}
