@@ -376,6 +376,35 @@ func TestShipHealsForkBombInContainer(t *testing.T) {
 	if n := len(strings.Split(strings.TrimSpace(procs), "\n")); n > 3 {
 		t.Errorf("%d processes of the sandbox user left after healing:\n%s", n, procs)
 	}
+
+	// Again, and this time the kernel dies while the bomb holds every slot, so its automatic
+	// restart fails: the next Python call must heal the sandbox and run.
+	s.shell("timeout 20 bash -c ':(){ :|:& };:'")
+	if st, b := s.call("POST", "/ipython/exec", map[string]any{"code": "import os; os._exit(1)", "timeout": 30}); st != 500 {
+		t.Fatalf("kernel exit: %d %s", st, b)
+	}
+	healed = ""
+	deadline = time.Now().Add(90 * time.Second)
+	for healed == "" && time.Now().Before(deadline) {
+		st, b := s.call("POST", "/ipython/exec", map[string]any{"code": "print(6*7)", "timeout": 30})
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		out, _ := m["output"].(map[string]any)
+		switch {
+		case st == 200 && m["success"] == true && out["text"] == "42":
+			healed = str(m, "notice")
+			if healed == "" {
+				healed = "(no notice)"
+			}
+		default:
+			t.Logf("python during the bomb: %d %s", st, b)
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+	t.Logf("python after the second bomb: %s", healed)
+	if !strings.Contains(healed, "killed all") {
+		t.Errorf("python did not heal the sandbox: %q; logs:\n%s", healed, s.logs())
+	}
 }
 
 // vm reads a Vm* figure (kB) of a process in the container.

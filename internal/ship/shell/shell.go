@@ -179,7 +179,7 @@ func Exhausted(u *privsep.User, log *slog.Logger) string {
 		return fmt.Sprintf("The sandbox had reached its process limit and ship failed to kill the sandbox user's %d processes.", n)
 	}
 	log.Warn("pids limit reached: killed every process of the sandbox user", "killed", n)
-	return fmt.Sprintf("The sandbox had reached its process limit: ship killed all %d processes of the sandbox user (background processes, terminals and the Python kernel included, which restarts with its state lost) and started the command again.", n)
+	return fmt.Sprintf("The sandbox had reached its process limit: ship killed all %d processes of the sandbox user (background processes, terminals and the Python kernel included, which restarts with its state lost) and tried again.", n)
 }
 
 func failure(msg string) *shipapi.ExecShellResponse {
