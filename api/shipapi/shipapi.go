@@ -14,6 +14,13 @@ const DefaultPort = 8123
 // Without it ship requires nothing (a runtime started by hand on a host).
 const EnvAuthToken = "SHIP_AUTH_TOKEN"
 
+// EnvSandboxUser names the environment variable ("uid:gid", the image sets 1000:1000) that asks
+// ship to separate privileges when it is started as root: it switches to its own system user
+// keeping only CAP_SETUID, CAP_SETGID and CAP_KILL and runs all user code as this user with no
+// capability. Started as another user ship runs everything as that user; without the variable
+// ship never changes its user.
+const EnvSandboxUser = "SHIP_SANDBOX_USER"
+
 // EnvProfileEnvKeys names the environment variable in which bay lists, comma-separated, the
 // variables of the sandbox profile's environment. Ship writes them to ProfileEnvFile at start
 // as `export KEY='value'` lines, so a shell that does not inherit ship's environment (a login

@@ -185,7 +185,7 @@ func TestBinarySeparatesPrivileges(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "host-privsep-token"
-	env := append(os.Environ(), "SHIP_AUTH_TOKEN="+token)
+	env := append(os.Environ(), "SHIP_AUTH_TOKEN="+token, "SHIP_SANDBOX_USER=1000:1000")
 	cmd, addr := startShip(t, bin, env, "--listen", "127.0.0.1:0", "--workspace", ws, "--no-kernel", "--skills-dir", dir)
 	pid := cmd.Process.Pid
 
@@ -227,4 +227,18 @@ echo > written; stat -c %%u:%%g written`, pid)
 		t.Errorf("user code sees:\n%s\nwant:\n%s(stderr %s)", r.Stdout, want, r.Stderr)
 	}
 	stopShip(t, cmd)
+
+	// Without SHIP_SANDBOX_USER ship never changes its user (a runtime started by hand).
+	plain, _ := startShip(t, bin, os.Environ(), "--listen", "127.0.0.1:0", "--workspace", ws, "--no-kernel", "--skills-dir", dir)
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", plain.Process.Pid)); err != nil || !strings.Contains(string(b), "Uid:\t0\t0\t0\t0\n") {
+		t.Errorf("ship without SHIP_SANDBOX_USER changed its user: %v\n%s", err, b)
+	}
+	stopShip(t, plain)
+	// A malformed sandbox user is refused before anything runs.
+	for _, bad := range []string{"1000", "0:0", "x:1", "999:999"} {
+		out, err := exec.Command(bin, "--sandbox-user", bad, "--workspace", ws).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "sandbox") && !strings.Contains(string(out), "ship uid") {
+			t.Errorf("--sandbox-user %s: %v %s", bad, err, out)
+		}
+	}
 }

@@ -298,7 +298,7 @@ func checkCommon(t *testing.T, img Result) *sandbox {
 	if _, ok := cfg.ExposedPorts["8123/tcp"]; !ok {
 		t.Errorf("exposed ports %v", cfg.ExposedPorts)
 	}
-	for _, env := range []string{"LANG=C.UTF-8", "HOME=/workspace", "SHIP_IMAGE=" + img.ContentTag} {
+	for _, env := range []string{"LANG=C.UTF-8", "HOME=/workspace", "SHIP_IMAGE=" + img.ContentTag, "SHIP_SANDBOX_USER=1000:1000"} {
 		if !slices.Contains(cfg.Env, env) {
 			t.Errorf("env lacks %s: %q", env, cfg.Env)
 		}

@@ -62,14 +62,16 @@ type archiveManifest struct {
 }
 
 // finalConfig derives the final image config from the root filesystem image:
-// its runtime configuration plus SHIP_IMAGE and the labels.
+// its runtime configuration plus SHIP_IMAGE, SHIP_SANDBOX_USER and the labels.
 func finalConfig(plan Plan, base image.InspectResponse, layerDiffID string, now time.Time) (archiveConfig, error) {
 	if base.Config == nil || len(base.RootFS.Layers) == 0 {
 		return archiveConfig{}, fmt.Errorf("root filesystem image %s has no config or layers", plan.RootfsTag)
 	}
 	cfg := *base.Config
-	cfg.Env = slices.DeleteFunc(slices.Clone(cfg.Env), func(e string) bool { return strings.HasPrefix(e, "SHIP_IMAGE=") })
-	cfg.Env = append(cfg.Env, "SHIP_IMAGE="+plan.ContentTag)
+	cfg.Env = slices.DeleteFunc(slices.Clone(cfg.Env), func(e string) bool {
+		return strings.HasPrefix(e, "SHIP_IMAGE=") || strings.HasPrefix(e, "SHIP_SANDBOX_USER=")
+	})
+	cfg.Env = append(cfg.Env, "SHIP_IMAGE="+plan.ContentTag, "SHIP_SANDBOX_USER="+SandboxUser)
 	labels := maps.Clone(cfg.Labels)
 	if labels == nil {
 		labels = map[string]string{}

@@ -29,7 +29,7 @@ import (
 // same recipe files, so that the content tags change too.
 const (
 	rootfsFormat = "shipyard-rootfs/1"
-	imageFormat  = "shipyard-image/3"
+	imageFormat  = "shipyard-image/4"
 )
 
 // Recipe paths inside Options.Recipe.
@@ -354,7 +354,7 @@ func contextName(recipePath string) string {
 // skills and the matplotlibrc under /opt/shipyard.
 const dockerfileTemplate = `FROM {{.RootfsTag}}
 COPY shipyard/ {{.ShipyardDir}}/
-ENV SHIP_IMAGE={{.ContentTag}}
+ENV SHIP_IMAGE={{.ContentTag}} SHIP_SANDBOX_USER={{.SandboxUser}}
 LABEL {{.Labels}}
 `
 
@@ -367,6 +367,7 @@ func (p Plan) Dockerfile() string {
 		"RootfsTag":   p.RootfsTag,
 		"ContentTag":  p.ContentTag,
 		"ShipyardDir": shipyardDir,
+		"SandboxUser": SandboxUser,
 		"Labels":      p.labelArgs(),
 	})
 	if err != nil {
@@ -399,6 +400,11 @@ func (p Plan) HotPaths() string {
 	}
 	return strings.Join(paths, ",")
 }
+
+// SandboxUser is the image's SHIP_SANDBOX_USER: started as root with it, ship
+// separates privileges and runs user code as this uid:gid (the user shipyard
+// of the hook).
+const SandboxUser = "1000:1000"
 
 // RuntimeCaps is the LabelRuntimeCaps value: the capabilities ship keeps to start user code as
 // 1000:1000 (SETUID, SETGID) and to signal it (KILL).
