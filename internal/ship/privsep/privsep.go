@@ -41,12 +41,6 @@ const (
 	ShipName = "ship"
 )
 
-// Sandbox user of the image: the user code runs as.
-const (
-	SandboxUID = 1000
-	SandboxGID = 1000
-)
-
 // Kept lists the capabilities ship keeps after Drop: start user processes as
 // the sandbox user (SETUID, SETGID; also setfsuid/setfsgid) and signal them
 // (KILL).
