@@ -377,8 +377,9 @@ func TestShipHealsForkBombInContainer(t *testing.T) {
 		t.Errorf("%d processes of the sandbox user left after healing:\n%s", n, procs)
 	}
 
-	// Again, and this time the kernel dies while the bomb holds every slot, so its automatic
-	// restart fails: the next Python call must heal the sandbox and run.
+	// Again, and this time the kernel dies while the bomb holds the slots, so its automatic
+	// restart may fail: the next Python calls must get a working kernel again (healing the
+	// sandbox when the restart failed) instead of failing until the sandbox is stopped.
 	s.shell("timeout 20 bash -c ':(){ :|:& };:'")
 	if st, b := s.call("POST", "/ipython/exec", map[string]any{"code": "import os; os._exit(1)", "timeout": 30}); st != 500 {
 		t.Fatalf("kernel exit: %d %s", st, b)
@@ -402,8 +403,8 @@ func TestShipHealsForkBombInContainer(t *testing.T) {
 		}
 	}
 	t.Logf("python after the second bomb: %s", healed)
-	if !strings.Contains(healed, "killed all") {
-		t.Errorf("python did not heal the sandbox: %q; logs:\n%s", healed, s.logs())
+	if healed == "" {
+		t.Errorf("python did not recover; logs:\n%s", s.logs())
 	}
 }
 
