@@ -8,14 +8,15 @@ BIN := bin
 TEST_TIMEOUT ?= 45m
 BENCH_OUT ?= bench-results
 
-.PHONY: all build run test bench bench-quick lint host-deps image image-base images clean leftovers
+.PHONY: all build run test bench bench-quick lint host-deps image image-base image-gull images clean leftovers
 
 all: build
 
-## build: static bin/ship (CGO_ENABLED=0), bin/bay and bin/shipyard.
+## build: static bin/ship and bin/gull (CGO_ENABLED=0), bin/bay and bin/shipyard.
 build:
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ship ./cmd/ship
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/gull ./cmd/gull
 	$(GO) build -trimpath -o $(BIN)/bay ./cmd/bay
 	$(GO) build -trimpath -o $(BIN)/shipyard ./cmd/shipyard
 
@@ -23,13 +24,16 @@ build:
 host-deps:
 	@scripts/install-deps.sh
 
-## image / image-base: build the sandbox image flavours when missing (content-tagged: an
-## unchanged recipe and ship binary are never rebuilt).
+## image / image-base / image-gull: build the sandbox image flavours when missing
+## (content-tagged: an unchanged recipe and runtime binary are never rebuilt). image-gull is
+## the browser runtime (gull:latest, with bin/gull).
 image: build host-deps
 	$(BIN)/bay image build --flavour full
 image-base: build host-deps
 	$(BIN)/bay image build --flavour base
-images: image-base image
+image-gull: build host-deps
+	$(BIN)/bay image build --flavour gull
+images: image-base image image-gull
 
 ## run: build everything, the sandbox image included when missing, then start bay on :8114
 ## with SQLite and the local Docker engine.

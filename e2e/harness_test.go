@@ -59,7 +59,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/bay: %v\n", err)
 		os.Exit(1)
 	}
+	restoreFirewall := testenv.KeepHostFirewallAsFound()
 	code := m.Run()
+	restoreFirewall()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -89,6 +91,8 @@ type bayOptions struct {
 	extraConfig string
 	// profiles replaces the default profiles block.
 	profiles string
+	// env is added to bay's environment.
+	env []string
 }
 
 // Bay is one running bay process.
@@ -104,6 +108,7 @@ type Bay struct {
 	created    []string
 	dir        string
 	cfg        string
+	env        []string
 }
 
 const defaultProfiles = `profiles:
@@ -138,7 +143,7 @@ func startBay(t *testing.T, o bayOptions) *Bay {
 		Extra: profiles + "\n" + o.extraConfig}
 	b := &Bay{t: t, URL: cfg.URL(), InstanceID: instance,
 		DBPath: filepath.Join(dir, "bay.db"), logs: &testenv.LogBuffer{},
-		http: &http.Client{Timeout: 5 * time.Minute}, dir: dir, cfg: cfg.YAML()}
+		http: &http.Client{Timeout: 5 * time.Minute}, dir: dir, cfg: cfg.YAML(), env: o.env}
 	t.Cleanup(b.stop)
 	b.launch()
 	return b
@@ -149,7 +154,7 @@ func (b *Bay) launch() {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	p, err := testenv.StartBay(ctx, testenv.BayOptions{Binary: bayBin, Dir: b.dir, Config: b.cfg, URL: b.URL, Log: b.logs})
+	p, err := testenv.StartBay(ctx, testenv.BayOptions{Binary: bayBin, Dir: b.dir, Config: b.cfg, URL: b.URL, Log: b.logs, Env: b.env})
 	if err != nil {
 		b.t.Fatalf("%v\n%s", err, b.logText())
 	}

@@ -51,12 +51,7 @@ func containerIP(t *testing.T, cli *client.Client, sandboxID string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	res, err := cli.ContainerList(ctx, client.ContainerListOptions{
-		Filters: make(client.Filters).Add("label", "bay.sandbox_id="+sandboxID)})
-	if err != nil || len(res.Items) != 1 {
-		t.Fatalf("list the container of %s: %v (%d found)", sandboxID, err, len(res.Items))
-	}
-	ins, err := cli.ContainerInspect(ctx, res.Items[0].ID, client.ContainerInspectOptions{})
+	ins, err := cli.ContainerInspect(ctx, runningContainer(t, cli, sandboxID), client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,9 @@ package image
 import "embed"
 
 // Files is the recipe tree: packages/*.txt, hooks/customize.sh, files/*,
-// skills/<name>/... (Dockerfile.registry and README.md are documentation for
+// skills/<name>/..., and the gull flavour's gull/customize.sh and
+// gull/skills/<name>/... (Dockerfile.registry and README.md are documentation for
 // people and not part of the hashed recipe).
 //
-//go:embed packages hooks files skills
+//go:embed packages hooks files skills gull
 var Files embed.FS

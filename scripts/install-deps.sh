@@ -2,22 +2,39 @@
 # Installs, idempotently, the Debian packages that building the sandbox image and running the
 # tests need: mmdebstrap (the image's root filesystem), and a host-side Jupyter kernel with
 # matplotlib for ship's tests (run with /usr/bin/python3; the pyenv python3 on PATH does not see
-# Debian's python3-* packages).
+# Debian's python3-* packages), the PostgreSQL server whose initdb/postgres binaries the
+# PostgreSQL store's tests run as a throw-away cluster (internal/testenv/pgtest; the package's
+# own cluster is not used), nftables for bay's sandbox firewall (internal/bay/netguard),
+# iproute2 for the network namespaces its test makes, and a headless Chromium with fonts for
+# gull's tests (/usr/lib/chromium/chromium-headless-shell, the binary the gull image runs; on
+# the host it comes from the host's Debian release, e.g. bookworm-security, not trixie).
 set -euo pipefail
-pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates)
+pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates postgresql nftables iproute2)
+# Installed without Recommends: Chromium's would pull in a desktop's worth of packages.
+browser_pkgs=(chromium-headless-shell fonts-liberation fonts-dejavu-core)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
+missing_browser=()
+for p in "${browser_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_browser+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ] && [ ${#missing_browser[@]} -eq 0 ]; then
   exit 0
 fi
+missing_all=("${missing[@]}" "${missing_browser[@]}")
 if [ "$(id -u)" != 0 ]; then
-  echo "missing packages: ${missing[*]}; run: sudo apt-get install -y ${missing[*]}" >&2
+  echo "missing packages: ${missing_all[*]}; run: sudo apt-get install -y ${missing_all[*]}" >&2
   exit 1
 fi
-echo "installing: ${missing[*]}"
+echo "installing: ${missing_all[*]}"
 apt-get update -qq
 # With recommends: mmdebstrap uses gpg and the other recommended helpers when it checks the
 # archive keyring; this is the set the image build was tested with.
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+if [ ${#missing_browser[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing_browser[@]}"
+fi

@@ -266,7 +266,7 @@ func TestTerminal(t *testing.T) {
 	}
 }
 
-// TestNoAuthorizationWithoutToken fixes reference defect 19: an anonymous client sends no
+// TestNoAuthorizationWithoutToken: unlike the reference client, an anonymous client sends no
 // Authorization header at all.
 func TestNoAuthorizationWithoutToken(t *testing.T) {
 	fake, c := newPair(t, "")
@@ -623,4 +623,17 @@ func TestDownloadStreams64MiB(t *testing.T) {
 	if alloc > 16<<20 {
 		t.Fatalf("download allocated %d bytes: buffered", alloc)
 	}
+}
+
+// The fake bay the clients' tests use is held to the contract the real bay passes
+// (internal/cli's real-bay test runs the same contract against the bay binary).
+func TestFakeHoldsTheContract(t *testing.T) {
+	fake := sdktest.New()
+	defer fake.Close()
+	fake.SetToken("contract-token")
+	c, err := sdk.New(fake.URL, "contract-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdktest.RunContract(t, c)
 }

@@ -155,3 +155,52 @@ func TestCancelDuringBackoffStopsRetries(t *testing.T) {
 		}
 	})
 }
+
+// A 4xx is the caller's mistake (or a decision, like 409): never retried, whatever the method;
+// 502/503/504 and network errors are retried only for requests safe to repeat (GET here), and
+// never for an exec without an Idempotency-Key.
+func TestClientErrorsAreNeverRetried(t *testing.T) {
+	answer := func(status int, code string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			io.WriteString(w, `{"error":{"code":"`+code+`","message":"x","request_id":"r"}}`)
+		}
+	}
+	cases := []struct {
+		status int
+		code   string
+		want   int // attempts of a GET
+	}{
+		{400, "is_a_directory", 1}, {400, "invalid_path", 1}, {400, "validation_error", 1}, {401, "unauthorized", 1},
+		{404, "file_not_found", 1}, {409, "conflict", 1}, {413, "payload_too_large", 1}, {422, "validation_error", 1},
+		{431, "headers_too_large", 1}, {499, "validation_error", 1},
+		{502, "ship_error", DefaultMaxRetries + 1}, {504, "timeout", DefaultMaxRetries + 1},
+	}
+	for _, tc := range cases {
+		synctest.Test(t, func(t *testing.T) {
+			var attempts int
+			h := answer(tc.status, tc.code)
+			c, err := New("http://bay.test", "", WithHTTPClient(&http.Client{Transport: handlerTransport{http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				attempts++
+				h(w, r)
+			})}}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.ReadFile(context.Background(), "sandbox-1", "."); err == nil {
+				t.Fatal("no error")
+			}
+			if attempts != tc.want {
+				t.Errorf("GET answered %d %s: %d attempts, want %d", tc.status, tc.code, attempts, tc.want)
+			}
+			attempts = 0
+			if _, err := c.ExecShell(context.Background(), "sandbox-1", ShellRequest{Command: "true"}); err == nil {
+				t.Fatal("no error")
+			}
+			if attempts != 1 {
+				t.Errorf("exec answered %d %s: %d attempts, want 1", tc.status, tc.code, attempts)
+			}
+		})
+	}
+}

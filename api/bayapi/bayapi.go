@@ -38,6 +38,23 @@ const (
 	MaxListLimit       = 200
 	DefaultHistLimit   = 100
 	MaxHistLimit       = 500
+	// MaxTTL bounds ttl and extend_by (seconds, 366 days; ours): a larger value is a 422
+	// (a sandbox that should never expire is created with ttl null or 0).
+	MaxTTL = 366 * 24 * 3600
+	// MaxOffset bounds the history offset query parameter.
+	MaxOffset = 1<<31 - 1
+	// Bounds of text fields and query strings (bytes; ours): larger is a 422.
+	MaxDescriptionLen = 4 << 10
+	MaxTagsLen        = 1 << 10
+	MaxNotesLen       = 64 << 10
+	MaxCursorLen      = 256
+	MaxProfileLen     = 256
+	MaxIDLen          = 256
+	// MaxPathLen and MaxNameLen bound a workspace path and each of its names (bytes; the
+	// limits of Linux file systems, less room for the workspace prefix): longer is 400
+	// invalid_path.
+	MaxPathLen = 4000
+	MaxNameLen = 255
 )
 
 // Sandbox statuses as computed by bay (never stored).
@@ -58,7 +75,7 @@ const (
 	CapTerminal   = "terminal"
 )
 
-// Error codes (section 3.2). The HTTP status of each is fixed; see StatusOf.
+// Error codes, as the reference API sends them. The HTTP status of each is fixed; see StatusOf.
 const (
 	CodeNotFound               = "not_found"                // 404
 	CodeUnauthorized           = "unauthorized"             // 401
@@ -71,6 +88,8 @@ const (
 	CodeSandboxExpired         = "sandbox_expired"          // 409
 	CodeSandboxTTLInfinite     = "sandbox_ttl_infinite"     // 409
 	CodeFileNotFound           = "file_not_found"           // 404
+	CodeIsADirectory           = "is_a_directory"           // 400 (ours: a directory where a file is expected)
+	CodeNotADirectory          = "not_a_directory"          // 400 (ours: a file where a directory is expected)
 	CodeSessionNotReady        = "session_not_ready"        // 503
 	CodeShipError              = "ship_error"               // 502
 	CodeTimeout                = "timeout"                  // 504
@@ -78,6 +97,7 @@ const (
 	CodeGCRunning              = "gc_running"               // 423 (ours: the reference used {"detail"})
 	CodeUnavailable            = "unavailable"              // 503 (ours: GC scheduler missing etc.)
 	CodeMethodNotAllowed       = "method_not_allowed"       // 405 (ours: the reference answered plain 405)
+	CodeHeadersTooLarge        = "headers_too_large"        // 431 (ours: request header fields too large)
 	CodeInternal               = "internal_error"           // 500
 )
 
@@ -93,7 +113,7 @@ func StatusOf(code string) int {
 		return 403
 	case CodeQuotaExceeded:
 		return 429
-	case CodeValidation, CodeInvalidPath, CodeCapabilityNotSupported:
+	case CodeValidation, CodeInvalidPath, CodeCapabilityNotSupported, CodeIsADirectory, CodeNotADirectory:
 		return 400
 	case CodeConflict, CodeSandboxExpired, CodeSandboxTTLInfinite:
 		return 409
@@ -109,6 +129,8 @@ func StatusOf(code string) int {
 		return 423
 	case CodeMethodNotAllowed:
 		return 405
+	case CodeHeadersTooLarge:
+		return 431
 	default:
 		return 500
 	}
@@ -252,9 +274,9 @@ type HealthResponse struct {
 
 // CreateSandboxRequest is POST /v1/sandboxes. A JSON body is required (may be {}).
 type CreateSandboxRequest struct {
-	Profile *string `json:"profile,omitempty"` // default python-default
-	CargoID *string `json:"cargo_id,omitempty"`
-	TTL     *Int    `json:"ttl,omitempty"` // seconds; null, 0 or negative = no expiry
+	Profile *string `json:"profile,omitempty" maxLength:"256"` // default python-default
+	CargoID *string `json:"cargo_id,omitempty" maxLength:"256"`
+	TTL     *Int    `json:"ttl,omitempty" maximum:"31622400" doc:"seconds; null, 0 or negative = no expiry; at most 366 days"`
 }
 
 // SandboxResponse is the shared sandbox object. Field order is the reference's.
@@ -287,7 +309,7 @@ type SandboxList struct {
 
 // ExtendTTLRequest is POST /v1/sandboxes/{id}/extend_ttl.
 type ExtendTTLRequest struct {
-	ExtendBy *Int `json:"extend_by"` // required, > 0
+	ExtendBy *Int `json:"extend_by" minimum:"1" maximum:"31622400" doc:"seconds, at most 366 days"` // required
 }
 
 // StatusResponse is {"status": "ok"} / {"status": "stopped"}.
@@ -299,10 +321,10 @@ type StatusResponse struct {
 
 type PythonExecRequest struct {
 	Code        *string `json:"code"` // required
-	Timeout     *Int    `json:"timeout,omitempty"`
+	Timeout     *Int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"seconds, default 30"`
 	IncludeCode bool    `json:"include_code,omitempty"`
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
 }
 
 type PythonExecData struct {
@@ -322,11 +344,11 @@ type PythonExecResponse struct {
 
 type ShellExecRequest struct {
 	Command     *string `json:"command"` // required
-	Timeout     *Int    `json:"timeout,omitempty"`
-	Cwd         *string `json:"cwd,omitempty"`
+	Timeout     *Int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"seconds, default 30"`
+	Cwd         *string `json:"cwd,omitempty" maxLength:"4000"`
 	IncludeCode bool    `json:"include_code,omitempty"`
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
 }
 
 type ShellExecResponse struct {
@@ -337,6 +359,66 @@ type ShellExecResponse struct {
 	ExecutionID     string  `json:"execution_id"`
 	ExecutionTimeMS int64   `json:"execution_time_ms"`
 	Command         *string `json:"command"`
+	// StdoutTruncated and StderrTruncated (ours) say that the command's stdout (output) or
+	// stderr (error) was longer than the runtime keeps and was cut.
+	StdoutTruncated bool `json:"stdout_truncated" doc:"the command's stdout was longer than the runtime keeps and output was cut"`
+	StderrTruncated bool `json:"stderr_truncated" doc:"the command's stderr was longer than the runtime keeps and error was cut"`
+}
+
+// BrowserExecRequest is POST .../browser/exec: one agent-browser command line (without the
+// "agent-browser" prefix; split into words like a POSIX shell, never run by one).
+type BrowserExecRequest struct {
+	Cmd          *string `json:"cmd"` // required
+	Timeout      *Int    `json:"timeout,omitempty" minimum:"1" maximum:"300" doc:"seconds, default 30"`
+	Description  *string `json:"description,omitempty" maxLength:"4096"`
+	Tags         *string `json:"tags,omitempty" maxLength:"1024"`
+	Learn        bool    `json:"learn,omitempty"`
+	IncludeTrace bool    `json:"include_trace,omitempty"`
+}
+
+// BrowserExecResponse is the answer of POST .../browser/exec. Error is the command's stderr,
+// null when empty.
+type BrowserExecResponse struct {
+	Success         bool    `json:"success"`
+	Output          string  `json:"output"`
+	Error           *string `json:"error"`
+	ExitCode        int     `json:"exit_code"`
+	ExecutionID     string  `json:"execution_id"`
+	ExecutionTimeMS int64   `json:"execution_time_ms"`
+	TraceRef        *string `json:"trace_ref"`
+}
+
+// BrowserBatchRequest is POST .../browser/exec_batch. Timeout is the budget of the whole batch.
+type BrowserBatchRequest struct {
+	Commands     []string `json:"commands"` // at least one
+	Timeout      *Int     `json:"timeout,omitempty" minimum:"1" maximum:"600" doc:"seconds for the whole batch, default 60"`
+	StopOnError  *bool    `json:"stop_on_error,omitempty" doc:"default true"`
+	Description  *string  `json:"description,omitempty" maxLength:"4096"`
+	Tags         *string  `json:"tags,omitempty" maxLength:"1024"`
+	Learn        bool     `json:"learn,omitempty"`
+	IncludeTrace bool     `json:"include_trace,omitempty"`
+}
+
+// BrowserStep is one command of a batch.
+type BrowserStep struct {
+	Cmd        string `json:"cmd"`
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	ExitCode   int    `json:"exit_code"`
+	StepIndex  int    `json:"step_index"`
+	DurationMS int64  `json:"duration_ms"`
+}
+
+// BrowserBatchResponse is the answer of POST .../browser/exec_batch.
+type BrowserBatchResponse struct {
+	Results         []BrowserStep `json:"results"`
+	TotalSteps      int           `json:"total_steps"`
+	CompletedSteps  int           `json:"completed_steps"`
+	Success         bool          `json:"success"`
+	DurationMS      int64         `json:"duration_ms"`
+	ExecutionID     string        `json:"execution_id"`
+	ExecutionTimeMS int64         `json:"execution_time_ms"`
+	TraceRef        *string       `json:"trace_ref"`
 }
 
 // FileContentResponse is GET .../filesystem/files.
@@ -396,9 +478,9 @@ type ExecutionHistoryList struct {
 
 // AnnotateExecutionRequest is PATCH .../history/{id}; null/absent fields are unchanged.
 type AnnotateExecutionRequest struct {
-	Description *string `json:"description,omitempty"`
-	Tags        *string `json:"tags,omitempty"`
-	Notes       *string `json:"notes,omitempty"`
+	Description *string `json:"description,omitempty" maxLength:"4096"`
+	Tags        *string `json:"tags,omitempty" maxLength:"1024"`
+	Notes       *string `json:"notes,omitempty" maxLength:"65536"`
 }
 
 // Exec types of history entries.
@@ -412,7 +494,7 @@ const (
 // ---- cargos ----
 
 type CreateCargoRequest struct {
-	SizeLimitMB *Int `json:"size_limit_mb,omitempty"` // 1..65536; null = config default
+	SizeLimitMB *Int `json:"size_limit_mb,omitempty" minimum:"1" maximum:"65536" doc:"null = config default"`
 }
 
 type CargoResponse struct {
@@ -514,6 +596,8 @@ const (
 	PathStop         = "/v1/sandboxes/{sandbox_id}/stop"
 	PathPythonExec   = "/v1/sandboxes/{sandbox_id}/python/exec"
 	PathShellExec    = "/v1/sandboxes/{sandbox_id}/shell/exec"
+	PathBrowserExec  = "/v1/sandboxes/{sandbox_id}/browser/exec"
+	PathBrowserBatch = "/v1/sandboxes/{sandbox_id}/browser/exec_batch"
 	PathFiles        = "/v1/sandboxes/{sandbox_id}/filesystem/files"
 	PathDirectories  = "/v1/sandboxes/{sandbox_id}/filesystem/directories"
 	PathUpload       = "/v1/sandboxes/{sandbox_id}/filesystem/upload"

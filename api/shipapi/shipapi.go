@@ -1,6 +1,6 @@
 // Package shipapi holds the wire types of the Ship runtime HTTP API (the daemon inside every
-// sandbox container, :8123). Field names and JSON shapes follow the reference contract
-// (shipyard-neo-contract.md section 7.1), so Bay and any existing client agree on the wire.
+// sandbox container, :8123). Field names and JSON shapes are those of the Python Shipyard Neo
+// runtime, so that Bay and any client written against that runtime agree on the wire.
 //
 // This package depends on the standard library only; both cmd/ship and bay's ship client import it.
 package shipapi

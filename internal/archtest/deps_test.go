@@ -27,6 +27,15 @@ var rules = []struct {
 		},
 		why: "ship runs inside every sandbox: no engine, database or control-plane code",
 	},
+	{
+		pkg: "./cmd/gull",
+		forbidden: []string{
+			module + "/internal/bay",
+			"github.com/moby/", "github.com/docker/", "k8s.io/",
+			"modernc.org/sqlite", "github.com/jackc/", "database/sql",
+		},
+		why: "gull runs inside every browser sandbox: no engine, database or control-plane code",
+	},
 	{pkg: "./sdk/...", forbidden: []string{module + "/internal/"}, why: "the SDK is public API only"},
 	{pkg: "./internal/cli/...", forbidden: []string{module + "/internal/bay"}, why: "the CLI talks to bay over HTTP only"},
 	{pkg: "./internal/mcp/...", forbidden: []string{module + "/internal/bay"}, why: "the MCP server talks to bay over HTTP only"},

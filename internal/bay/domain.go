@@ -8,10 +8,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/url"
+	"strings"
 	"time"
 )
 
-// ID prefixes (reference section 0.2): "<prefix>-<12 lowercase hex>".
+// ID prefixes: ids are "<prefix>-<12 lowercase hex>", as clients of the reference expect.
 const (
 	PrefixSandbox   = "sandbox"
 	PrefixSession   = "sess"
@@ -31,10 +32,19 @@ func NewID(prefix string) string {
 // VolumeName is the Docker volume / PVC name of a cargo: "bay-cargo-<cargo_id>".
 func VolumeName(cargoID string) string { return "bay-cargo-" + cargoID }
 
-// ContainerName is the container name of a single-container session: "bay-session-<session_id>".
-func ContainerName(sessionID string) string { return "bay-session-" + sessionID }
+// InstanceName is the driver instance of a session: "bay-session-<session_id>". It is derived
+// from the session id alone, so that a stop can destroy an instance whose creation is still
+// under way.
+func InstanceName(sessionID string) string { return InstancePrefix + sessionID }
 
-// Labels written on every container and volume bay creates (reference section 6.7).
+// InstancePrefix starts the name of every session instance.
+const InstancePrefix = "bay-session-"
+
+// SessionOfInstance returns the session id of an instance name, if it is one.
+func SessionOfInstance(name string) (string, bool) { return strings.CutPrefix(name, InstancePrefix) }
+
+// Labels written on every object bay creates on the container platform; the reference's
+// tools read the same names.
 const (
 	LabelOwner       = "bay.owner"
 	LabelSandboxID   = "bay.sandbox_id"
@@ -45,6 +55,11 @@ const (
 	LabelInstanceID  = "bay.instance_id"
 	LabelManaged     = "bay.managed"
 	LabelCreatedAt   = "bay.created_at" // ours: RFC 3339, for orphan GC's grace period
+	// Written by drivers on the objects of an instance.
+	LabelInstance      = "bay.instance"       // the instance name
+	LabelContainerName = "bay.container_name" // the container's name in its instance
+	LabelRuntimeType   = "bay.runtime_type"
+	LabelContainerSlot = "bay.container_slot" // the container's index in the instance spec
 )
 
 // OwnerWarmPool is the reserved owner of warm-pool sandboxes.
@@ -99,48 +114,43 @@ const (
 	SessionFailed   SessionState = "failed"
 )
 
-// sessionTransitions is the session state machine as data: the observed states a session may
-// move to from each state. Anything else is a bug and is refused by CanTransition.
-var sessionTransitions = map[SessionState][]SessionState{
-	SessionPending:  {SessionStarting, SessionStopped, SessionFailed},
-	SessionStarting: {SessionRunning, SessionFailed, SessionStopping, SessionStopped},
-	SessionRunning:  {SessionStopping, SessionStopped, SessionFailed, SessionPending},
-	SessionStopping: {SessionStopped, SessionFailed},
-	SessionFailed:   {SessionStarting, SessionStopped, SessionPending},
-	SessionStopped:  {SessionStarting, SessionPending},
-}
-
-// CanTransition reports whether a session may move from one observed state to another.
-func CanTransition(from, to SessionState) bool {
-	if from == to {
-		return true
-	}
-	for _, s := range sessionTransitions[from] {
-		if s == to {
-			return true
-		}
-	}
-	return false
-}
-
-// Session is the running container group of a sandbox. Internal: never exposed by id.
+// Session is the compute of a sandbox: one driver instance (InstanceName(ID)). Internal: never
+// exposed by id. A session row is created "starting", becomes "running" once every runtime
+// answers, or "failed" with no containers; stop and the reclaims delete the row.
 type Session struct {
-	ID             string
-	SandboxID      string
-	ProfileID      string
-	RuntimeType    string             // runtime type of the primary container ("ship")
-	ContainerID    string             // primary container id; "" until created
-	Endpoint       string             // primary base URL, e.g. http://172.18.0.5:8123; "" until ready
-	Containers     []SessionContainer // every container incl. the primary; nil for single-container
+	ID        string
+	SandboxID string
+	ProfileID string
+	// Containers are the instance's containers, the primary first; nil until the instance
+	// exists.
+	Containers     []SessionContainer
 	DesiredState   SessionState
 	ObservedState  SessionState
-	InstanceID     string // the bay instance that started it (for stale-start detection)
+	InstanceID     string // the bay boot that started it (for stale-start detection)
 	CreatedAt      time.Time
 	StartedAt      *time.Time // when it entered "starting"
 	LastObservedAt *time.Time
-	// RuntimeToken is the secret the runtime requires on every call but /health ("" for
+	// RuntimeToken is the secret the runtimes require on every call but /health ("" for
 	// sessions started without one). Never logged, never on the wire of bay's API.
 	RuntimeToken string
+}
+
+// Primary returns the primary container, or nil when the session has none.
+func (s *Session) Primary() *SessionContainer {
+	if s == nil || len(s.Containers) == 0 {
+		return nil
+	}
+	return &s.Containers[0]
+}
+
+// Container returns the session's container named name, or nil.
+func (s *Session) Container(name string) *SessionContainer {
+	for i := range s.Containers {
+		if s.Containers[i].Name == name {
+			return &s.Containers[i]
+		}
+	}
+	return nil
 }
 
 // RuntimeUserName is the user name of the credentials in an authorized runtime URL.
@@ -162,7 +172,7 @@ func (s *Session) AuthorizedURL(endpoint string) string {
 	return u.String()
 }
 
-// SessionContainer is one container of a multi-container session.
+// SessionContainer is one container of a session's instance.
 type SessionContainer struct {
 	Name         string   `json:"name"`
 	ContainerID  string   `json:"container_id"`
@@ -172,8 +182,11 @@ type SessionContainer struct {
 	Capabilities []string `json:"capabilities"`
 }
 
-// Ready reports whether the session can serve calls.
-func (s *Session) Ready() bool { return s.ObservedState == SessionRunning && s.Endpoint != "" }
+// Ready reports whether the session can serve calls: running, with a reachable primary.
+func (s *Session) Ready() bool {
+	p := s.Primary()
+	return s.ObservedState == SessionRunning && p != nil && p.Endpoint != ""
+}
 
 // Cargo backends.
 const BackendDockerVolume = "docker_volume"

@@ -31,7 +31,7 @@ const (
 
 // Pin is what a background decision about one sandbox was based on. The decision is taken on a
 // snapshot without any lock; the code that acts on it (the lifecycle service) re-reads the
-// sandbox under its per-sandbox lock and acts only if Holds still reports true, so a sandbox
+// sandbox in the transaction that acts and acts only if Holds still reports true, so a sandbox
 // revived meanwhile (new session, refreshed idle deadline, claimed from the warm pool) is never
 // destroyed.
 type Pin struct {

@@ -2,7 +2,7 @@ package bay
 
 import "time"
 
-// Computed sandbox statuses (reference section 1.8). "deleted" is internal only.
+// Computed sandbox statuses, as the API reports them. "deleted" is internal only.
 const (
 	StatusIdle     = "idle"
 	StatusStarting = "starting"

@@ -9,8 +9,9 @@
 //	1    the python code raised (traceback on stderr), or an unexpected local error
 //	N    shell: the remote command's exit status (0-255); 124 when bay reports -1 (timeout)
 //	64   usage error (bad flags or arguments)
-//	65   request rejected by bay: validation_error, invalid_path, capability_not_supported,
-//	     payload_too_large, HTTP 400/413/422
+//	65   request rejected by bay: validation_error, invalid_path, is_a_directory,
+//	     not_a_directory, capability_not_supported, payload_too_large, headers_too_large,
+//	     any other HTTP 4xx (never retried)
 //	66   not_found, file_not_found
 //	67   conflict, sandbox_expired, sandbox_ttl_infinite, gc_running
 //	69   bay unreachable, or unavailable: session_not_ready, unavailable, HTTP 503
@@ -259,7 +260,8 @@ func codeForAPI(e *sdk.Error) int {
 		return ExitAuth
 	case bayapi.CodeConflict, bayapi.CodeSandboxExpired, bayapi.CodeSandboxTTLInfinite, bayapi.CodeGCRunning:
 		return ExitConflict
-	case bayapi.CodeValidation, bayapi.CodeInvalidPath, bayapi.CodeCapabilityNotSupported, bayapi.CodePayloadTooLarge:
+	case bayapi.CodeValidation, bayapi.CodeInvalidPath, bayapi.CodeCapabilityNotSupported, bayapi.CodePayloadTooLarge,
+		bayapi.CodeIsADirectory, bayapi.CodeNotADirectory, bayapi.CodeHeadersTooLarge:
 		return ExitRejected
 	case bayapi.CodeSessionNotReady, bayapi.CodeUnavailable:
 		return ExitUnavailable

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 	"github.com/shipyard-dev/shipyard/sdk/sdktest"
 )
 
@@ -32,7 +33,9 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		panic("build bay: " + err.Error() + "\n" + string(out))
 	}
+	restoreFirewall := testenv.KeepHostFirewallAsFound()
 	code := m.Run()
+	restoreFirewall()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -155,6 +158,19 @@ func TestExitCodes(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 	})
+	t.Run("client mistake not retried", func(t *testing.T) {
+		if r := run(t, fake.URL, "content", "fs", "put", id, "-", "a.txt"); r.code != 0 {
+			t.Fatalf("put: %+v", r)
+		}
+		// One failure only: a retry would succeed, so success here would mean a retry.
+		fake.Fail(sdktest.Fault{Method: "GET", Path: "/v1/sandboxes/" + id + "/filesystem/download", Times: 1, Status: 400, Code: "is_a_directory", Message: "Path is a directory"})
+		if r := run(t, fake.URL, "", "fs", "cat", id, "a.txt"); r.code != 65 || !strings.Contains(r.stderr, "[is_a_directory] Path is a directory") {
+			t.Fatalf("%+v", r)
+		}
+		if r := run(t, fake.URL, "", "fs", "cat", id, "a.txt"); r.code != 0 || r.stdout != "content" {
+			t.Fatalf("after the fault: %+v", r)
+		}
+	})
 	t.Run("session not ready", func(t *testing.T) {
 		fake.Fail(sdktest.Fault{Method: "GET", Path: "/v1/sandboxes/" + id, Times: 10, Status: 503, Code: "session_not_ready", Details: map[string]any{"retry_after_ms": 1}})
 		if r := run(t, fake.URL, "", "sandbox", "get", id); r.code != 69 || !strings.Contains(r.stderr, "retry_after_ms") {
@@ -207,6 +223,17 @@ func TestShellExitCodePropagation(t *testing.T) {
 	})
 	if r = run(t, fake.URL, "", "shell", id, "sleep 999"); r.code != 124 || !strings.Contains(r.stderr, "timed out") {
 		t.Fatalf("timeout: %+v", r)
+	}
+	// Output the runtime cut is said so on stderr, and kept in the JSON.
+	fake.SetShellFunc(func(string, string) sdktest.ShellResult {
+		return sdktest.ShellResult{Stdout: "head", ExitCode: 0, StdoutTruncated: true}
+	})
+	if r = run(t, fake.URL, "", "shell", id, "yes"); r.code != 0 || r.stdout != "head\n" || !strings.Contains(r.stderr, "stdout cut by the sandbox") {
+		t.Fatalf("truncated: %+v", r)
+	}
+	r = run(t, fake.URL, "", "shell", id, "yes", "-o", "json")
+	if json.Unmarshal([]byte(r.stdout), &res); !res.StdoutTruncated || res.StderrTruncated {
+		t.Fatalf("truncated json: %+v", r)
 	}
 }
 

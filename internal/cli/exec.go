@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -142,6 +143,9 @@ the command's (124 if bay reports it timed out).`,
 					if res.Error != nil {
 						io.WriteString(a.stderr, withNewline(*res.Error))
 					}
+					if note := truncationNote(res); note != "" {
+						io.WriteString(a.stderr, note)
+					}
 				}
 				switch {
 				case res.ExitCode < 0:
@@ -155,4 +159,19 @@ the command's (124 if bay reports it timed out).`,
 	f.register(cmd, "command")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory relative to /workspace")
 	return cmd
+}
+
+// truncationNote tells, on stderr, that the runtime cut an output longer than it keeps.
+func truncationNote(res *bayapi.ShellExecResponse) string {
+	var which []string
+	if res.StdoutTruncated {
+		which = append(which, "stdout")
+	}
+	if res.StderrTruncated {
+		which = append(which, "stderr")
+	}
+	if len(which) == 0 {
+		return ""
+	}
+	return "shipyard: " + strings.Join(which, " and ") + " cut by the sandbox: longer than it keeps\n"
 }

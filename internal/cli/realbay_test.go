@@ -110,6 +110,9 @@ func TestRealBay(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The contract the clients' fake bay is held to, against the real bay.
+	t.Run("contract", func(t *testing.T) { sdktest.RunContract(t, c) })
+
 	t.Run("sdk", func(t *testing.T) {
 		if _, err := c.Health(ctx); err != nil {
 			t.Fatal(err)

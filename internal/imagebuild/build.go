@@ -245,7 +245,7 @@ func (b *builder) buildRootfs(ctx context.Context, plan Plan) (err error) {
 		return fmt.Errorf("temp dir for the hook: %w", err)
 	}
 	hook := filepath.Join(dir, "customize.sh")
-	hookData, err := readRecipe(plan, hookPath)
+	hookData, err := readRecipe(plan, plan.Flavour.spec().hook)
 	if err != nil {
 		return err
 	}
@@ -341,7 +341,7 @@ func (b *builder) importTar(ctx context.Context, r io.Reader, plan Plan) error {
 	resp, err := b.engine.ImageImport(ctx, client.ImageImportSource{Source: r, SourceName: "-"}, plan.RootfsTag,
 		client.ImageImportOptions{
 			Message: fmt.Sprintf("shipyard %s root filesystem (Debian %s)", plan.Flavour, plan.Suite),
-			Changes: append(slices.Clone(rootfsChanges),
+			Changes: append(slices.Clone(plan.Flavour.spec().changes),
 				fmt.Sprintf("LABEL %s=%s %s=%s %s=%s", LabelRootfsHash, plan.RootfsHash, LabelFlavour, plan.Flavour, LabelSuite, plan.Suite)),
 		})
 	if err != nil {
@@ -358,7 +358,7 @@ func (b *builder) importTar(ctx context.Context, r io.Reader, plan Plan) error {
 // filesystem and tags the result with the content and the friendly tags.
 func (b *builder) finalStep(ctx context.Context, plan Plan) error {
 	if !b.opts.ClassicBuild {
-		b.logf("[2/2] adding ship, skills and labels (ImageLoad of one layer on %s)", plan.RootfsTag)
+		b.logf("[2/2] adding %s, skills and labels (ImageLoad of one layer on %s)", plan.Flavour.spec().daemon, plan.RootfsTag)
 		err := b.loadImage(ctx, plan)
 		if err == nil {
 			return nil
@@ -368,7 +368,7 @@ func (b *builder) finalStep(ctx context.Context, plan Plan) error {
 		}
 		b.logf("    %v\n    falling back to the classic builder", err)
 	}
-	b.logf("[2/2] adding ship, skills and labels (ImageBuild FROM %s)", plan.RootfsTag)
+	b.logf("[2/2] adding %s, skills and labels (ImageBuild FROM %s)", plan.Flavour.spec().daemon, plan.RootfsTag)
 	_, err := b.buildImage(ctx, plan)
 	return err
 }
@@ -452,7 +452,7 @@ func (b *builder) pruneOld(ctx context.Context, plan Plan) {
 		repo, keep string
 		minAge     time.Duration
 	}{
-		{ImageRepo, plan.ContentTag, pruneContentMinAge},
+		{plan.Flavour.Repo(), plan.ContentTag, pruneContentMinAge},
 		{RootfsRepo, plan.RootfsTag, 0},
 	} {
 		l, err := b.engine.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("reference", repo.repo+":"+string(plan.Flavour)+"-*")})

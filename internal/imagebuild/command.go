@@ -8,8 +8,8 @@ import (
 
 // Command returns the `image` command group for the bay binary:
 //
-//	bay image build [--flavour full|base] [--force] [--ship-binary PATH] [--mirror URL]
-//	bay image tags  [--flavour full|base] [--ship-binary PATH]
+//	bay image build [--flavour full|base|gull] [--force] [--ship-binary PATH] [--mirror URL]
+//	bay image tags  [--flavour full|base|gull] [--ship-binary PATH]
 func Command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
@@ -35,7 +35,9 @@ runtime configuration (user 1000:1000, /workspace, port 8123).
 
 Images are tagged by content (ship:<flavour>-<hash>); an unchanged recipe and ship
 binary are not rebuilt, and a new ship binary only re-runs the fast last step.
-The full flavour is tagged ship:latest, the base flavour ship:base.
+The full flavour is tagged ship:latest, the base flavour ship:base. The gull flavour
+(gull:latest) is the browser runtime: headless Chromium, fonts and bin/gull instead of
+ship, Python and Node.
 
 Needs: mmdebstrap (apt-get install mmdebstrap), root (or user namespaces), a
 reachable Docker engine, the Debian archive, and bin/ship (make build).`,
@@ -61,10 +63,10 @@ reachable Docker engine, the Debian archive, and bin/ship (make build).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full (ship:latest) or base (ship:base)")
+	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full (ship:latest), base (ship:base) or gull (gull:latest)")
 	f.BoolVar(&all, "all", false, "build both flavours")
 	f.BoolVar(&opts.Force, "force", false, "rebuild even if an image with the same content tag exists (re-downloads all packages)")
-	f.StringVar(&opts.ShipBinary, "ship-binary", DefaultShipBinary, "static ship binary to put into the image (make build)")
+	f.StringVar(&opts.ShipBinary, "ship-binary", "", "static runtime binary to put into the image (make build; default "+DefaultShipBinary+", "+DefaultGullBinary+" for the gull flavour)")
 	f.StringVar(&opts.Mirror, "mirror", "", "Debian archive URL (default: the host's apt sources, else "+DefaultMirror+")")
 	f.StringVar(&opts.SecurityMirror, "security-mirror", "", `Debian security archive URL, or "none" (default: the host's apt sources unless --mirror is given)`)
 	f.StringVar(&opts.Tag, "tag", "", "friendly tag to point at the image (default ship:latest for full, ship:base for base)")
@@ -95,7 +97,7 @@ func tagsCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full or base")
-	f.StringVar(&opts.ShipBinary, "ship-binary", DefaultShipBinary, "static ship binary")
+	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full, base or gull")
+	f.StringVar(&opts.ShipBinary, "ship-binary", "", "static runtime binary (default "+DefaultShipBinary+", "+DefaultGullBinary+" for the gull flavour)")
 	return cmd
 }

@@ -68,10 +68,14 @@ func finalConfig(plan Plan, base image.InspectResponse, layerDiffID string, now 
 		return archiveConfig{}, fmt.Errorf("root filesystem image %s has no config or layers", plan.RootfsTag)
 	}
 	cfg := *base.Config
+	spec := plan.Flavour.spec()
 	cfg.Env = slices.DeleteFunc(slices.Clone(cfg.Env), func(e string) bool {
-		return strings.HasPrefix(e, "SHIP_IMAGE=") || strings.HasPrefix(e, "SHIP_SANDBOX_USER=")
+		return strings.HasPrefix(e, spec.imageEnv+"=") || strings.HasPrefix(e, "SHIP_SANDBOX_USER=")
 	})
-	cfg.Env = append(cfg.Env, "SHIP_IMAGE="+plan.ContentTag, "SHIP_SANDBOX_USER="+SandboxUser)
+	cfg.Env = append(cfg.Env, spec.imageEnv+"="+plan.ContentTag)
+	if spec.sandboxUser != "" {
+		cfg.Env = append(cfg.Env, "SHIP_SANDBOX_USER="+spec.sandboxUser)
+	}
 	labels := maps.Clone(cfg.Labels)
 	if labels == nil {
 		labels = map[string]string{}

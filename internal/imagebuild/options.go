@@ -34,25 +34,60 @@ const (
 	FlavourFull Flavour = "full"
 	// FlavourBase is the small image for fast tests (ship:base).
 	FlavourBase Flavour = "base"
+	// FlavourGull is the browser runtime's image (gull:latest): headless
+	// Chromium, fonts and the gull daemon; no Python, no Node.
+	FlavourGull Flavour = "gull"
 )
 
 // Flavours lists the known flavours.
-var Flavours = []Flavour{FlavourFull, FlavourBase}
+var Flavours = []Flavour{FlavourFull, FlavourBase, FlavourGull}
 
-// Valid reports whether f is a known flavour.
-func (f Flavour) Valid() bool { return f == FlavourFull || f == FlavourBase }
-
-// DefaultTag is the friendly tag of a flavour: ship:latest or ship:base.
-func (f Flavour) DefaultTag() string {
-	if f == FlavourFull {
-		return "ship:latest"
-	}
-	return "ship:" + string(f)
+// flavourSpec is what differs between the flavours.
+type flavourSpec struct {
+	repo     string   // repository of the content and friendly tags
+	tag      string   // friendly tag
+	lists    []string // package lists under packages/
+	hook     string   // customize hook in the recipe
+	daemon   string   // the runtime binary: /opt/shipyard/bin/<daemon>
+	binary   string   // its default path on the host
+	imageEnv string   // variable naming the content tag in the image
+	filesDir string   // recipe dir copied to /opt/shipyard ("" for none)
+	skills   string   // recipe dir copied to /opt/shipyard/skills
+	changes  []string // runtime configuration of the imported root filesystem
+	// sandboxUser is the image's SHIP_SANDBOX_USER and runtimeCaps its LabelRuntimeCaps: set
+	// for the flavours whose runtime separates privileges (ship), empty for the others.
+	sandboxUser string
+	runtimeCaps string
 }
 
+var flavourSpecs = map[Flavour]flavourSpec{
+	FlavourFull: {repo: ImageRepo, tag: "ship:latest", lists: []string{"base", "full"}, hook: hookPath,
+		daemon: "ship", binary: DefaultShipBinary, imageEnv: "SHIP_IMAGE", filesDir: filesDir, skills: skillsDir, changes: rootfsChanges,
+		sandboxUser: SandboxUser, runtimeCaps: RuntimeCaps},
+	FlavourBase: {repo: ImageRepo, tag: "ship:base", lists: []string{"base"}, hook: hookPath,
+		daemon: "ship", binary: DefaultShipBinary, imageEnv: "SHIP_IMAGE", filesDir: filesDir, skills: skillsDir, changes: rootfsChanges,
+		sandboxUser: SandboxUser, runtimeCaps: RuntimeCaps},
+	FlavourGull: {repo: GullImageRepo, tag: "gull:latest", lists: []string{"gull"}, hook: gullHookPath,
+		daemon: "gull", binary: DefaultGullBinary, imageEnv: "GULL_IMAGE", skills: gullSkillsDir, changes: gullRootfsChanges},
+}
+
+func (f Flavour) spec() flavourSpec { return flavourSpecs[f] }
+
+// Valid reports whether f is a known flavour.
+func (f Flavour) Valid() bool { _, ok := flavourSpecs[f]; return ok }
+
+// DefaultTag is the friendly tag of a flavour: ship:latest, ship:base or
+// gull:latest.
+func (f Flavour) DefaultTag() string { return f.spec().tag }
+
+// Repo is the repository of the flavour's images: ship or gull.
+func (f Flavour) Repo() string { return f.spec().repo }
+
 const (
-	// DefaultShipBinary is where `make build` puts the static ship binary.
+	// DefaultShipBinary is where `make build` puts the static ship binary,
+	// DefaultGullBinary the static gull binary.
 	DefaultShipBinary = "bin/ship"
+	DefaultGullBinary = "bin/gull"
 	// DefaultSuite is the Debian release of the root filesystem.
 	DefaultSuite = "trixie"
 	// DefaultSourceDateEpoch pins file times for reproducible root
@@ -60,10 +95,13 @@ const (
 	DefaultSourceDateEpoch = 1754697600
 	// ImageRepo and RootfsRepo are the repositories of the final and the
 	// intermediate (imported) images.
-	ImageRepo  = "ship"
-	RootfsRepo = "shipyard-rootfs"
-	// ShipPort is the port the ship daemon listens on in the container.
+	ImageRepo     = "ship"
+	GullImageRepo = "gull"
+	RootfsRepo    = "shipyard-rootfs"
+	// ShipPort is the port the ship daemon listens on in the container,
+	// GullPort the gull daemon's.
 	ShipPort = 8123
+	GullPort = 8115
 	// NoSecurityMirror disables the trixie-security suite.
 	NoSecurityMirror = "none"
 )
@@ -109,12 +147,13 @@ var _ Engine = (*client.Client)(nil)
 // Options configure Build and EnsureImage. The zero value builds the full
 // flavour from bin/ship with the host's Debian mirror.
 type Options struct {
-	// Flavour is full (default) or base.
+	// Flavour is full (default), base or gull.
 	Flavour Flavour
 	// Tag is the friendly tag pointed at the built image; default
 	// Flavour.DefaultTag().
 	Tag string
-	// ShipBinary is the path of the static ship binary; default bin/ship.
+	// ShipBinary is the path of the flavour's static runtime binary: ship
+	// (default bin/ship), or gull for the gull flavour (default bin/gull).
 	ShipBinary string
 	// Mirror is the Debian archive URL (for the trixie and trixie-updates
 	// suites); default: the host's apt sources, else deb.debian.org.
@@ -178,13 +217,13 @@ func (o Options) withDefaults() (Options, error) {
 		o.Flavour = FlavourFull
 	}
 	if !o.Flavour.Valid() {
-		return o, fmt.Errorf("unknown flavour %q (want full or base)", o.Flavour)
+		return o, fmt.Errorf("unknown flavour %q (want full, base or gull)", o.Flavour)
 	}
 	if o.Tag == "" {
 		o.Tag = o.Flavour.DefaultTag()
 	}
 	if o.ShipBinary == "" {
-		o.ShipBinary = DefaultShipBinary
+		o.ShipBinary = o.Flavour.spec().binary
 	}
 	if o.Suite == "" {
 		o.Suite = DefaultSuite

@@ -34,12 +34,15 @@ const (
 
 // Recipe paths inside Options.Recipe.
 const (
-	packagesDir  = "packages"
-	hookPath     = "hooks/customize.sh"
-	filesDir     = "files"
-	skillsDir    = "skills"
-	shipyardDir  = "/opt/shipyard"
-	mplConfigDir = shipyardDir + "/mplconfig"
+	packagesDir = "packages"
+	hookPath    = "hooks/customize.sh"
+	filesDir    = "files"
+	skillsDir   = "skills"
+	// The gull flavour's hook and skills.
+	gullHookPath  = "gull/customize.sh"
+	gullSkillsDir = "gull/skills"
+	shipyardDir   = "/opt/shipyard"
+	mplConfigDir  = shipyardDir + "/mplconfig"
 )
 
 // mmdebstrap settings that shape the root filesystem (part of its hash).
@@ -102,12 +105,13 @@ func newPlan(opts Options) (Plan, error) {
 		sourceDateEpoch: opts.SourceDateEpoch,
 		recipe:          recipe,
 	}
+	spec := opts.Flavour.spec()
 	pkgs, err := Packages(recipe, opts.Flavour)
 	if err != nil {
 		return Plan{}, err
 	}
 	p.Packages = pkgs
-	hook, err := fs.ReadFile(recipe, hookPath)
+	hook, err := fs.ReadFile(recipe, spec.hook)
 	if err != nil {
 		return Plan{}, fmt.Errorf("read recipe hook: %w", err)
 	}
@@ -128,16 +132,16 @@ func newPlan(opts Options) (Plan, error) {
 	h.field("source-date-epoch", strconv.FormatInt(p.sourceDateEpoch, 10))
 	h.list("dpkgopts", dpkgOpts)
 	h.list("aptopts", aptOpts)
-	h.list("changes", rootfsChanges)
+	h.list("changes", spec.changes)
 	h.list("packages", p.Packages)
-	h.field(hookPath, string(hook))
+	h.field(spec.hook, string(hook))
 	p.RootfsHash = h.sum()
 	p.RootfsTag = RootfsRepo + ":" + string(p.Flavour) + "-" + p.RootfsHash[:12]
 
 	h = newHasher(imageFormat)
 	h.field("rootfs", p.RootfsHash)
-	h.field("dockerfile", dockerfileTemplate)
-	files, err := contextFiles(recipe)
+	h.field("dockerfile", p.dockerfileTemplate())
+	files, err := contextFiles(recipe, spec)
 	if err != nil {
 		return Plan{}, err
 	}
@@ -146,21 +150,18 @@ func newPlan(opts Options) (Plan, error) {
 	}
 	h.field("ship", p.ShipSHA256)
 	h.field("hot-paths", p.HotPaths())
-	h.field("runtime-caps", RuntimeCaps)
+	h.field("sandbox-user", spec.sandboxUser)
+	h.field("runtime-caps", spec.runtimeCaps)
 	p.ContentHash = h.sum()
-	p.ContentTag = ImageRepo + ":" + string(p.Flavour) + "-" + p.ContentHash[:12]
+	p.ContentTag = spec.repo + ":" + string(p.Flavour) + "-" + p.ContentHash[:12]
 	return p, nil
 }
 
 // Packages returns the sorted, de-duplicated package list of a flavour: base.txt,
-// plus full.txt for the full flavour.
+// plus full.txt for the full flavour; gull.txt alone for the gull flavour.
 func Packages(recipe fs.FS, f Flavour) ([]string, error) {
-	lists := []string{"base"}
-	if f == FlavourFull {
-		lists = append(lists, "full")
-	}
 	var pkgs []string
-	for _, name := range lists {
+	for _, name := range f.spec().lists {
 		p := path.Join(packagesDir, name+".txt")
 		data, err := fs.ReadFile(recipe, p)
 		if err != nil {
@@ -244,8 +245,8 @@ func (h *hasher) sum() string {
 func readShip(p string) ([]byte, error) {
 	st, err := os.Stat(p)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("ship binary %s not found: build it first with `make build` "+
-			"(CGO_ENABLED=0 go build -o bin/ship ./cmd/ship) or pass --ship-binary: %w", p, err)
+		return nil, fmt.Errorf("runtime binary %s not found: build it first with `make build` "+
+			"(CGO_ENABLED=0 go build -o bin/ship ./cmd/ship, or ./cmd/gull for the gull flavour) or pass --ship-binary: %w", p, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ship binary: %w", err)
@@ -289,10 +290,14 @@ type ctxFile struct {
 }
 
 // contextFiles lists the recipe files that the ImageBuild step adds, sorted:
-// files/* and skills/**.
-func contextFiles(recipe fs.FS) ([]ctxFile, error) {
+// the flavour's files dir (files/*) and skills dir (skills/** or
+// gull/skills/**).
+func contextFiles(recipe fs.FS, spec flavourSpec) ([]ctxFile, error) {
 	var out []ctxFile
-	for _, dir := range []string{filesDir, skillsDir} {
+	for _, dir := range []string{spec.filesDir, spec.skills} {
+		if dir == "" {
+			continue
+		}
 		err := fs.WalkDir(recipe, dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -307,7 +312,7 @@ func contextFiles(recipe fs.FS) ([]ctxFile, error) {
 			if err != nil {
 				return err
 			}
-			out = append(out, ctxFile{recipePath: p, name: contextName(p), data: data, mode: 0o644})
+			out = append(out, ctxFile{recipePath: p, name: contextName(p, spec), data: data, mode: 0o644})
 			return nil
 		})
 		if err != nil {
@@ -338,11 +343,31 @@ var rootfsChanges = []string{
 	`CMD ["/usr/local/bin/ship"]`,
 }
 
+// gullRootfsChanges configure the gull flavour's root filesystem: the same
+// user and workspace as ship's, the gull daemon on its port.
+var gullRootfsChanges = []string{
+	"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"ENV LANG=C.UTF-8",
+	"ENV HOME=/workspace",
+	"ENV USER=shipyard",
+	"USER 1000:1000",
+	"WORKDIR /workspace",
+	"EXPOSE " + strconv.Itoa(GullPort) + "/tcp",
+	`ENTRYPOINT ["/usr/bin/tini", "--"]`,
+	`CMD ["/usr/local/bin/gull"]`,
+}
+
 // contextName maps a recipe path to its build context path: files/X goes to
-// shipyard/X, skills/... to shipyard/skills/... (all copied to /opt/shipyard).
-func contextName(recipePath string) string {
-	if rest, ok := strings.CutPrefix(recipePath, filesDir+"/"); ok {
-		return "shipyard/" + rest
+// shipyard/X, the skills dir's X to shipyard/skills/X (all copied to
+// /opt/shipyard).
+func contextName(recipePath string, spec flavourSpec) string {
+	if spec.filesDir != "" {
+		if rest, ok := strings.CutPrefix(recipePath, spec.filesDir+"/"); ok {
+			return "shipyard/" + rest
+		}
+	}
+	if rest, ok := strings.CutPrefix(recipePath, spec.skills+"/"); ok {
+		return "shipyard/skills/" + rest
 	}
 	return "shipyard/" + recipePath
 }
@@ -354,20 +379,30 @@ func contextName(recipePath string) string {
 // skills and the matplotlibrc under /opt/shipyard.
 const dockerfileTemplate = `FROM {{.RootfsTag}}
 COPY shipyard/ {{.ShipyardDir}}/
-ENV SHIP_IMAGE={{.ContentTag}} SHIP_SANDBOX_USER={{.SandboxUser}}
+ENV SHIP_IMAGE={{.ContentTag}}{{.SandboxEnv}}
 LABEL {{.Labels}}
 `
 
 var dockerfileTmpl = template.Must(template.New("Dockerfile").Option("missingkey=error").Parse(dockerfileTemplate))
 
+// dockerfileTemplate is the flavour's template: ship's names its content tag
+// SHIP_IMAGE, gull's GULL_IMAGE.
+func (p Plan) dockerfileTemplate() string {
+	return strings.Replace(dockerfileTemplate, "SHIP_IMAGE", p.Flavour.spec().imageEnv, 1)
+}
+
 // Dockerfile renders the Dockerfile of the ImageBuild step.
 func (p Plan) Dockerfile() string {
+	tmpl := dockerfileTmpl
+	if t := p.dockerfileTemplate(); t != dockerfileTemplate {
+		tmpl = template.Must(template.New("Dockerfile").Option("missingkey=error").Parse(t))
+	}
 	var b strings.Builder
-	err := dockerfileTmpl.Execute(&b, map[string]any{
+	err := tmpl.Execute(&b, map[string]any{
 		"RootfsTag":   p.RootfsTag,
 		"ContentTag":  p.ContentTag,
 		"ShipyardDir": shipyardDir,
-		"SandboxUser": SandboxUser,
+		"SandboxEnv":  p.sandboxEnv(),
 		"Labels":      p.labelArgs(),
 	})
 	if err != nil {
@@ -394,11 +429,22 @@ var suitePython = map[string]string{"bookworm": "3.11", "trixie": "3.13"}
 // nothing writes at run time (uid 1000 cannot). Bay's Docker driver may serve them from a
 // volume when the engine's storage driver is slow to read (fuse-overlayfs).
 func (p Plan) HotPaths() string {
+	if p.Flavour == FlavourGull {
+		return "" // no Python
+	}
 	paths := []string{"/usr/lib/python3"}
 	if v := suitePython[p.Suite]; v != "" {
 		paths = append(paths, "/usr/lib/python"+v)
 	}
 	return strings.Join(paths, ",")
+}
+
+// sandboxEnv is the ENV addition of the flavour's sandbox user ("" for none).
+func (p Plan) sandboxEnv() string {
+	if u := p.Flavour.spec().sandboxUser; u != "" {
+		return " SHIP_SANDBOX_USER=" + u
+	}
+	return ""
 }
 
 // SandboxUser is the image's SHIP_SANDBOX_USER: started as root with it, ship
@@ -412,7 +458,7 @@ const RuntimeCaps = "SETUID,SETGID,KILL"
 
 // Labels are set on the final image.
 func (p Plan) Labels() map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		LabelHotPaths:    p.HotPaths(),
 		LabelHotPathsKey: p.RootfsHash, // the hot paths come from the root filesystem alone
 		LabelFlavour:     string(p.Flavour),
@@ -422,8 +468,16 @@ func (p Plan) Labels() map[string]string {
 		LabelSuite:       p.Suite,
 		LabelContentTag:  p.ContentTag,
 		LabelBuilderVers: imageFormat,
-		LabelRuntimeCaps: RuntimeCaps,
+		LabelRuntimeCaps: p.Flavour.spec().runtimeCaps,
 	}
+	if l[LabelRuntimeCaps] == "" {
+		delete(l, LabelRuntimeCaps)
+	}
+	if l[LabelHotPaths] == "" {
+		delete(l, LabelHotPaths)
+		delete(l, LabelHotPathsKey)
+	}
+	return l
 }
 
 // WriteContext writes the ImageBuild context as a tar: Dockerfile and
@@ -456,11 +510,12 @@ func (p Plan) WriteLayer(w io.Writer) error {
 // addedFiles are the files added on top of the root filesystem, named
 // shipyard/... (their path under /opt).
 func (p Plan) addedFiles() ([]ctxFile, error) {
-	files, err := contextFiles(p.recipe)
+	spec := p.Flavour.spec()
+	files, err := contextFiles(p.recipe, spec)
 	if err != nil {
 		return nil, err
 	}
-	return append(files, ctxFile{name: "shipyard/bin/ship", data: p.ship, mode: 0o755}), nil
+	return append(files, ctxFile{name: "shipyard/bin/" + spec.daemon, data: p.ship, mode: 0o755}), nil
 }
 
 // writeTar writes files sorted by name, each preceded by its not yet written

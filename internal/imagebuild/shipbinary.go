@@ -14,11 +14,17 @@ import (
 // so that tests get the same bytes, hence the same content tag, as a
 // developer's bin/ship.
 func BuildShip(ctx context.Context, moduleDir, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/ship")
+	return BuildDaemon(ctx, moduleDir, "ship", out)
+}
+
+// BuildDaemon compiles the static runtime daemon ./cmd/<name> (ship or gull)
+// of the module at moduleDir into out (CGO_ENABLED=0 go build).
+func BuildDaemon(ctx context.Context, moduleDir, name, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build ship (CGO_ENABLED=0 go build ./cmd/ship in %s): %w\n%s", moduleDir, err, b)
+		return fmt.Errorf("build %s (CGO_ENABLED=0 go build ./cmd/%s in %s): %w\n%s", name, name, moduleDir, err, b)
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
-// Package mcp is Shipyard's MCP server: the tools of the reference Shipyard Neo MCP server
-// (contract section 8.1), with the same names, arguments and markdown results, implemented
+// Package mcp is Shipyard's MCP server: the tools of the Python Shipyard Neo MCP server, with
+// the same names, arguments and markdown results, implemented
 // over the public Go SDK (package sdk) with the official Go MCP SDK. It links nothing of
 // bay's implementation.
 //

@@ -285,7 +285,7 @@ func validationPaths(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server
 		t.Fatalf("invalid arguments reached bay %d times", n)
 	}
 	// API errors carry the code, message and details.
-	fails(t, s, "read_file", map[string]any{"sandbox_id": id, "path": "missing.txt"}, "**API Error:** [ship_error] Ship request failed: 404")
+	fails(t, s, "read_file", map[string]any{"sandbox_id": id, "path": "missing.txt"}, "**API Error:** [file_not_found] File not found: missing.txt")
 	fails(t, s, "create_sandbox", map[string]any{"profile": "nope"}, "**API Error:** [validation_error] Invalid profile: nope")
 	fails(t, s, "extend_ttl", map[string]any{"sandbox_id": id, "extend_by": 5}, "**API Error:** [sandbox_ttl_infinite]", `details: {"sandbox_id":"`+id+`"}`)
 	fake.Fail(sdktest.Fault{Method: "POST", Path: "/v1/sandboxes/" + id + "/python/exec", Status: 503, Code: "session_not_ready", Times: 10,

@@ -11,11 +11,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/jupyter"
 	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
@@ -180,8 +180,8 @@ func (m *Main) Run(ctx context.Context) error {
 
 	// The kernel, shells and terminals do not inherit the runtime token (code in the sandbox
 	// has no use for it; the token only guards ship from other sandboxes and host users).
-	env := withoutEnv(os.Environ(), shipapi.EnvAuthToken)
-	kernelEnv := withEnv(env, "PYDEVD_DISABLE_FILE_VALIDATION=1", "MPLBACKEND="+kernelMPLBackend)
+	env := runtimekit.WithoutEnv(os.Environ(), shipapi.EnvAuthToken)
+	kernelEnv := runtimekit.WithEnv(env, "PYDEVD_DISABLE_FILE_VALIDATION=1", "MPLBACKEND="+kernelMPLBackend)
 	var onExhausted func() string
 	if cfg.Sandbox != nil {
 		onExhausted = func() string { return shell.Exhausted(cfg.Sandbox, log) }
@@ -212,7 +212,7 @@ func (m *Main) Run(ctx context.Context) error {
 	})
 	term := &pty.Handler{
 		Dir:  ws.Dir(),
-		Env:  withEnv(env, "HOME="+ws.Dir(), "SHELL=/bin/bash"),
+		Env:  runtimekit.WithEnv(env, "HOME="+ws.Dir(), "SHELL=/bin/bash"),
 		User: cfg.Sandbox,
 		Log:  base.With("component", "terminal"),
 	}
@@ -220,7 +220,7 @@ func (m *Main) Run(ctx context.Context) error {
 	meta := shipapi.MetaResponse{
 		Runtime: shipapi.MetaRuntime{
 			Name: "ship", Version: version.Version, APIVersion: shipapi.APIVersion,
-			Build: shipapi.MetaBuild{Image: envOr("SHIP_IMAGE", "ship:default"), ImageDigest: envPtr("SHIP_IMAGE_DIGEST"), GitSHA: envPtr("GIT_SHA")},
+			Build: shipapi.MetaBuild{Image: runtimekit.EnvOr("SHIP_IMAGE", "ship:default"), ImageDigest: runtimekit.EnvPtr("SHIP_IMAGE_DIGEST"), GitSHA: runtimekit.EnvPtr("GIT_SHA")},
 		},
 		Workspace:     shipapi.MetaWorkspace{MountPath: ws.Dir()},
 		Capabilities:  httpapi.Capabilities(),
@@ -328,41 +328,8 @@ func isShellName(k string) bool {
 	return k != ""
 }
 
-// shellQuote quotes s for a POSIX shell: single quotes, each ' as '\”.
+// shellQuote quotes s for a POSIX shell: in single quotes, each single quote
+// inside closing the quotes, escaped, and reopening them.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// withoutEnv returns env without the variables named keys.
-func withoutEnv(env []string, keys ...string) []string {
-	out := make([]string, 0, len(env))
-	for _, e := range env {
-		if k, _, _ := strings.Cut(e, "="); !slices.Contains(keys, k) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// withEnv returns env with the given KEY=VALUE pairs set (replacing).
-func withEnv(env []string, kv ...string) []string {
-	keys := make([]string, len(kv))
-	for i, n := range kv {
-		keys[i], _, _ = strings.Cut(n, "=")
-	}
-	return append(withoutEnv(env, keys...), kv...)
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-func envPtr(k string) *string {
-	if v := os.Getenv(k); v != "" {
-		return &v
-	}
-	return nil
 }

@@ -25,6 +25,33 @@ import (
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 )
 
+// HostFirewallTable is the nftables table (family inet) a real bay installs as its sandbox
+// firewall (internal/bay/netguard) and never removes.
+const HostFirewallTable = "shipyard"
+
+// KeepHostFirewallAsFound notes whether bay's firewall table exists and returns a function
+// that deletes it again if it did not; call that after every bay of the run has stopped, so
+// that a test run leaves the machine as it found it.
+func KeepHostFirewallAsFound() (restore func()) {
+	if exec.Command("nft", "list", "table", "inet", HostFirewallTable).Run() == nil {
+		return func() {}
+	}
+	return func() { _ = exec.Command("nft", "delete", "table", "inet", HostFirewallTable).Run() }
+}
+
+// Answer writes reply to every connection ln accepts, then closes it, until ln is closed: a
+// listener a test places somewhere to see whether it can be reached.
+func Answer(ln net.Listener, reply []byte) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = c.Write(reply)
+		c.Close()
+	}
+}
+
 // FreePort returns a TCP port free on 127.0.0.1 at the time of the call.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -56,8 +56,9 @@ type Fault struct {
 
 // ShellResult is what ShellFunc returns.
 type ShellResult struct {
-	Stdout, Stderr string
-	ExitCode       int
+	Stdout, Stderr                   string
+	ExitCode                         int
+	StdoutTruncated, StderrTruncated bool
 }
 
 type file struct {
@@ -666,7 +667,8 @@ func (s *Server) extendTTL(w http.ResponseWriter, r *http.Request, sb *sandbox) 
 	})
 }
 
-// validatePath implements the contract's path rules (section 3.5).
+// validatePath applies bay's path rules: not empty, no NUL, relative, and never above the
+// workspace after resolving "..".
 func validatePath(w http.ResponseWriter, r *http.Request, field, p string) (string, bool) {
 	fail := func(reason, msg string) (string, bool) {
 		writeErr(w, r, 400, bayapi.CodeInvalidPath, msg, map[string]any{"field": field, "reason": reason})
@@ -876,7 +878,8 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		f = defaultShell
 	}
 	res := f(*req.Command, cwd)
-	out := bayapi.ShellExecResponse{Success: res.ExitCode == 0, Output: strings.TrimSpace(res.Stdout), ExitCode: res.ExitCode}
+	out := bayapi.ShellExecResponse{Success: res.ExitCode == 0, Output: strings.TrimSpace(res.Stdout), ExitCode: res.ExitCode,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated}
 	if e := strings.TrimSpace(res.Stderr); e != "" {
 		out.Error = &e
 	}
@@ -912,7 +915,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	f := sb.files[p]
 	s.mu.Unlock()
 	if f == nil || f.gen || f.data == nil && f.size > 0 {
-		writeErr(w, r, 502, bayapi.CodeShipError, "Ship request failed: 404", nil)
+		writeErr(w, r, 404, bayapi.CodeFileNotFound, "File not found: "+p, nil)
 		return
 	}
 	writeJSON(w, 200, bayapi.FileContentResponse{Content: string(f.data)})
@@ -962,7 +965,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, sb *sandbox)
 		}
 	}
 	if !found {
-		writeErr(w, r, 502, bayapi.CodeShipError, "Ship request failed: 404", nil)
+		writeErr(w, r, 404, bayapi.CodeFileNotFound, "File not found: "+p, nil)
 		return
 	}
 	writeJSON(w, 200, bayapi.StatusResponse{Status: "ok"})

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -25,9 +26,9 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/gc"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
-	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
 	"github.com/shipyard-dev/shipyard/internal/bay/warmpool"
 )
 
@@ -132,22 +133,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	store := m.Store
 	if store == nil {
-		if !strings.HasPrefix(cfg.Database.URL, "sqlite") {
-			return fmt.Errorf("database.url %q: only SQLite is supported by this build", cfg.Database.URL)
-		}
-		path, err := sqlite.ParseURL(cfg.Database.URL)
+		s, err := openStore(ctx, cfg.Database, log)
 		if err != nil {
-			return fmt.Errorf("database.url: %w", err)
-		}
-		s, err := sqlite.Open(ctx, sqlite.Options{Path: path, Logger: log})
-		if err != nil {
-			return fmt.Errorf("open database: %w", err)
+			return err
 		}
 		defer s.Close()
 		store = s
 	}
 
 	drv := m.Driver
+	var guard *netguard.Guard // nil: no firewall to refresh
 	if drv == nil {
 		if cfg.Driver.Type != "docker" {
 			return fmt.Errorf("driver.type %q: only docker is supported by this build", cfg.Driver.Type)
@@ -171,6 +166,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("docker engine at %s is not reachable: %w", dc.Socket, err)
 		}
+		hook, g := networkGuard(ctx, cfg, log)
+		d.SetNetworkGuard(hook)
+		guard = g
 		drv = d
 	}
 
@@ -182,17 +180,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	instanceID := cfg.InstanceID()
 	ship := shipclient.New(nil, log)
-	var proxy *bay.Proxy
-	if cfg.Proxy.Enabled {
-		proxy = &bay.Proxy{Enabled: true, HTTPProxy: cfg.Proxy.HTTPProxy, HTTPSProxy: cfg.Proxy.HTTPSProxy,
-			NoProxy: cfg.Proxy.NoProxy, DefaultNoProxy: cfg.Proxy.DefaultNoProxy}
-	}
+	// The global proxy block is already resolved into every profile container's (config).
 	scfg := sandbox.Config{
 		Profiles:           cfg.Profiles,
 		InstanceID:         instanceID,
 		ReadinessTimeout:   cfg.Session.ReadinessTimeout,
 		DefaultCargoSizeMB: cfg.Cargo.DefaultSizeLimitMB,
-		Proxy:              proxy,
 		SkillsRoot:         cfg.Skills.RootPath,
 	}
 	if m.Tune != nil {
@@ -232,7 +225,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// A warm sandbox is made available only once its kernel has answered a silent cell, so a
 	// claim never pays for the kernel start that ship began at boot.
 	wpc.Prime = func(ctx context.Context, sess *bay.Session) error {
-		res, err := ship.ExecPython(ctx, sess.AuthorizedURL(sess.Endpoint), shipapi.ExecPythonRequest{Code: "pass", Silent: true, Timeout: 60})
+		res, err := ship.ExecPython(ctx, sess.AuthorizedURL(sess.Primary().Endpoint), shipapi.ExecPythonRequest{Code: "pass", Silent: true, Timeout: 60})
 		if err != nil {
 			return fmt.Errorf("prime kernel: %w", err)
 		}
@@ -265,6 +258,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	srv := &http.Server{
 		Handler:           api.Handler(),
+		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -273,7 +267,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Background loops run until bgCtx ends (after the HTTP drain).
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run}
+	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run,
+		"deathwatch": svc.WatchDeaths}
+	if guard != nil {
+		loops["netguard"] = guard.Run
+	}
 	if w, ok := drv.(imageCacheWarmer); ok {
 		loops["imagecache"] = func(ctx context.Context) error { warmImageCaches(ctx, w, cfg.Profiles, log); return nil }
 	}
@@ -297,7 +295,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	log.Info("bay listening", "addr", ln.Addr().String(), "instance_id", instanceID, "version", m.Version)
 
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(httpapi.WrapListener(ln, log)) }()
 
 	select {
 	case err = <-serveErr:
@@ -359,4 +357,38 @@ func warmImageCaches(ctx context.Context, w imageCacheWarmer, profiles []bay.Pro
 		}
 		log.Info("image cache warm", "image", img, "used", used, "took_ms", time.Since(began).Milliseconds())
 	}
+}
+
+// networkGuard returns the Docker driver's host firewall hook (internal/bay/netguard) and the
+// guard to refresh in the background (nil when there is none). When the firewall is on but
+// cannot be installed here, the hook fails every sandbox start with the reason (logged once
+// now): sandboxes never run open unless security.sandbox_firewall is off.
+func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) (docker.NetworkGuard, *netguard.Guard) {
+	if !cfg.Security.SandboxFirewall {
+		log.Warn("security.sandbox_firewall is off: sandboxes can reach this host and private networks")
+		return nil, nil
+	}
+	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)
+	var allowed []netip.Prefix
+	if err == nil {
+		allowed, err = netguard.ParseHosts(cfg.Security.AllowedHosts)
+	}
+	var g *netguard.Guard
+	if err == nil {
+		g, err = netguard.New(ctx, netguard.Config{Blocked: blocked, Allowed: allowed, Log: log.With("component", "netguard")})
+	}
+	if err != nil {
+		log.Error("sandbox firewall unavailable: sandboxes will not start", "err", err)
+		refused := bay.Errorf(bay.CodeUnavailable, "Sandboxes cannot start: the sandbox network firewall is unavailable on bay's host (see bay's log)").WithCause(err)
+		return func(context.Context, string, map[string]string) error { return refused }, nil
+	}
+	// The driver puts runtimes on the configured network, except in host_port mode (see
+	// docker's networks): that network is the operator's.
+	if n := cfg.Driver.Docker.Network; n != "" && (cfg.Driver.Docker.ConnectMode != string(docker.ConnectHostPort) || n == "bridge") {
+		log.Warn("driver.docker.network is set: that network is the operator's and bay's firewall does not guard it",
+			"network", cfg.Driver.Docker.Network)
+	}
+	return func(ctx context.Context, id string, options map[string]string) error {
+		return g.Protect(ctx, netguard.BridgeName(id, options))
+	}, g
 }

@@ -48,7 +48,7 @@ func TestMainServesAndDrains(t *testing.T) {
 	}
 	m := &app.Main{
 		Config: cfg, Addr: "127.0.0.1:0", Env: []string{"BAY_DATA_DIR=" + dir},
-		Driver: fake.New(fake.WithEndpointFunc(func(bay.ContainerSpec) string { return stub.URL() })),
+		Driver: fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() })),
 		Log:    slog.New(slog.DiscardHandler), Version: "test",
 	}
 	ctx, cancel := context.WithCancel(context.Background())

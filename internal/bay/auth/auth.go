@@ -1,7 +1,7 @@
 // Package auth is bay's API-key authentication: provisioning of the configured keys into the
 // store (only SHA-256 hashes are stored), first-boot key generation with credentials.json, and
-// the per-request Authenticate of contract section 0.5, with our fixes: keys have owners,
-// X-Owner cannot claim a reserved owner, and anonymous access is off by default.
+// the per-request Authenticate, which differs from the reference where it was unsafe: keys
+// have owners, X-Owner cannot claim a reserved owner, and anonymous access is off by default.
 package auth
 
 import (
@@ -137,7 +137,7 @@ func (a *Authenticator) KeyCount() int {
 // AllowAnonymous reports whether requests without a token are accepted.
 func (a *Authenticator) AllowAnonymous() bool { return a.allowAnonymous }
 
-// Authenticate returns the owner a request acts as (contract 0.5, with our fixes):
+// Authenticate returns the owner a request acts as:
 //
 //   - "Authorization: Bearer <token>" (exact prefix): sha256(token) is compared in constant
 //     time with every accepted hash; a match gives that key's owner; no match is

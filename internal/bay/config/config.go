@@ -1,5 +1,5 @@
-// Package config is bay's configuration: the reference Shipyard Neo config.yaml (contract
-// section 5), every key accepted, plus our additions (docs/configuration.md lists them all).
+// Package config is bay's configuration: every key of the Python Shipyard Neo's config.yaml is
+// accepted, plus our additions (docs/configuration.md lists them all).
 //
 // Sources, lowest to highest priority: DefaultConfig(), the YAML file, then BAY_* environment
 // variables (BAY_<SECTION>__<KEY>, case-insensitive, "__" nests). The reference applies the file
@@ -11,9 +11,11 @@
 package config
 
 import (
+	"slices"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 )
 
 // Config is bay's whole configuration. YAML keys are the struct tags. Fields tagged yaml:"-"
@@ -41,7 +43,7 @@ type Config struct {
 	// replaces the default profiles entirely.
 	ProfileSpecs []ProfileSpec `yaml:"profiles"`
 
-	// Profiles is ProfileSpecs normalised (contract 5.3), rebuilt by Validate.
+	// Profiles is ProfileSpecs normalised, rebuilt by Validate.
 	Profiles []bay.Profile `yaml:"-"`
 	// File is the config file that was loaded ("" = none, defaults and environment only).
 	File string `yaml:"-"`
@@ -62,6 +64,11 @@ type DatabaseConfig struct {
 	// postgresql+asyncpg://..., postgresql://..., postgres://...
 	URL  string `yaml:"url"`
 	Echo bool   `yaml:"echo"` // log SQL statements
+	// PoolSize bounds the connections to a PostgreSQL server (each is one server backend);
+	// 2..1000. SQLite ignores it (one write connection, a read pool sized by the CPUs).
+	PoolSize int `yaml:"pool_size"`
+	// ConnectTimeout bounds the opening of one PostgreSQL connection; 1..300 s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout_seconds"`
 }
 
 // DriverConfig selects and configures the container engine.
@@ -113,8 +120,15 @@ type SecurityConfig struct {
 	// APIKey is a plaintext key for owner "default"; BAY_API_KEY beats it.
 	APIKey string `yaml:"api_key"`
 	// AllowAnonymous defaults to false (reference: true).
-	AllowAnonymous bool     `yaml:"allow_anonymous"`
-	BlockedHosts   []string `yaml:"blocked_hosts"` // inert (declared by the reference, unused)
+	AllowAnonymous bool `yaml:"allow_anonymous"`
+	// BlockedHosts are the destinations (CIDR ranges or addresses) sandboxes may not reach;
+	// default netguard.DefaultBlocked. The host's own addresses are always blocked.
+	BlockedHosts []string `yaml:"blocked_hosts"`
+	// AllowedHosts are exceptions to BlockedHosts and to the host block (ours).
+	AllowedHosts []string `yaml:"allowed_hosts"`
+	// SandboxFirewall installs the host firewall that enforces BlockedHosts (ours, default
+	// true). When it cannot be installed, sandboxes do not start; false runs them without.
+	SandboxFirewall bool `yaml:"sandbox_firewall"`
 	// APIKeys are extra keys with owners (ours), plaintext or sha256 hex.
 	APIKeys []APIKeyConfig `yaml:"api_keys"`
 	// RevokeUnlistedKeys: accept only the configured keys, ignoring other stored keys (ours).
@@ -228,7 +242,7 @@ type SkillsConfig struct {
 	RootPath string `yaml:"root_path"`
 }
 
-// ProfileSpec is one entry of "profiles" as written (contract 5.3), in the legacy
+// ProfileSpec is one entry of "profiles" as written, in the legacy
 // single-container form or the containers: form. Validate normalises it into a bay.Profile.
 type ProfileSpec struct {
 	ID          string  `yaml:"id"`
@@ -321,12 +335,12 @@ const DefaultRuntimePort = 8123
 // DefaultMaxUploadBytes is the default cargo.max_upload_bytes: 10 GiB.
 const DefaultMaxUploadBytes = 10 << 30
 
-// DefaultConfig returns the defaults of every key (contract 5.2, with ours), with Profiles
+// DefaultConfig returns the defaults of every key (the reference's, and ours), with Profiles
 // already normalised.
 func DefaultConfig() *Config {
 	c := &Config{
 		Server:   ServerConfig{Host: "127.0.0.1", Port: 8114},
-		Database: DatabaseConfig{URL: "sqlite+aiosqlite:///./bay.db"},
+		Database: DatabaseConfig{URL: "sqlite+aiosqlite:///./bay.db", PoolSize: 10, ConnectTimeout: 10 * time.Second},
 		Driver: DriverConfig{
 			Type:            "docker",
 			ImagePullPolicy: "if_not_present",
@@ -352,8 +366,10 @@ func DefaultConfig() *Config {
 			MaxUploadBytes:     DefaultMaxUploadBytes,
 		},
 		Security: SecurityConfig{
-			AllowAnonymous: false,
-			BlockedHosts:   []string{"169.254.0.0/16", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"},
+			AllowAnonymous:  false,
+			BlockedHosts:    slices.Clone(netguard.DefaultBlocked),
+			AllowedHosts:    []string{},
+			SandboxFirewall: true,
 		},
 		Idempotency: IdempotencyConfig{Enabled: true, TTLHours: 1},
 		GC: GCConfig{

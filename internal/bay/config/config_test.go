@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 )
 
 // load writes yamlText (if non-empty) to a temp config file and loads it with env.
@@ -75,7 +77,9 @@ func TestDefaults(t *testing.T) {
 		{"cargo.max_upload_bytes", c.Cargo.MaxUploadBytes, ByteSize(10 << 30)},
 		{"security.allow_anonymous", c.Security.AllowAnonymous, false},
 		{"security.api_key", c.Security.APIKey, ""},
-		{"security.blocked_hosts", len(c.Security.BlockedHosts), 4},
+		{"security.blocked_hosts", len(c.Security.BlockedHosts), len(netguard.DefaultBlocked)},
+		{"security.allowed_hosts", len(c.Security.AllowedHosts), 0},
+		{"security.sandbox_firewall", c.Security.SandboxFirewall, true},
 		{"idempotency.enabled", c.Idempotency.Enabled, true},
 		{"idempotency.ttl", c.Idempotency.TTL(), time.Hour},
 		{"gc.enabled", c.GC.Enabled, true},
@@ -286,6 +290,10 @@ func TestBadValues(t *testing.T) {
 		{"api key owner", "security: {api_keys: [{key: k, owner: 'a b'}]}\n", `security.api_keys[0].owner`},
 		{"api key reserved owner", "security: {api_keys: [{key: k, owner: warm-pool}]}\n", `is reserved`},
 		{"api key dup", "security: {api_key: k, api_keys: [{key: k, owner: x}]}\n", `security.api_keys[0]: same key as security.api_key`},
+		{"blocked host", "security: {blocked_hosts: ['10.0.0.0/8', 'intranet']}\n", `security.blocked_hosts[1]: "intranet" is neither a CIDR range nor an IP address`},
+		{"blocked empty", "security: {blocked_hosts: ['']}\n", `security.blocked_hosts[0]`},
+		{"allowed host", "security: {allowed_hosts: ['10.1.2.3/33']}\n", `security.allowed_hosts[0]`},
+		{"firewall bool", "security: {sandbox_firewall: maybe}\n", `security.sandbox_firewall: expected a boolean`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -254,6 +254,32 @@ func TestDatabaseURLs(t *testing.T) {
 	}
 }
 
+func TestDatabasePool(t *testing.T) {
+	c := mustLoad(t, "")
+	if c.Database.PoolSize != 10 || c.Database.ConnectTimeout != 10*time.Second {
+		t.Fatalf("defaults: pool_size %d, connect_timeout %v", c.Database.PoolSize, c.Database.ConnectTimeout)
+	}
+	c = mustLoad(t, "database: {pool_size: 40, connect_timeout_seconds: 3}\n")
+	if c.Database.PoolSize != 40 || c.Database.ConnectTimeout != 3*time.Second {
+		t.Fatalf("set: pool_size %d, connect_timeout %v", c.Database.PoolSize, c.Database.ConnectTimeout)
+	}
+	c = mustLoad(t, "", "BAY_DATABASE__POOL_SIZE=5")
+	if c.Database.PoolSize != 5 {
+		t.Fatalf("env: pool_size %d", c.Database.PoolSize)
+	}
+	for _, bad := range []string{"{pool_size: 1}", "{pool_size: 1001}", "{pool_size: -3}",
+		"{connect_timeout_seconds: 0}", "{connect_timeout_seconds: 301}"} {
+		_, err := load(t, "database: "+bad+"\n")
+		wantErr(t, err, "database.")
+	}
+	// A malformed PostgreSQL URL is refused without repeating it (it may carry a password).
+	_, err := load(t, "database: {url: 'postgresql://bay:hunter22@[::1/bay'}\n")
+	wantErr(t, err, "database.url", "not a valid postgresql:// URL")
+	if strings.Contains(err.Error(), "hunter22") {
+		t.Fatalf("error repeats the password: %v", err)
+	}
+}
+
 func TestSocketNormalised(t *testing.T) {
 	c := mustLoad(t, "driver: {docker: {socket: /run/docker.sock}}\n")
 	if c.Driver.Docker.Socket != "unix:///run/docker.sock" {

@@ -14,7 +14,7 @@ var (
 	capabilityRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 )
 
-// normalizeProfiles validates the specs and builds the bay.Profiles (contract 5.3):
+// normalizeProfiles validates the specs and builds the bay.Profiles:
 //   - containers: form: the containers as written (legacy topology fields ignored); a
 //     profile-level capabilities list still wins for the capability set;
 //   - legacy form: one container "primary" from image (default ship:latest), runtime_type

@@ -3,6 +3,7 @@ package config
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 )
 
 // ValidationError lists every invalid key; each problem names the key.
@@ -85,6 +87,15 @@ func (c DatabaseConfig) PostgresDSN() (dsn string, ok bool) {
 	return base + "://" + rest, true
 }
 
+// redactURLError is the reason of a URL parse error without the URL it quotes.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
 // Validate checks every key (errors name the key: "gc.interval_seconds: must be > 0"),
 // normalises driver.docker.socket (a bare path gets unix://), and rebuilds c.Profiles from
 // c.ProfileSpecs. It returns a *ValidationError listing every problem.
@@ -120,6 +131,19 @@ func (c *Config) Validate() error {
 		case rest != "" && strings.Contains(c.Database.URL, "://") && !strings.HasPrefix(rest, "/"):
 			add("database.url", "%q: a host is not allowed (use sqlite:///relative or sqlite:////absolute)", c.Database.URL)
 		}
+	}
+
+	if dsn, ok := c.Database.PostgresDSN(); ok {
+		// The URL is not repeated: it may carry a password.
+		if _, err := url.Parse(dsn); err != nil {
+			add("database.url", "not a valid postgresql:// URL: %v", redactURLError(err))
+		}
+	}
+	if c.Database.PoolSize < 2 || c.Database.PoolSize > 1000 {
+		add("database.pool_size", "must be 2..1000, got %d", c.Database.PoolSize)
+	}
+	if c.Database.ConnectTimeout < time.Second || c.Database.ConnectTimeout > 300*time.Second {
+		add("database.connect_timeout_seconds", "must be 1..300 seconds, got %v", c.Database.ConnectTimeout)
 	}
 
 	// driver
@@ -198,9 +222,14 @@ func (c *Config) Validate() error {
 			add(key+".owner", "%q is reserved", k.Owner)
 		}
 	}
-	for i, h := range c.Security.BlockedHosts {
-		if h == "" {
-			add(fmt.Sprintf("security.blocked_hosts[%d]", i), "is empty")
+	for _, hosts := range []struct {
+		key  string
+		list []string
+	}{{"security.blocked_hosts", c.Security.BlockedHosts}, {"security.allowed_hosts", c.Security.AllowedHosts}} {
+		for i, h := range hosts.list {
+			if _, err := netguard.ParseHosts([]string{h}); err != nil {
+				add(fmt.Sprintf("%s[%d]", hosts.key, i), "%v", err)
+			}
 		}
 	}
 

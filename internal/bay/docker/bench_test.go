@@ -9,9 +9,9 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
 )
 
-// BenchmarkCreateStartRemove measures one runtime container's whole life on the real engine:
-// create, start (endpoint resolved), first /health answered, force-remove. The remove share is
-// reported separately (well under a second on an idle engine).
+// BenchmarkCreateStartRemove measures one single-container instance's whole life on the real
+// engine: create and start (endpoint resolved), first /health answered, destroy. The destroy
+// share is reported separately (well under a second on an idle engine).
 //
 //	go test -run '^$' -bench CreateStartRemove -benchtime 20x ./internal/bay/docker/
 func BenchmarkCreateStartRemove(b *testing.B) {
@@ -30,14 +30,11 @@ func BenchmarkCreateStartRemove(b *testing.B) {
 				f := &fixture{image: image, run: fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i)}
 				spec := f.spec("b")
 				start := time.Now()
-				id, err := d.CreateContainer(ctx, spec)
+				inst, err := d.CreateInstance(ctx, spec)
 				if err != nil {
 					b.Fatal(err)
 				}
-				endpoint, err := d.StartContainer(ctx, id)
-				if err != nil {
-					b.Fatal(err)
-				}
+				endpoint := inst.Containers[0].Endpoint
 				for {
 					resp, err := httpc.Get(endpoint + "/health")
 					if err == nil {
@@ -48,7 +45,7 @@ func BenchmarkCreateStartRemove(b *testing.B) {
 				}
 				ready += time.Since(start)
 				t0 := time.Now()
-				if err := d.RemoveContainer(ctx, id); err != nil {
+				if err := d.DestroyInstance(ctx, spec.Name); err != nil {
 					b.Fatal(err)
 				}
 				remove += time.Since(t0)

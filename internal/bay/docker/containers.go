@@ -20,10 +20,10 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
-// CreateContainer creates a hardened container from spec (see the package comment). A name in
+// createContainer creates a hardened container from spec (see the package comment). A name in
 // use wraps bay.ErrConflict; a missing volume or network wraps bay.ErrNotFound; a missing image
 // is an unclassified error naming the image and how to build it.
-func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (string, error) {
+func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (string, error) {
 	if err := validateSpec(spec); err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 	}
@@ -100,7 +100,7 @@ func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (s
 }
 
 // createError explains a failed create: a 404 is a missing image or a missing network.
-func (d *Driver) createError(ctx context.Context, spec bay.ContainerSpec, primary string, err error) error {
+func (d *Driver) createError(ctx context.Context, spec containerSpec, primary string, err error) error {
 	if cerrdefs.IsNotFound(err) {
 		if _, ierr := d.cli.ImageInspect(ctx, spec.Image); cerrdefs.IsNotFound(ierr) {
 			return fmt.Errorf("create container %s: image %s not found locally; build it with `bay image build`: %w",
@@ -120,12 +120,12 @@ func (d *Driver) createError(ctx context.Context, spec bay.ContainerSpec, primar
 func (d *Driver) rollback(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
 	defer cancel()
-	if err := d.RemoveContainer(ctx, id); err != nil {
+	if err := d.removeContainer(ctx, id); err != nil {
 		d.log.Error("rollback: remove half-created container", "id", id, "err", err)
 	}
 }
 
-func validateSpec(s bay.ContainerSpec) error {
+func validateSpec(s containerSpec) error {
 	switch {
 	case s.Image == "":
 		return errors.New("no image")
@@ -150,7 +150,7 @@ func validateSpec(s bay.ContainerSpec) error {
 
 // networks returns the network the container is created on ("" = default bridge) and a second
 // one to connect before start ("" = none).
-func (d *Driver) networks(spec bay.ContainerSpec) (primary, extra string) {
+func (d *Driver) networks(spec containerSpec) (primary, extra string) {
 	configured := d.cfg.Network
 	if configured == "" || (d.cfg.ConnectMode == ConnectHostPort && configured != "bridge") {
 		// host_port mode reaches runtimes through published ports, not a configured network;
@@ -182,7 +182,7 @@ func runtimePort(p int) network.Port {
 	return port
 }
 
-func (d *Driver) containerConfig(spec bay.ContainerSpec) *container.Config {
+func (d *Driver) containerConfig(spec containerSpec) *container.Config {
 	labels := maps.Clone(spec.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -209,7 +209,7 @@ func (d *Driver) containerConfig(spec bay.ContainerSpec) *container.Config {
 	}
 }
 
-func (d *Driver) hostConfig(spec bay.ContainerSpec, primary string) *container.HostConfig {
+func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostConfig {
 	pids := spec.PidsLimit
 	if pids == 0 {
 		pids = d.cfg.DefaultPidsLimit
@@ -217,6 +217,7 @@ func (d *Driver) hostConfig(spec bay.ContainerSpec, primary string) *container.H
 	noInit := false
 	hc := &container.HostConfig{
 		CapDrop:        []string{"ALL"},
+		CapAdd:         spec.CapAdd,
 		SecurityOpt:    []string{"no-new-privileges:true"},
 		Privileged:     false,
 		ReadonlyRootfs: false, // see the package comment
@@ -226,6 +227,9 @@ func (d *Driver) hostConfig(spec bay.ContainerSpec, primary string) *container.H
 			Memory:    spec.MemoryBytes,
 			PidsLimit: &pids,
 		},
+	}
+	if spec.ShmBytes > 0 {
+		hc.ShmSize = spec.ShmBytes
 	}
 	if spec.MemoryBytes > 0 {
 		hc.MemorySwap = spec.MemoryBytes // swap cannot bypass the memory limit
@@ -251,10 +255,10 @@ func (d *Driver) hostConfig(spec bay.ContainerSpec, primary string) *container.H
 	return hc
 }
 
-// StartContainer starts a created (or exited) container and returns the endpoint bay reaches
+// startContainer starts a created (or exited) container and returns the endpoint bay reaches
 // its runtime at. A missing container wraps bay.ErrNotFound; a container that is not running
 // right after start (its process exited at once) or has no reachable address is an error.
-func (d *Driver) StartContainer(ctx context.Context, id string) (string, error) {
+func (d *Driver) startContainer(ctx context.Context, id string) (string, error) {
 	delay := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		_, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{})
@@ -350,14 +354,14 @@ func containerPort(labels map[string]string, exposed network.PortSet) int {
 	return 0
 }
 
-// InspectContainer returns the container (by id or name) or an error wrapping bay.ErrNotFound.
-func (d *Driver) InspectContainer(ctx context.Context, id string) (bay.ContainerInfo, error) {
+// inspectContainer returns the container (by id or name) or an error wrapping bay.ErrNotFound.
+func (d *Driver) inspectContainer(ctx context.Context, id string) (containerInfo, error) {
 	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return bay.ContainerInfo{}, fmt.Errorf("inspect container %s: %w", id, classify(err))
+		return containerInfo{}, fmt.Errorf("inspect container %s: %w", id, classify(err))
 	}
 	c := res.Container
-	info := bay.ContainerInfo{
+	info := containerInfo{
 		ID:       c.ID,
 		Name:     strings.TrimPrefix(c.Name, "/"),
 		Endpoint: d.endpoint(c),
@@ -391,7 +395,7 @@ func mapState(s container.ContainerState) bay.ContainerState {
 	}
 }
 
-// RemoveContainer force-removes a container (SIGKILL, then delete with its anonymous volumes)
+// removeContainer force-removes a container (SIGKILL, then delete with its anonymous volumes)
 // and returns once it is gone, within ctx's deadline (RemoveTimeout when ctx has none). A
 // missing container is success; so is one whose removal another caller started, once that
 // removal has finished (so that the container's volume can be deleted right after).
@@ -401,7 +405,7 @@ func mapState(s container.ContainerState) bay.ContainerState {
 // finished (copying the image's files into a fresh volume can take seconds). Such a container
 // is waited for and then removed; otherwise a create sent by a bay that died, or abandoned by
 // a client that gave up, would finish after its "successful" removal and leak.
-func (d *Driver) RemoveContainer(ctx context.Context, id string) error {
+func (d *Driver) removeContainer(ctx context.Context, id string) error {
 	if id == "" {
 		// An empty filter below would match every container.
 		return errors.New("remove container: empty container id")
@@ -485,30 +489,35 @@ func (d *Driver) waitGone(ctx context.Context, id string) error {
 	}
 }
 
-// ListContainers lists containers in any state carrying all the given labels.
-func (d *Driver) ListContainers(ctx context.Context, labels map[string]string) ([]bay.ContainerInfo, error) {
+// listContainers lists containers in any state carrying all the given labels.
+func (d *Driver) listContainers(ctx context.Context, labels map[string]string) ([]containerInfo, error) {
 	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: labelFilters(labels)})
 	if err != nil {
 		return nil, fmt.Errorf("list containers %v: %w", labels, classify(err))
 	}
-	out := make([]bay.ContainerInfo, 0, len(res.Items))
+	out := make([]containerInfo, 0, len(res.Items))
 	for _, c := range res.Items {
-		info := bay.ContainerInfo{
-			ID:        c.ID,
-			Image:     c.Image,
-			State:     mapState(c.State),
-			Labels:    c.Labels,
-			CreatedAt: time.Unix(c.Created, 0),
-		}
-		if len(c.Names) > 0 {
-			info.Name = strings.TrimPrefix(c.Names[0], "/")
-		}
-		if info.State == bay.ContainerRunning {
-			info.Endpoint = d.summaryEndpoint(c)
-		}
-		out = append(out, info)
+		out = append(out, d.summaryInfo(c))
 	}
 	return out, nil
+}
+
+// summaryInfo is a list entry as containerInfo.
+func (d *Driver) summaryInfo(c container.Summary) containerInfo {
+	info := containerInfo{
+		ID:        c.ID,
+		Image:     c.Image,
+		State:     mapState(c.State),
+		Labels:    c.Labels,
+		CreatedAt: time.Unix(c.Created, 0),
+	}
+	if len(c.Names) > 0 {
+		info.Name = strings.TrimPrefix(c.Names[0], "/")
+	}
+	if info.State == bay.ContainerRunning {
+		info.Endpoint = d.summaryEndpoint(c)
+	}
+	return info
 }
 
 // summaryEndpoint is endpoint for a list entry (same rules, from the summary's fields).

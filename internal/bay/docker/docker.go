@@ -1,8 +1,7 @@
 // Package docker is the bay.Driver on the Docker Engine API (through the moby Go client, never
 // the docker CLI). It passes internal/bay/drivertest against a real engine.
 //
-// What it guarantees beyond the reference implementation (reference section 10, defects 9, 22
-// and 23):
+// What it guarantees, where the reference implementation did not:
 //
 //   - every container is hardened regardless of its spec: all capabilities dropped,
 //     no-new-privileges, a non-root user (the spec's, default 1000:1000), a pids limit (the
@@ -10,7 +9,7 @@
 //     host or container network mode;
 //   - a runtime port is published on a loopback address only, never on 0.0.0.0, and unless a
 //     network is configured runtimes cannot reach each other (SandboxNetwork);
-//   - RemoveContainer force-removes (kill + remove, anonymous volumes included), so nothing
+//   - DestroyInstance force-removes (kill + remove, anonymous volumes included), so nothing
 //     exited is left behind, and a missing container is success;
 //   - a container never silently gets a fresh empty volume: a missing cargo volume is reported
 //     (the engine would auto-create one), and a missing image says how to build it (there is no
@@ -65,7 +64,7 @@ const (
 	DefaultPidsLimit   = 256
 	DefaultStopTimeout = 10 * time.Second
 	DefaultUser        = "1000:1000"
-	// RemoveTimeout bounds RemoveContainer when its ctx has no deadline of its own. A force
+	// RemoveTimeout bounds a removal when its ctx has no deadline of its own. A force
 	// removal (SIGKILL and delete) takes well under a second on an idle engine, but 50
 	// concurrent deletes made some take more than 5 s: the bound is generous so that a loaded
 	// engine is waited for rather than given up on (a container still there keeps its volume
@@ -93,7 +92,7 @@ type Config struct {
 	// DefaultPidsLimit applies when a spec has none (0 here = DefaultPidsLimit).
 	DefaultPidsLimit int64 `yaml:"default_pids_limit"`
 	// StopTimeout is the grace period the engine gives a container on stop before SIGKILL
-	// (recorded on the container; RemoveContainer kills at once).
+	// (recorded on the container; removeContainer kills at once).
 	StopTimeout time.Duration `yaml:"stop_timeout"`
 	// ImageCache serves an image's hot read-only paths from engine volumes (see imagecache.go):
 	// auto (on for slow storage drivers), on, off.
@@ -202,8 +201,9 @@ type Driver struct {
 	cli       *client.Client
 	log       *slog.Logger
 
-	netMu      sync.Mutex // serialises CreateNetwork in this process (the engine allows duplicate names)
-	sandboxNet string     // SandboxNetwork (tests use their own)
+	netMu      sync.Mutex   // serialises createNetwork in this process (the engine allows duplicate names)
+	sandboxNet string       // SandboxNetwork (tests use their own)
+	guard      NetworkGuard // nil: no host firewall (SetNetworkGuard)
 	cache      *imageCache
 }
 

@@ -90,6 +90,7 @@ func harness(t *testing.T, cli *client.Client, d *docker.Driver, image string) d
 	return drivertest.Harness{
 		Driver: d,
 		Image:  image,
+		Live:   true,
 		Kill: func(t *testing.T, id string) {
 			if _, err := cli.ContainerKill(t.Context(), id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
 				t.Fatalf("kill %s: %v", id, err)
@@ -116,6 +117,7 @@ func effective(t *testing.T, cli *client.Client, id string) drivertest.Effective
 	eff := drivertest.Effective{
 		User:        c.Config.User,
 		CapDrop:     c.HostConfig.CapDrop,
+		CapAdd:      c.HostConfig.CapAdd,
 		SecurityOpt: c.HostConfig.SecurityOpt,
 		Privileged:  c.HostConfig.Privileged,
 		Memory:      c.HostConfig.Memory,
@@ -176,13 +178,15 @@ func newFixture(t *testing.T, cfg docker.Config) *fixture {
 	return &fixture{t: t, d: newDriver(t, cfg), cli: cli, image: image, run: fmt.Sprintf("%d", time.Now().UnixNano())}
 }
 
-func (f *fixture) spec(suffix string) bay.ContainerSpec {
-	return bay.ContainerSpec{
-		Name:        "drivertest-" + f.run + "-" + suffix,
-		Image:       f.image,
-		Labels:      map[string]string{drivertest.LabelTestRun: f.run},
-		RuntimePort: testimage.Port,
-		User:        "1000:1000",
+// spec is a single-container instance of the test image.
+func (f *fixture) spec(suffix string) bay.InstanceSpec {
+	return bay.InstanceSpec{
+		Name:      "drivertest-" + f.run + "-" + suffix,
+		Labels:    map[string]string{drivertest.LabelTestRun: f.run},
+		MountPath: "/workspace",
+		Containers: []bay.ContainerSpec{{
+			Name: "ship", RuntimeType: bay.RuntimeShip, Image: f.image, Port: testimage.Port, User: "1000:1000",
+		}},
 	}
 }
 
@@ -190,26 +194,34 @@ func (f *fixture) detached() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(f.t.Context()), 30*time.Second)
 }
 
-func (f *fixture) createStart(spec bay.ContainerSpec) (id, endpoint string) {
+// createStart creates the instance, waits for its first container and returns that one's id
+// and endpoint.
+func (f *fixture) createStart(spec bay.InstanceSpec) (id, endpoint string) {
 	t := f.t
 	t.Helper()
-	id, err := f.d.CreateContainer(t.Context(), spec)
-	if err != nil {
-		t.Fatalf("CreateContainer: %v", err)
+	inst := f.create(f.d, spec)
+	for _, c := range inst.Containers {
+		waitHealthy(t, c.Endpoint)
 	}
+	return inst.Containers[0].ID, inst.Containers[0].Endpoint
+}
+
+// create creates the instance with driver d and destroys it at the end.
+func (f *fixture) create(d *docker.Driver, spec bay.InstanceSpec) bay.Instance {
+	t := f.t
+	t.Helper()
 	t.Cleanup(func() {
 		ctx, cancel := f.detached()
 		defer cancel()
-		if err := f.d.RemoveContainer(ctx, id); err != nil {
+		if err := d.DestroyInstance(ctx, spec.Name); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
-	endpoint, err = f.d.StartContainer(t.Context(), id)
+	inst, err := d.CreateInstance(t.Context(), spec)
 	if err != nil {
-		t.Fatalf("StartContainer: %v", err)
+		t.Fatalf("CreateInstance: %v", err)
 	}
-	waitHealthy(t, endpoint)
-	return id, endpoint
+	return inst
 }
 
 func (f *fixture) volume(name string) string {
@@ -228,16 +240,19 @@ func (f *fixture) volume(name string) string {
 	return ref
 }
 
+// network creates a bridge network on the engine (as an operator would for
+// driver.docker.network) and removes it at the end.
 func (f *fixture) network(name string) string {
 	t := f.t
 	name = "drivertest-" + f.run + "-" + name
-	if err := f.d.CreateNetwork(t.Context(), name, map[string]string{drivertest.LabelTestRun: f.run}); err != nil {
-		t.Fatalf("CreateNetwork: %v", err)
+	if _, err := f.cli.NetworkCreate(t.Context(), name, client.NetworkCreateOptions{Driver: "bridge",
+		Labels: map[string]string{drivertest.LabelTestRun: f.run}}); err != nil {
+		t.Fatalf("NetworkCreate: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := f.detached()
 		defer cancel()
-		if err := f.d.RemoveNetwork(ctx, name); err != nil {
+		if _, err := f.cli.NetworkRemove(ctx, name, client.NetworkRemoveOptions{}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -350,10 +365,10 @@ func TestEndpointModes(t *testing.T) {
 				t.Fatalf("published on %q in auto mode", ip)
 			}
 		}
-		// ListContainers resolves the same endpoint from the summary.
-		list, err := f.d.ListContainers(t.Context(), map[string]string{drivertest.LabelTestRun: f.run})
-		if err != nil || len(list) != 1 || list[0].Endpoint != endpoint {
-			t.Fatalf("ListContainers = %+v, %v; want endpoint %s", list, err, endpoint)
+		// ListInstances resolves the same endpoint from the engine's list.
+		list, err := f.d.ListInstances(t.Context(), map[string]string{drivertest.LabelTestRun: f.run})
+		if err != nil || len(list) != 1 || list[0].Containers[0].Endpoint != endpoint {
+			t.Fatalf("ListInstances = %+v, %v; want endpoint %s", list, err, endpoint)
 		}
 	})
 }
@@ -372,7 +387,7 @@ func nonLoopbackAddr(t *testing.T) string {
 }
 
 // TestRuntimeSees checks what the process in the container gets: user, env, hostname, a
-// writable workspace volume and read-only extra mounts.
+// writable workspace volume, read-only extra mounts and a writable /tmp.
 func TestRuntimeSees(t *testing.T) {
 	f := newFixture(t, modeConfig(docker.ConnectAuto))
 	ref := f.volume("ws")
@@ -384,10 +399,9 @@ func TestRuntimeSees(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := f.spec("sees")
-	spec.Hostname = "sandbox-host"
-	spec.Env = map[string]string{"BAY_SANDBOX_ID": "sandbox-1", "URLISH": "http://a:b@c:1/x"}
-	spec.VolumeRef, spec.MountPath = ref, "/workspace"
-	spec.Mounts = []bay.Mount{{Source: dir, Target: "/skills", ReadOnly: true}}
+	spec.Containers[0].Env = map[string]string{"BAY_SANDBOX_ID": "sandbox-1", "URLISH": "http://a:b@c:1/x"}
+	spec.VolumeRef = ref
+	spec.Containers[0].Mounts = []bay.Mount{{Source: dir, Target: "/skills", ReadOnly: true}}
 	_, endpoint := f.createStart(spec)
 
 	code, body := do(t, "GET", endpoint+"/whoami", "")
@@ -399,8 +413,8 @@ func TestRuntimeSees(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &who); code != 200 || err != nil {
 		t.Fatalf("whoami: %d %s %v", code, body, err)
 	}
-	if who.UID != 1000 || who.GID != 1000 || who.Hostname != "sandbox-host" {
-		t.Errorf("whoami = %+v, want uid/gid 1000, hostname sandbox-host", who)
+	if who.UID != 1000 || who.GID != 1000 || who.Hostname != "sandbox" {
+		t.Errorf("whoami = %+v, want uid/gid 1000, hostname sandbox", who)
 	}
 	for _, kv := range []string{"BAY_SANDBOX_ID=sandbox-1", "URLISH=http://a:b@c:1/x"} {
 		if !slices.Contains(who.Env, kv) {
@@ -424,19 +438,19 @@ func TestRuntimeSees(t *testing.T) {
 	}
 }
 
-// TestConfiguredNetwork: the configured network is joined in addition to the spec's network and
-// is the one the endpoint uses.
+// TestConfiguredNetwork: the containers of a multi-container instance join the configured
+// network besides the instance's own, and the endpoint is the address on the configured one.
 func TestConfiguredNetwork(t *testing.T) {
 	probe := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
 	configured := probe.network("cfg")
-	session := probe.network("sess")
 
 	cfg := modeConfig(docker.ConnectContainerNetwork)
 	cfg.Network = configured
 	f := newFixture(t, cfg)
 	f.run = probe.run
 	spec := f.spec("two-nets")
-	spec.Network = session
+	spec.Containers = append(spec.Containers, spec.Containers[0])
+	spec.Containers[1].Name = "gull"
 	id, endpoint := f.createStart(spec)
 
 	res, err := f.cli.ContainerInspect(t.Context(), id, client.ContainerInspectOptions{})
@@ -444,8 +458,9 @@ func TestConfiguredNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	nets := res.Container.NetworkSettings.Networks
-	if nets[configured] == nil || nets[session] == nil {
-		t.Fatalf("networks = %v, want %s and %s", slices.Collect(maps.Keys(nets)), configured, session)
+	own := spec.Name + "-net"
+	if nets[configured] == nil || nets[own] == nil {
+		t.Fatalf("networks = %v, want %s and %s", slices.Collect(maps.Keys(nets)), configured, own)
 	}
 	host, _ := endpointHost(t, endpoint)
 	if want := nets[configured].IPAddress.String(); host != want {
@@ -453,27 +468,26 @@ func TestConfiguredNetwork(t *testing.T) {
 	}
 }
 
-// TestCreateRollsBack: when joining the configured network fails after the container was
-// created, the container is removed again.
+// TestCreateRollsBack: when joining the configured network fails after the instance's network
+// and first container were created, everything is removed again.
 func TestCreateRollsBack(t *testing.T) {
 	probe := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
-	session := probe.network("sess")
 	cfg := modeConfig(docker.ConnectContainerNetwork)
 	cfg.Network = "drivertest-" + probe.run + "-missing"
 	f := newFixture(t, cfg)
 	f.run = probe.run
 	spec := f.spec("rollback")
-	spec.Network = session
-	id, err := f.d.CreateContainer(t.Context(), spec)
+	spec.Containers = append(spec.Containers, spec.Containers[0])
+	spec.Containers[1].Name = "gull"
+	_, err := f.d.CreateInstance(t.Context(), spec)
 	if !bay.IsNotFound(err) {
-		if id != "" {
-			f.d.RemoveContainer(context.WithoutCancel(t.Context()), id)
-		}
+		f.d.DestroyInstance(context.WithoutCancel(t.Context()), spec.Name)
 		t.Fatalf("create with a missing configured network: %v, want not_found", err)
 	}
-	if _, err := f.d.InspectContainer(t.Context(), spec.Name); !bay.IsNotFound(err) {
-		f.d.RemoveContainer(context.WithoutCancel(t.Context()), spec.Name)
-		t.Fatalf("half-created container left behind: %v", err)
+	list, err := f.d.ListInstances(t.Context(), map[string]string{drivertest.LabelTestRun: f.run})
+	if err != nil || len(list) != 0 {
+		f.d.DestroyInstance(context.WithoutCancel(t.Context()), spec.Name)
+		t.Fatalf("half-created instance left behind: %+v, %v", list, err)
 	}
 }
 
@@ -518,25 +532,25 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// TestBadSpecs: what the Docker driver refuses beyond the conformance suite's cases.
 func TestBadSpecs(t *testing.T) {
 	d, err := docker.New(docker.DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	good := bay.ContainerSpec{Name: "x", Image: "img", RuntimePort: 8123}
-	for name, mutate := range map[string]func(*bay.ContainerSpec){
-		"no image":            func(s *bay.ContainerSpec) { s.Image = "" },
-		"no port":             func(s *bay.ContainerSpec) { s.RuntimePort = 0 },
-		"host network":        func(s *bay.ContainerSpec) { s.Network = "host" },
-		"container network":   func(s *bay.ContainerSpec) { s.Network = "container:abc" },
-		"relative mount":      func(s *bay.ContainerSpec) { s.Mounts = []bay.Mount{{Source: "skills", Target: "/skills"}} },
-		"volume without path": func(s *bay.ContainerSpec) { s.VolumeRef = "v" },
+	good := bay.InstanceSpec{Name: "x", Containers: []bay.ContainerSpec{{Name: "ship", Image: "img", Port: 8123}}}
+	for name, mutate := range map[string]func(*bay.InstanceSpec){
+		"relative mount":      func(s *bay.InstanceSpec) { s.Containers[0].Mounts = []bay.Mount{{Source: "skills", Target: "/skills"}} },
+		"volume without path": func(s *bay.InstanceSpec) { s.VolumeRef = "v" },
+		"volume as a path":    func(s *bay.InstanceSpec) { s.VolumeRef, s.MountPath = "/etc", "/workspace" },
+		"upper-case name":     func(s *bay.InstanceSpec) { s.Containers[0].Name = "Ship" },
 	} {
 		spec := good
+		spec.Containers = slices.Clone(good.Containers)
 		mutate(&spec)
-		if _, err := d.CreateContainer(t.Context(), spec); err == nil {
-			t.Errorf("%s: CreateContainer accepted %+v", name, spec)
+		if _, err := d.CreateInstance(t.Context(), spec); err == nil {
+			t.Errorf("%s: CreateInstance accepted %+v", name, spec)
 		}
 	}
 }
@@ -554,29 +568,28 @@ func TestUnreachableEngine(t *testing.T) {
 	if bay.ErrorCode(err) != bay.CodeUnavailable {
 		t.Fatalf("Ping = %v (code %s), want unavailable", err, bay.ErrorCode(err))
 	}
-	if _, err := d.InspectContainer(t.Context(), "x"); bay.ErrorCode(err) != bay.CodeUnavailable {
-		t.Fatalf("InspectContainer = %v, want unavailable", err)
+	if _, err := d.InspectInstance(t.Context(), "x"); bay.ErrorCode(err) != bay.CodeUnavailable {
+		t.Fatalf("InspectInstance = %v, want unavailable", err)
 	}
 }
 
-// TestRemoveWaitsForCreateInFlight: the engine lists a container while its create is still
+// TestDestroyWaitsForCreateInFlight: the engine lists a container while its create is still
 // copying the image's files into a fresh volume, but answers 404 to remove until the create has
-// finished. A removal in that window (a restarted bay cleaning up after the one that died
+// finished. A destroy in that window (a restarted bay cleaning up after the one that died
 // mid-create) must wait and remove the container, not report success and leak it.
-func TestRemoveWaitsForCreateInFlight(t *testing.T) {
+func TestDestroyWaitsForCreateInFlight(t *testing.T) {
 	f := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
 	img, err := testimage.EnsureSlowCopyUp(t.Context(), f.cli, 5000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := f.spec("copyup")
-	spec.Image = img
+	spec.Containers[0].Image = img
 	spec.VolumeRef = f.volume("copyup")
-	spec.MountPath = "/workspace"
 	t.Cleanup(func() { // runs before the volume's cleanup
 		ctx, cancel := f.detached()
 		defer cancel()
-		f.d.RemoveContainer(ctx, spec.Name)
+		f.d.DestroyInstance(ctx, spec.Name)
 	})
 
 	type result struct {
@@ -585,7 +598,11 @@ func TestRemoveWaitsForCreateInFlight(t *testing.T) {
 	}
 	created := make(chan result, 1)
 	go func() {
-		id, err := f.d.CreateContainer(context.WithoutCancel(t.Context()), spec)
+		inst, err := f.d.CreateInstance(context.WithoutCancel(t.Context()), spec)
+		id := ""
+		if err == nil {
+			id = inst.Containers[0].ID
+		}
 		created <- result{id, err}
 	}()
 	nameFilter := make(client.Filters).Add("name", "^/"+spec.Name+"$")
@@ -615,8 +632,8 @@ func TestRemoveWaitsForCreateInFlight(t *testing.T) {
 
 	ctx, cancel := f.detached()
 	defer cancel()
-	if err := f.d.RemoveContainer(ctx, listedID); err != nil {
-		t.Fatalf("RemoveContainer during the create: %v", err)
+	if err := f.d.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatalf("DestroyInstance during the create: %v", err)
 	}
 	r := <-created
 	t.Logf("the create returned id=%q err=%v", r.id, r.err)
@@ -625,7 +642,7 @@ func TestRemoveWaitsForCreateInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(res.Items) != 0 {
-		t.Fatalf("container %s survived a removal that reported success (state %s)", listedID, res.Items[0].State)
+		t.Fatalf("container %s survived a destroy that reported success (state %s)", listedID, res.Items[0].State)
 	}
 }
 
@@ -664,7 +681,7 @@ func TestImageCache(t *testing.T) {
 
 	// The first create goes ahead without the cache and starts the copy.
 	spec := f.spec("cache-1")
-	spec.Image = img
+	spec.Containers[0].Image = img
 	id1, _ := f.createStart(spec)
 	if m := cacheMounts(t, f.cli, id1); len(m) != 0 {
 		t.Fatalf("the first create already has cache mounts %v", m)
@@ -676,7 +693,7 @@ func TestImageCache(t *testing.T) {
 	}
 
 	spec = f.spec("cache-2")
-	spec.Image = img
+	spec.Containers[0].Image = img
 	id2, endpoint := f.createStart(spec)
 	m := cacheMounts(t, f.cli, id2)
 	if len(m) != 1 || m[0].RW {
@@ -702,23 +719,16 @@ func TestImageCache(t *testing.T) {
 		t.Fatalf("second driver: WarmImageCache = %v, %v", used, err)
 	}
 	spec = f.spec("cache-3")
-	spec.Image = img
-	id3, err := other.CreateContainer(t.Context(), spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := f.detached()
-		defer cancel()
-		other.RemoveContainer(ctx, id3)
-	})
+	spec.Containers[0].Image = img
+	name3 := spec.Name
+	id3 := f.create(other, spec).Containers[0].ID
 	if m3 := cacheMounts(t, f.cli, id3); len(m3) != 1 || m3[0].Name != m[0].Name {
 		t.Fatalf("second driver mounts %+v, want the keeper's volume %s", m3, m[0].Name)
 	}
 
 	// Two drivers warming a fresh cache at once: one copies, the other waits for its keeper.
-	other.RemoveContainer(ctx, id3)
-	f.d.RemoveContainer(ctx, id2)
+	other.DestroyInstance(ctx, name3)
+	f.d.DestroyInstance(ctx, f.spec("cache-2").Name)
 	removeKeeper()
 	a, b := newDriver(t, cfg), newDriver(t, cfg)
 	var wg sync.WaitGroup
@@ -751,7 +761,7 @@ func TestImageCache(t *testing.T) {
 	// the vanished volumes (the engine would create them empty), it goes without the cache.
 	removeKeeper()
 	spec = f.spec("cache-4")
-	spec.Image = img
+	spec.Containers[0].Image = img
 	id4, endpoint4 := f.createStart(spec)
 	if m := cacheMounts(t, f.cli, id4); len(m) != 0 {
 		t.Fatalf("a create after the keeper vanished mounts %+v", m)
@@ -808,16 +818,12 @@ func TestSandboxNetworkRace(t *testing.T) {
 		docker.SetSandboxNetwork(f.d, name)
 		wg.Go(func() {
 			spec := f.spec(fmt.Sprintf("race-%d", i))
-			id, err := f.d.CreateContainer(t.Context(), spec)
-			if err == nil {
-				t.Cleanup(func() {
-					ctx, cancel := f.detached()
-					defer cancel()
-					f.d.RemoveContainer(ctx, id)
-				})
-				_, err = f.d.StartContainer(t.Context(), id)
-			}
-			errs[i] = err
+			t.Cleanup(func() {
+				ctx, cancel := f.detached()
+				defer cancel()
+				f.d.DestroyInstance(ctx, spec.Name)
+			})
+			_, errs[i] = f.d.CreateInstance(t.Context(), spec)
 		})
 	}
 	wg.Wait()

@@ -370,7 +370,7 @@ func (c *imageCache) createKeeper(ctx context.Context, name, key, id string, pat
 		}
 		// The create may have got far enough to exist: remove it before its volumes.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
-		c.d.RemoveContainer(dctx, name)
+		c.d.removeContainer(dctx, name)
 		cancel()
 		return nil, fmt.Errorf("create keeper %s: %w", name, classify(err))
 	}
@@ -398,7 +398,7 @@ func (c *imageCache) pruneStale(ctx context.Context, current string) {
 			}
 			continue
 		}
-		if err := c.d.RemoveContainer(ctx, k.ID); err != nil {
+		if err := c.d.removeContainer(ctx, k.ID); err != nil {
 			c.d.log.Warn("image cache: remove a stale keeper", "container", k.ID, "err", err)
 			continue
 		}

@@ -16,20 +16,48 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/hostlock"
 )
 
-// CreateNetwork creates a bridge network with labels; an existing network of that name is
+// createNetwork creates a bridge network with labels; an existing network of that name is
 // success. The engine (API 1.41 without CheckDuplicate, which this client no longer sends)
 // accepts duplicate names, so creation is serialised in this process and, should another
 // process have raced us, every duplicate but the oldest is removed again.
-func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[string]string) error {
+func (d *Driver) createNetwork(ctx context.Context, name string, labels map[string]string) error {
 	if name == "" {
 		return fmt.Errorf("create network: empty name")
 	}
 	d.netMu.Lock()
 	defer d.netMu.Unlock()
-	return d.createNetworkLocked(ctx, name, labels, nil)
+	if err := d.createNetworkLocked(ctx, name, labels, nil); err != nil {
+		return err
+	}
+	return d.guardNetwork(ctx, name)
 }
 
-// createNetworkLocked is CreateNetwork with driver options, under netMu.
+// NetworkGuard installs the host firewall for a bridge network (its id and driver options)
+// that runtimes join; see internal/bay/netguard.
+type NetworkGuard func(ctx context.Context, id string, options map[string]string) error
+
+// SetNetworkGuard sets the guard called for the sandbox network and every network made by
+// CreateNetwork before a container joins it. Call it before the driver is used.
+func (d *Driver) SetNetworkGuard(g NetworkGuard) { d.guard = g }
+
+// guardNetwork runs the guard for every network named name.
+func (d *Driver) guardNetwork(ctx context.Context, name string) error {
+	if d.guard == nil {
+		return nil
+	}
+	nets, err := d.networksNamed(ctx, name)
+	for _, n := range nets {
+		if err == nil {
+			err = d.guard(ctx, n.ID, n.Options)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("network %s: host firewall: %w", name, err)
+	}
+	return nil
+}
+
+// createNetworkLocked is createNetwork with driver options, under netMu.
 func (d *Driver) createNetworkLocked(ctx context.Context, name string, labels, options map[string]string) error {
 	existing, err := d.networksNamed(ctx, name)
 	if err != nil {
@@ -73,7 +101,7 @@ const iccOption = "com.docker.network.bridge.enable_icc"
 // names: bays on one host create the network under a machine-wide lock, but bays on several
 // hosts sharing a remote engine may each create it; while two copies exist a container on the
 // network fails to start ("ambiguous": the engine resolves a container's networks by name at
-// start), which StartContainer answers by calling this again and retrying. It is resolved on
+// start), which startContainer answers by calling this again and retrying. It is resolved on
 // every call, so a network pruned meanwhile is recreated.
 func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 	nets, err := d.networksNamed(ctx, d.sandboxNet)
@@ -95,6 +123,11 @@ func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 	}
 	if nets[0].Options[iccOption] != "false" {
 		return "", fmt.Errorf("network %s exists with inter-container communication on, which would let sandboxes reach each other; remove it (bay recreates it isolated) or set driver.docker.network", d.sandboxNet)
+	}
+	if d.guard != nil {
+		if err := d.guard(ctx, nets[0].ID, nets[0].Options); err != nil {
+			return "", fmt.Errorf("network %s: host firewall: %w", d.sandboxNet, err)
+		}
 	}
 	return nets[0].ID, nil
 }
@@ -126,9 +159,9 @@ func (d *Driver) createSandboxNetwork(ctx context.Context) ([]network.Summary, e
 	return nets, nil
 }
 
-// RemoveNetwork removes the network (every network of that name); missing is success; a network
+// removeNetwork removes the network (every network of that name); missing is success; a network
 // with running containers attached wraps bay.ErrConflict.
-func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
+func (d *Driver) removeNetwork(ctx context.Context, name string) error {
 	nets, err := d.networksNamed(ctx, name)
 	if err != nil {
 		return fmt.Errorf("remove network %s: %w", name, err)
@@ -150,23 +183,23 @@ func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
 	return nil
 }
 
-// ListNetworks lists the networks carrying all the given labels, one per name: the oldest, the
-// one CreateNetwork keeps when the engine holds duplicates.
-func (d *Driver) ListNetworks(ctx context.Context, labels map[string]string) ([]bay.NetworkInfo, error) {
+// listNetworks lists the networks carrying all the given labels, one per name: the oldest, the
+// one createNetwork keeps when the engine holds duplicates.
+func (d *Driver) listNetworks(ctx context.Context, labels map[string]string) ([]networkInfo, error) {
 	res, err := d.cli.NetworkList(ctx, client.NetworkListOptions{Filters: labelFilters(labels)})
 	if err != nil {
 		return nil, fmt.Errorf("list networks %v: %w", labels, classify(err))
 	}
 	nets := res.Items
 	slices.SortFunc(nets, oldestFirst)
-	out := make([]bay.NetworkInfo, 0, len(nets))
+	out := make([]networkInfo, 0, len(nets))
 	seen := make(map[string]bool, len(nets))
 	for _, n := range nets {
 		if seen[n.Name] {
 			continue
 		}
 		seen[n.Name] = true
-		out = append(out, bay.NetworkInfo{Name: n.Name, ID: n.ID, Labels: n.Labels, CreatedAt: n.Created})
+		out = append(out, networkInfo{Name: n.Name, ID: n.ID, Labels: n.Labels, CreatedAt: n.Created})
 	}
 	return out, nil
 }

@@ -1,6 +1,6 @@
 // Package drivertest is the one conformance suite of bay.Driver. Every implementation (the
 // in-memory fake, the Docker driver, later Kubernetes) runs it through Run with a Harness, so
-// that the fake the service tests rely on cannot drift from the real engine.
+// that the fake the service tests rely on cannot drift from the real platform.
 //
 // Every object the suite creates carries a unique name and the label LabelTestRun=<run id>, and
 // is removed in t.Cleanup on a detached context, so parallel runs against one engine do not
@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,25 +35,30 @@ const LabelTestRun = "bay.test_run"
 type Harness struct {
 	// Driver under test.
 	Driver bay.Driver
-	// Image is present in the engine. Its process serves GET /health with status 200 on
-	// RuntimePort (internal/bay/drivertest/testimage builds such an image for Docker).
+	// Image is present on the platform. Its process (internal/bay/drivertest/testimage) serves
+	// GET /health, /whoami, /file and /fetch on RuntimePort.
 	Image string
 	// RuntimePort is the port the image listens on (default 8123).
 	RuntimePort int
-	// Kill kills the container's main process behind the driver's back (SIGKILL).
+	// Kill kills a container's main process behind the driver's back (SIGKILL); id is an
+	// InstanceContainer.ID.
 	Kill func(t *testing.T, id string)
-	// Effective reports the settings the engine actually applied to the container.
+	// Effective reports the settings the platform actually applied to a container.
 	Effective func(t *testing.T, id string) Effective
+	// Live is false for an implementation whose endpoints serve nothing (the fake): the checks
+	// that talk to the image are skipped for it, every other check runs.
+	Live bool
 	// HTTPClient reaches endpoints (default: a client with a 2 s timeout and no proxy).
 	HTTPClient *http.Client
 	// ReadyTimeout bounds the wait for a started container to answer /health (default 20 s).
 	ReadyTimeout time.Duration
 }
 
-// Effective is the engine's view of one container's isolation settings.
+// Effective is the platform's view of one container's isolation settings.
 type Effective struct {
 	User        string
 	CapDrop     []string
+	CapAdd      []string
 	SecurityOpt []string
 	Privileged  bool
 	PidsLimit   int64
@@ -71,9 +76,6 @@ type suite struct {
 	run   string
 	seq   atomic.Int64
 	httpc *http.Client
-
-	mu       sync.Mutex
-	networks []string
 }
 
 // Run runs the conformance suite against h. Subtests run in parallel.
@@ -100,19 +102,20 @@ func Run(t *testing.T, h Harness) {
 		fn   func(*testing.T)
 	}{
 		{"Ping", s.testPing},
-		{"ContainerLifecycle", s.testContainerLifecycle},
+		{"InstanceLifecycle", s.testLifecycle},
+		{"MultiContainer", s.testMultiContainer},
 		{"Hardening", s.testHardening},
 		{"DefaultPidsLimit", s.testDefaultPidsLimit},
 		{"NameConflict", s.testNameConflict},
-		{"ImageMissing", s.testImageMissing},
+		{"ImageMissingRollsBack", s.testImageMissing},
 		{"VolumeMissing", s.testVolumeMissing},
-		{"MissingContainer", s.testMissingContainer},
+		{"BadSpecs", s.testBadSpecs},
+		{"MissingInstance", s.testMissingInstance},
 		{"KilledBehindTheDriversBack", s.testKilled},
-		{"RestartAfterExit", s.testRestart},
-		{"ListFiltersByAllLabels", s.testListContainers},
+		{"DeathsAreReported", s.testDeaths},
+		{"ListFiltersByAllLabels", s.testListInstances},
 		{"Volumes", s.testVolumes},
 		{"VolumeInUse", s.testVolumeInUse},
-		{"Networks", s.testNetworks},
 		{"CancelledContext", s.testCancelled},
 	}
 	for _, tc := range tests {
@@ -147,69 +150,80 @@ func (s *suite) labels(kv ...string) map[string]string {
 	return m
 }
 
-// spec returns a valid container spec with a unique name.
-func (s *suite) spec() bay.ContainerSpec {
-	name := s.name("c")
+// container returns a valid container spec named name.
+func (s *suite) container(name string) bay.ContainerSpec {
 	return bay.ContainerSpec{
 		Name:        name,
+		RuntimeType: bay.RuntimeShip,
 		Image:       s.h.Image,
-		Hostname:    "drivertest",
-		Env:         map[string]string{"DRIVERTEST": "1"},
-		Labels:      s.labels(),
-		RuntimePort: s.h.RuntimePort,
+		Env:         map[string]string{"DRIVERTEST": "1", "PORT": fmt.Sprint(s.h.RuntimePort)},
+		Port:        s.h.RuntimePort,
 		User:        "1000:1000",
 	}
 }
 
-func detached(t *testing.T) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+// spec returns a valid single-container instance spec with a unique name.
+func (s *suite) spec(containers ...string) bay.InstanceSpec {
+	if len(containers) == 0 {
+		containers = []string{"ship"}
+	}
+	spec := bay.InstanceSpec{Name: s.name("i"), Labels: s.labels(), MountPath: "/workspace"}
+	for _, c := range containers {
+		spec.Containers = append(spec.Containers, s.container(c))
+	}
+	return spec
 }
 
-// create creates a container and registers its removal.
-func (s *suite) create(t *testing.T, spec bay.ContainerSpec) string {
+func detached(t *testing.T) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(t.Context()), 60*time.Second)
+}
+
+// create creates an instance, registers its destruction and waits for every endpoint.
+func (s *suite) create(t *testing.T, spec bay.InstanceSpec) bay.Instance {
 	t.Helper()
-	id, err := s.h.Driver.CreateContainer(t.Context(), spec)
-	if err != nil {
-		t.Fatalf("CreateContainer(%s): %v", spec.Name, err)
-	}
-	if id == "" {
-		t.Fatalf("CreateContainer(%s) returned an empty id", spec.Name)
-	}
+	inst, err := s.h.Driver.CreateInstance(t.Context(), spec)
 	t.Cleanup(func() {
 		ctx, cancel := detached(t)
 		defer cancel()
-		if err := s.h.Driver.RemoveContainer(ctx, id); err != nil {
-			t.Errorf("cleanup: RemoveContainer(%s): %v", id, err)
+		if err := s.h.Driver.DestroyInstance(ctx, spec.Name); err != nil {
+			t.Errorf("cleanup: DestroyInstance(%s): %v", spec.Name, err)
 		}
 	})
-	return id
-}
-
-// start starts a container and waits until its endpoint answers /health.
-func (s *suite) start(t *testing.T, id string) string {
-	t.Helper()
-	endpoint, err := s.h.Driver.StartContainer(t.Context(), id)
 	if err != nil {
-		t.Fatalf("StartContainer(%s): %v", id, err)
+		t.Fatalf("CreateInstance(%s): %v", spec.Name, err)
 	}
-	if _, err := url.Parse(endpoint); err != nil || !strings.HasPrefix(endpoint, "http://") {
-		t.Fatalf("StartContainer(%s) endpoint %q is not an http URL", id, endpoint)
+	if inst.Name != spec.Name || len(inst.Containers) != len(spec.Containers) {
+		t.Fatalf("CreateInstance(%s) = %+v, want %d containers", spec.Name, inst, len(spec.Containers))
 	}
-	s.waitHealthy(t, endpoint)
-	return endpoint
+	for i, c := range inst.Containers {
+		if c.Name != spec.Containers[i].Name || c.RuntimeType != spec.Containers[i].RuntimeType || c.ID == "" {
+			t.Errorf("container %d = %+v, want name %s runtime %s and an id (spec order)", i, c, spec.Containers[i].Name, spec.Containers[i].RuntimeType)
+		}
+		if c.State != bay.ContainerRunning {
+			t.Errorf("container %s state after create = %q, want running", c.Name, c.State)
+		}
+		if _, err := url.Parse(c.Endpoint); err != nil || !strings.HasPrefix(c.Endpoint, "http://") {
+			t.Fatalf("container %s endpoint %q is not an http URL", c.Name, c.Endpoint)
+		}
+		s.waitHealthy(t, c.Endpoint)
+	}
+	return inst
 }
 
-// waitHealthy polls GET <endpoint>/health until it answers 200. This waits for a real process
-// to listen, which takes a few milliseconds; it tests no timing logic.
+// waitHealthy polls GET <endpoint>/health until it answers 200 (live implementations only).
+// This waits for a real process to listen; it tests no timing logic.
 func (s *suite) waitHealthy(t *testing.T, endpoint string) {
 	t.Helper()
+	if !s.h.Live {
+		return
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), s.h.ReadyTimeout)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var last error
 	for {
-		last = s.get(ctx, endpoint+"/health")
+		_, last = s.get(ctx, endpoint+"/health")
 		if last == nil {
 			return
 		}
@@ -221,21 +235,25 @@ func (s *suite) waitHealthy(t *testing.T, endpoint string) {
 	}
 }
 
-func (s *suite) get(ctx context.Context, u string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+func (s *suite) do(ctx context.Context, method, u string, body io.Reader) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := s.httpc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: status %d", u, resp.StatusCode)
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return b, fmt.Errorf("%s %s: status %d: %s", method, u, resp.StatusCode, b)
 	}
-	return nil
+	return b, nil
+}
+
+func (s *suite) get(ctx context.Context, u string) ([]byte, error) {
+	return s.do(ctx, http.MethodGet, u, nil)
 }
 
 func (s *suite) volume(t *testing.T, labels map[string]string) string {
@@ -254,40 +272,19 @@ func (s *suite) volume(t *testing.T, labels map[string]string) string {
 	return ref
 }
 
-// network creates a network labelled s.labels(kv...); the sweep removes it if the test does not.
-func (s *suite) network(t *testing.T, kv ...string) string {
-	t.Helper()
-	name := s.name("n")
-	s.mu.Lock()
-	s.networks = append(s.networks, name)
-	s.mu.Unlock()
-	if err := s.h.Driver.CreateNetwork(t.Context(), name, s.labels(kv...)); err != nil {
-		t.Fatalf("CreateNetwork(%s): %v", name, err)
-	}
-	return name
-}
-
 // sweep removes everything the run left behind (after failures), on a detached context.
 func (s *suite) sweep(t *testing.T) {
 	ctx, cancel := detached(t)
 	defer cancel()
 	d := s.h.Driver
-	cs, err := d.ListContainers(ctx, s.labels())
+	is, err := d.ListInstances(ctx, s.labels())
 	if err != nil {
-		t.Errorf("sweep: ListContainers: %v", err)
+		t.Errorf("sweep: ListInstances: %v", err)
 	}
-	for _, c := range cs {
-		t.Errorf("sweep: container %s (%s) was left behind", c.Name, c.ID)
-		if err := d.RemoveContainer(ctx, c.ID); err != nil {
-			t.Errorf("sweep: RemoveContainer(%s): %v", c.ID, err)
-		}
-	}
-	s.mu.Lock()
-	networks := slices.Clone(s.networks)
-	s.mu.Unlock()
-	for _, n := range networks {
-		if err := d.RemoveNetwork(ctx, n); err != nil {
-			t.Errorf("sweep: RemoveNetwork(%s): %v", n, err)
+	for _, i := range is {
+		t.Errorf("sweep: instance %s was left behind", i.Name)
+		if err := d.DestroyInstance(ctx, i.Name); err != nil {
+			t.Errorf("sweep: DestroyInstance(%s): %v", i.Name, err)
 		}
 	}
 	vs, err := d.ListVolumes(ctx, s.labels())
@@ -299,6 +296,19 @@ func (s *suite) sweep(t *testing.T) {
 		if err := d.DeleteVolume(ctx, v.Name); err != nil {
 			t.Errorf("sweep: DeleteVolume(%s): %v", v.Name, err)
 		}
+	}
+}
+
+// gone checks that nothing of the instance named name exists.
+func (s *suite) gone(t *testing.T, name, marker string) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := s.h.Driver.InspectInstance(ctx, name); !bay.IsNotFound(err) {
+		t.Errorf("InspectInstance(%s) = %v, want not_found", name, err)
+	}
+	list, err := s.h.Driver.ListInstances(ctx, s.labels("drivertest.marker", marker))
+	if err != nil || len(list) != 0 {
+		t.Errorf("ListInstances(marker %s) = %+v, %v; want nothing left", marker, list, err)
 	}
 }
 
@@ -320,91 +330,129 @@ func (s *suite) testPing(t *testing.T) {
 	}
 }
 
-func (s *suite) testContainerLifecycle(t *testing.T) {
+func (s *suite) testLifecycle(t *testing.T) {
 	d, ctx := s.h.Driver, t.Context()
 	ref := s.volume(t, s.labels())
 	spec := s.spec()
-	spec.VolumeRef, spec.MountPath = ref, "/workspace"
-	spec.Labels = s.labels("bay.session_id", "sess-lifecycle")
+	spec.VolumeRef = ref
+	spec.Labels = s.labels("bay.session_id", "sess-lifecycle-"+s.run)
 
 	before := time.Now()
-	id := s.create(t, spec)
-	info, err := d.InspectContainer(ctx, id)
-	if err != nil {
-		t.Fatalf("InspectContainer after create: %v", err)
-	}
-	if info.ID != id || info.Name != spec.Name || info.Image != spec.Image {
-		t.Errorf("inspect = id %q name %q image %q, want %q %q %q", info.ID, info.Name, info.Image, id, spec.Name, spec.Image)
-	}
-	if info.State != bay.ContainerCreated {
-		t.Errorf("state after create = %q, want created", info.State)
-	}
-	if info.Endpoint != "" {
-		t.Errorf("endpoint of a created container = %q, want empty", info.Endpoint)
-	}
+	inst := s.create(t, spec)
 	want := maps.Clone(spec.Labels)
 	want[bay.LabelManaged] = "true"
+	got, err := d.InspectInstance(ctx, spec.Name)
+	if err != nil {
+		t.Fatalf("InspectInstance after create: %v", err)
+	}
+	if !got.Running() || got.Name != spec.Name || len(got.Containers) != 1 {
+		t.Fatalf("InspectInstance = %+v, want one running container", got)
+	}
+	if got.Containers[0].ID != inst.Containers[0].ID || got.Containers[0].Endpoint != inst.Containers[0].Endpoint {
+		t.Errorf("inspect container %+v differs from create's %+v", got.Containers[0], inst.Containers[0])
+	}
 	for k, v := range want {
-		if info.Labels[k] != v {
-			t.Errorf("label %s = %q, want %q", k, info.Labels[k], v)
+		if got.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, got.Labels[k], v)
 		}
 	}
-	if info.CreatedAt.IsZero() || info.CreatedAt.Before(before.Add(-time.Minute)) || info.CreatedAt.After(time.Now().Add(time.Minute)) {
-		t.Errorf("CreatedAt = %v, want about %v", info.CreatedAt, before)
+	if got.CreatedAt.IsZero() || got.CreatedAt.Before(before.Add(-time.Minute)) || got.CreatedAt.After(time.Now().Add(time.Minute)) {
+		t.Errorf("CreatedAt = %v, want about %v", got.CreatedAt, before)
+	}
+	if s.h.Live {
+		// The cargo volume is mounted read-write at MountPath, and the env reached the process.
+		ep := inst.Containers[0].Endpoint
+		if _, err := s.do(ctx, http.MethodPut, ep+"/file?path=/workspace/hello", strings.NewReader("hi")); err != nil {
+			t.Fatalf("write into the cargo volume: %v", err)
+		}
+		b, err := s.get(ctx, ep+"/whoami")
+		if err != nil || !strings.Contains(string(b), "DRIVERTEST=1") {
+			t.Errorf("whoami = %s, %v; want the spec's env", b, err)
+		}
 	}
 
-	endpoint := s.start(t, id)
-	info, err = d.InspectContainer(ctx, id)
-	if err != nil {
-		t.Fatalf("InspectContainer after start: %v", err)
-	}
-	if info.State != bay.ContainerRunning || info.Endpoint != endpoint {
-		t.Errorf("after start: state %q endpoint %q, want running %q", info.State, info.Endpoint, endpoint)
-	}
-	// Starting a running container again is harmless and reports the same endpoint.
-	if again, err := d.StartContainer(ctx, id); err != nil || again != endpoint {
-		t.Errorf("second StartContainer = %q, %v; want %q, nil", again, err, endpoint)
+	list, err := d.ListInstances(ctx, s.labels("bay.session_id", "sess-lifecycle-"+s.run))
+	if err != nil || len(list) != 1 || list[0].Name != spec.Name || !list[0].Running() {
+		t.Fatalf("ListInstances = %+v, %v; want just %s running", list, err, spec.Name)
 	}
 
-	list, err := d.ListContainers(ctx, s.labels("bay.session_id", "sess-lifecycle"))
-	if err != nil {
-		t.Fatalf("ListContainers: %v", err)
+	if err := d.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatalf("DestroyInstance: %v", err)
 	}
-	if len(list) != 1 || list[0].ID != id || list[0].State != bay.ContainerRunning || list[0].Name != spec.Name {
-		t.Fatalf("ListContainers = %+v, want just %s running", list, id)
+	if _, err := d.InspectInstance(ctx, spec.Name); !bay.IsNotFound(err) {
+		t.Fatalf("InspectInstance after destroy: %v, want not_found", err)
 	}
-	if list[0].CreatedAt.Sub(info.CreatedAt).Abs() > time.Second {
-		t.Errorf("list CreatedAt %v differs from inspect %v", list[0].CreatedAt, info.CreatedAt)
-	}
-
-	if err := d.RemoveContainer(ctx, id); err != nil {
-		t.Fatalf("RemoveContainer: %v", err)
-	}
-	if _, err := d.InspectContainer(ctx, id); !bay.IsNotFound(err) {
-		t.Fatalf("InspectContainer after remove: %v, want not_found", err)
-	}
-	if err := d.RemoveContainer(ctx, id); err != nil {
-		t.Fatalf("RemoveContainer of a removed container: %v, want success", err)
+	if err := d.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatalf("DestroyInstance of a destroyed instance: %v, want success", err)
 	}
 	if _, err := d.InspectVolume(ctx, ref); err != nil {
-		t.Fatalf("the named volume must survive its container's removal: %v", err)
+		t.Fatalf("the cargo volume must survive its instance: %v", err)
 	}
-	list, err = d.ListContainers(ctx, s.labels("bay.session_id", "sess-lifecycle"))
+	list, err = d.ListInstances(ctx, s.labels("bay.session_id", "sess-lifecycle-"+s.run))
 	if err != nil || len(list) != 0 {
-		t.Fatalf("ListContainers after remove = %+v, %v; want empty", list, err)
+		t.Fatalf("ListInstances after destroy = %+v, %v; want empty", list, err)
 	}
+	// The files outlive the instance: a new one on the same volume sees them.
+	if s.h.Live {
+		again := s.spec()
+		again.VolumeRef = ref
+		inst := s.create(t, again)
+		if b, err := s.get(ctx, inst.Containers[0].Endpoint+"/file?path=/workspace/hello"); err != nil || string(b) != "hi" {
+			t.Errorf("file on the volume after a new instance = %q, %v; want hi", b, err)
+		}
+	}
+}
+
+func (s *suite) testMultiContainer(t *testing.T) {
+	ctx := t.Context()
+	ref := s.volume(t, s.labels())
+	spec := s.spec("ship", "gull")
+	spec.Containers[1].RuntimeType = bay.RuntimeGull
+	spec.VolumeRef = ref
+	inst := s.create(t, spec)
+	if inst.Containers[0].Endpoint == inst.Containers[1].Endpoint {
+		t.Fatalf("both containers report endpoint %s", inst.Containers[0].Endpoint)
+	}
+	if s.h.Live {
+		a, b := inst.Containers[0].Endpoint, inst.Containers[1].Endpoint
+		// One cargo for both.
+		if _, err := s.do(ctx, http.MethodPut, a+"/file?path=/workspace/shared", strings.NewReader("from ship")); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.get(ctx, b+"/file?path=/workspace/shared"); err != nil || string(got) != "from ship" {
+			t.Errorf("gull reads %q, %v; want the file ship wrote", got, err)
+		}
+		// Each reaches the other by its container name.
+		u := fmt.Sprintf("%s/fetch?url=%s", a, url.QueryEscape(fmt.Sprintf("http://gull:%d/health", s.h.RuntimePort)))
+		out, err := s.get(ctx, u)
+		var res struct{ Status int }
+		if err != nil || json.Unmarshal(out, &res) != nil || res.Status != 200 {
+			t.Errorf("ship fetching http://gull/health: %s, %v; want status 200", out, err)
+		}
+	}
+	if err := s.h.Driver.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatalf("DestroyInstance: %v", err)
+	}
+	s.gone(t, spec.Name, "none")
 }
 
 func (s *suite) testHardening(t *testing.T) {
 	spec := s.spec()
-	spec.MemoryBytes = 64 << 20
-	spec.NanoCPUs = 500_000_000
-	spec.PidsLimit = 100
-	id := s.create(t, spec)
-	s.start(t, id)
-	eff := s.h.Effective(t, id)
+	c := &spec.Containers[0]
+	c.Limits = bay.Limits{MemoryBytes: 64 << 20, NanoCPUs: 500_000_000, PidsLimit: 100}
+	c.CapAdd = []string{"SETUID", "SETGID", "KILL"}
+	c.User = ""
+	inst := s.create(t, spec)
+	eff := s.h.Effective(t, inst.Containers[0].ID)
 	if !slices.Contains(eff.CapDrop, "ALL") {
 		t.Errorf("CapDrop = %v, want ALL", eff.CapDrop)
+	}
+	slices.Sort(eff.CapAdd)
+	for i := range eff.CapAdd {
+		eff.CapAdd[i] = strings.TrimPrefix(eff.CapAdd[i], "CAP_")
+	}
+	if !slices.Equal(eff.CapAdd, []string{"KILL", "SETGID", "SETUID"}) {
+		t.Errorf("CapAdd = %v, want exactly the spec's", eff.CapAdd)
 	}
 	if !slices.ContainsFunc(eff.SecurityOpt, func(o string) bool {
 		return o == "no-new-privileges:true" || o == "no-new-privileges"
@@ -415,16 +463,16 @@ func (s *suite) testHardening(t *testing.T) {
 		t.Error("container is privileged")
 	}
 	if eff.User != "1000:1000" {
-		t.Errorf("User = %q, want 1000:1000", eff.User)
+		t.Errorf("User = %q, want the default 1000:1000", eff.User)
 	}
 	if eff.PidsLimit != 100 {
 		t.Errorf("PidsLimit = %d, want 100", eff.PidsLimit)
 	}
-	if eff.Memory != spec.MemoryBytes || eff.MemorySwap != spec.MemoryBytes {
-		t.Errorf("Memory/MemorySwap = %d/%d, want %d/%d (no swap beyond the limit)", eff.Memory, eff.MemorySwap, spec.MemoryBytes, spec.MemoryBytes)
+	if eff.Memory != c.Limits.MemoryBytes || eff.MemorySwap != c.Limits.MemoryBytes {
+		t.Errorf("Memory/MemorySwap = %d/%d, want %d/%d (no swap beyond the limit)", eff.Memory, eff.MemorySwap, c.Limits.MemoryBytes, c.Limits.MemoryBytes)
 	}
-	if eff.NanoCPUs != spec.NanoCPUs {
-		t.Errorf("NanoCPUs = %d, want %d", eff.NanoCPUs, spec.NanoCPUs)
+	if eff.NanoCPUs != c.Limits.NanoCPUs {
+		t.Errorf("NanoCPUs = %d, want %d", eff.NanoCPUs, c.Limits.NanoCPUs)
 	}
 	for _, ip := range eff.PublishedHostIPs {
 		if !isLoopback(ip) {
@@ -434,148 +482,220 @@ func (s *suite) testHardening(t *testing.T) {
 }
 
 func (s *suite) testDefaultPidsLimit(t *testing.T) {
-	id := s.create(t, s.spec())
-	if eff := s.h.Effective(t, id); eff.PidsLimit <= 0 || eff.PidsLimit > 4096 {
+	inst := s.create(t, s.spec())
+	if eff := s.h.Effective(t, inst.Containers[0].ID); eff.PidsLimit <= 0 || eff.PidsLimit > 4096 {
 		t.Errorf("PidsLimit with none in the spec = %d, want the driver default (256)", eff.PidsLimit)
 	}
 }
 
 func (s *suite) testNameConflict(t *testing.T) {
 	spec := s.spec()
-	s.create(t, spec)
-	id, err := s.h.Driver.CreateContainer(t.Context(), spec)
+	first := s.create(t, spec)
+	_, err := s.h.Driver.CreateInstance(t.Context(), spec)
 	if !bay.IsConflict(err) {
-		if id != "" {
-			_ = s.h.Driver.RemoveContainer(context.WithoutCancel(t.Context()), id)
-		}
-		t.Fatalf("second CreateContainer with the same name: %v, want conflict", err)
+		t.Fatalf("second CreateInstance with the same name: %v, want conflict", err)
+	}
+	// The failed create must not have rolled back the instance that holds the name.
+	got, err := s.h.Driver.InspectInstance(t.Context(), spec.Name)
+	if err != nil || !got.Running() || got.Containers[0].ID != first.Containers[0].ID {
+		t.Fatalf("the first instance after a conflicting create: %+v, %v; want it untouched", got, err)
 	}
 }
 
 func (s *suite) testImageMissing(t *testing.T) {
-	spec := s.spec()
-	spec.Image = "shipyard-drivertest-missing:" + s.run
-	id, err := s.h.Driver.CreateContainer(t.Context(), spec)
+	marker := s.name("m")
+	spec := s.spec("ship", "gull")
+	spec.Labels = s.labels("drivertest.marker", marker)
+	spec.Containers[1].Image = "shipyard-drivertest-missing:" + s.run
+	_, err := s.h.Driver.CreateInstance(t.Context(), spec)
 	if err == nil {
-		_ = s.h.Driver.RemoveContainer(context.WithoutCancel(t.Context()), id)
-		t.Fatal("CreateContainer with a missing image succeeded")
+		t.Fatal("CreateInstance with a missing image succeeded")
 	}
 	if bay.IsConflict(err) || bay.IsNotFound(err) {
 		t.Errorf("missing image classified as %s; it is a deployment problem, not a missing object", bay.ErrorCode(err))
 	}
-	if msg := err.Error(); !strings.Contains(msg, spec.Image) || !strings.Contains(msg, "not found locally") {
+	if msg := err.Error(); !strings.Contains(msg, spec.Containers[1].Image) || !strings.Contains(msg, "not found locally") {
 		t.Errorf("error %q should name the image and say it is not found locally", msg)
 	}
+	// All or nothing: the container that could be created is gone again.
+	s.gone(t, spec.Name, marker)
 }
 
 func (s *suite) testVolumeMissing(t *testing.T) {
+	marker := s.name("m")
 	spec := s.spec()
-	spec.VolumeRef, spec.MountPath = s.name("missing-v"), "/workspace"
-	id, err := s.h.Driver.CreateContainer(t.Context(), spec)
+	spec.Labels = s.labels("drivertest.marker", marker)
+	spec.VolumeRef = s.name("missing-v")
+	_, err := s.h.Driver.CreateInstance(t.Context(), spec)
 	if !bay.IsNotFound(err) {
-		if id != "" {
-			_ = s.h.Driver.RemoveContainer(context.WithoutCancel(t.Context()), id)
-		}
-		t.Fatalf("CreateContainer with a missing volume: %v, want not_found (an engine must not create an empty one)", err)
+		t.Fatalf("CreateInstance with a missing volume: %v, want not_found (a platform must not create an empty one)", err)
 	}
 	if vs, _ := s.h.Driver.ListVolumes(t.Context(), nil); slices.ContainsFunc(vs, func(v bay.VolumeInfo) bool { return v.Name == spec.VolumeRef }) {
 		_ = s.h.Driver.DeleteVolume(context.WithoutCancel(t.Context()), spec.VolumeRef)
 		t.Fatal("the missing volume was created")
 	}
+	s.gone(t, spec.Name, marker)
 }
 
-func (s *suite) testMissingContainer(t *testing.T) {
+func (s *suite) testBadSpecs(t *testing.T) {
+	cases := map[string]func(*bay.InstanceSpec){
+		"no containers":        func(sp *bay.InstanceSpec) { sp.Containers = nil },
+		"no name":              func(sp *bay.InstanceSpec) { sp.Name = "" },
+		"duplicate names":      func(sp *bay.InstanceSpec) { sp.Containers[1].Name = sp.Containers[0].Name },
+		"no image":             func(sp *bay.InstanceSpec) { sp.Containers[1].Image = "" },
+		"bad port":             func(sp *bay.InstanceSpec) { sp.Containers[0].Port = 70000 },
+		"dangerous cap":        func(sp *bay.InstanceSpec) { sp.Containers[0].CapAdd = []string{"SYS_ADMIN"} },
+		"unknown network mode": func(sp *bay.InstanceSpec) { sp.Network.Mode = "wide-open" },
+	}
+	for name, mutate := range cases {
+		marker := s.name("m")
+		spec := s.spec("ship", "gull")
+		spec.Labels = s.labels("drivertest.marker", marker)
+		mutate(&spec)
+		if _, err := s.h.Driver.CreateInstance(t.Context(), spec); err == nil {
+			if spec.Name != "" {
+				_ = s.h.Driver.DestroyInstance(context.WithoutCancel(t.Context()), spec.Name)
+			}
+			t.Errorf("%s: CreateInstance succeeded, want an error", name)
+			continue
+		}
+		if spec.Name != "" {
+			s.gone(t, spec.Name, marker)
+		}
+	}
+}
+
+func (s *suite) testMissingInstance(t *testing.T) {
 	d, ctx := s.h.Driver, t.Context()
-	missing := s.name("missing-c")
-	if _, err := d.InspectContainer(ctx, missing); !bay.IsNotFound(err) {
-		t.Errorf("InspectContainer(missing): %v, want not_found", err)
+	missing := s.name("missing-i")
+	if _, err := d.InspectInstance(ctx, missing); !bay.IsNotFound(err) {
+		t.Errorf("InspectInstance(missing): %v, want not_found", err)
 	}
-	if _, err := d.StartContainer(ctx, missing); !bay.IsNotFound(err) {
-		t.Errorf("StartContainer(missing): %v, want not_found", err)
-	}
-	if err := d.RemoveContainer(ctx, missing); err != nil {
-		t.Errorf("RemoveContainer(missing): %v, want success", err)
+	if err := d.DestroyInstance(ctx, missing); err != nil {
+		t.Errorf("DestroyInstance(missing): %v, want success", err)
 	}
 }
 
 func (s *suite) testKilled(t *testing.T) {
 	d, ctx := s.h.Driver, t.Context()
-	spec := s.spec()
-	id := s.create(t, spec)
-	s.start(t, id)
-	s.h.Kill(t, id)
-	info, err := d.InspectContainer(ctx, id)
-	switch {
-	case bay.IsNotFound(err):
-		return
-	case err != nil:
-		t.Fatalf("InspectContainer after kill: %v", err)
-	case info.State != bay.ContainerExited:
-		t.Fatalf("state after kill = %q, want exited", info.State)
-	case info.Endpoint != "":
-		t.Errorf("endpoint of an exited container = %q, want empty", info.Endpoint)
-	}
-	list, err := d.ListContainers(ctx, s.labels())
+	spec := s.spec("ship", "gull")
+	inst := s.create(t, spec)
+	s.h.Kill(t, inst.Containers[1].ID)
+	got, err := d.InspectInstance(ctx, spec.Name)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("InspectInstance after a kill: %v", err)
 	}
-	i := slices.IndexFunc(list, func(c bay.ContainerInfo) bool { return c.ID == id })
-	if i < 0 || list[i].State != bay.ContainerExited {
-		t.Fatalf("ListContainers must include stopped containers; got %+v", list)
+	if got.Running() {
+		t.Fatalf("instance with a killed container reports running: %+v", got)
 	}
-	if err := d.RemoveContainer(ctx, id); err != nil {
-		t.Fatalf("RemoveContainer of an exited container: %v", err)
+	i := slices.IndexFunc(got.Containers, func(c bay.InstanceContainer) bool { return c.ID == inst.Containers[1].ID })
+	switch {
+	case i < 0:
+		t.Fatalf("the killed container is not listed: %+v", got)
+	case got.Containers[i].State != bay.ContainerExited:
+		t.Errorf("killed container state = %q, want exited", got.Containers[i].State)
+	case got.Containers[i].Endpoint != "":
+		t.Errorf("endpoint of an exited container = %q, want empty", got.Containers[i].Endpoint)
+	}
+	if got.Containers[0].State != bay.ContainerRunning {
+		t.Errorf("the other container = %q, want running", got.Containers[0].State)
+	}
+	if err := d.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatalf("DestroyInstance with an exited container: %v", err)
+	}
+	s.gone(t, spec.Name, "none")
+}
+
+func (s *suite) testDeaths(t *testing.T) {
+	marker := s.name("m")
+	labels := s.labels("drivertest.marker", marker)
+	ctx, cancel := context.WithCancel(t.Context())
+	died := make(chan string, 8)
+	watching := make(chan error, 1)
+	go func() {
+		watching <- s.h.Driver.WatchDeaths(ctx, labels, func(name string) {
+			select {
+			case died <- name:
+			default:
+			}
+		})
+	}()
+	// Another instance's death is not reported: only the labelled ones are watched.
+	other := s.create(t, s.spec())
+	spec := s.spec("ship", "gull")
+	spec.Labels = labels
+	inst := s.create(t, spec)
+	// The watch subscribes asynchronously; a death before it does would be missed, which the
+	// port allows, so give it a moment as a platform's event stream needs.
+	time.Sleep(500 * time.Millisecond)
+	s.h.Kill(t, other.Containers[0].ID)
+	s.h.Kill(t, inst.Containers[1].ID)
+	select {
+	case name := <-died:
+		if name != spec.Name {
+			t.Errorf("died(%q), want %q", name, spec.Name)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no death reported within 10 s of a kill")
+	}
+	cancel()
+	select {
+	case err := <-watching:
+		if err != nil {
+			t.Errorf("WatchDeaths after its context ended: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchDeaths did not return after its context ended")
+	}
+	for {
+		select {
+		case name := <-died:
+			if name != spec.Name {
+				t.Errorf("died(%q): an instance without the watched labels was reported", name)
+			}
+			continue
+		default:
+		}
+		break
 	}
 }
 
-func (s *suite) testRestart(t *testing.T) {
-	d := s.h.Driver
-	id := s.create(t, s.spec())
-	s.start(t, id)
-	s.h.Kill(t, id)
-	endpoint := s.start(t, id)
-	info, err := d.InspectContainer(t.Context(), id)
-	if err != nil || info.State != bay.ContainerRunning || info.Endpoint != endpoint {
-		t.Fatalf("after restart: %+v, %v", info, err)
-	}
-}
-
-func (s *suite) testListContainers(t *testing.T) {
+func (s *suite) testListInstances(t *testing.T) {
 	d, ctx := s.h.Driver, t.Context()
-	a, b := s.spec(), s.spec()
+	a, b := s.spec(), s.spec("ship", "gull")
 	a.Labels = s.labels("bay.sandbox_id", "sb-a", "bay.profile_id", "p1")
 	b.Labels = s.labels("bay.sandbox_id", "sb-b", "bay.profile_id", "p1")
-	idA, idB := s.create(t, a), s.create(t, b)
-
-	ids := func(labels map[string]string) []string {
+	s.create(t, a)
+	s.create(t, b)
+	names := func(labels map[string]string) []string {
 		t.Helper()
-		list, err := d.ListContainers(ctx, labels)
+		list, err := d.ListInstances(ctx, labels)
 		if err != nil {
-			t.Fatalf("ListContainers(%v): %v", labels, err)
+			t.Fatalf("ListInstances(%v): %v", labels, err)
 		}
 		var out []string
-		for _, c := range list {
-			if c.State != bay.ContainerCreated {
-				t.Errorf("container %s listed as %q, want created", c.ID, c.State)
+		for _, i := range list {
+			if !i.Running() {
+				t.Errorf("instance %s listed as not running: %+v", i.Name, i)
 			}
-			out = append(out, c.ID)
+			out = append(out, i.Name)
 		}
 		slices.Sort(out)
 		return out
 	}
-	both := []string{idA, idB}
+	both := []string{a.Name, b.Name}
 	slices.Sort(both)
-	if got := ids(s.labels("bay.profile_id", "p1")); !slices.Equal(got, both) {
-		t.Errorf("by profile: %v, want %v", got, both)
+	if got := names(s.labels("bay.profile_id", "p1")); !slices.Equal(got, both) {
+		t.Errorf("by profile: %v, want %v (once each, whatever their container count)", got, both)
 	}
-	if got := ids(s.labels("bay.profile_id", "p1", "bay.sandbox_id", "sb-a")); !slices.Equal(got, []string{idA}) {
-		t.Errorf("by profile and sandbox: %v, want [%s] (all labels must match)", got, idA)
+	if got := names(s.labels("bay.profile_id", "p1", "bay.sandbox_id", "sb-a")); !slices.Equal(got, []string{a.Name}) {
+		t.Errorf("by profile and sandbox: %v, want [%s] (all labels must match)", got, a.Name)
 	}
-	if got := ids(s.labels("bay.sandbox_id", "sb-c")); len(got) != 0 {
+	if got := names(s.labels("bay.sandbox_id", "sb-c")); len(got) != 0 {
 		t.Errorf("by unknown sandbox: %v, want none", got)
 	}
-	if got := ids(s.labels(bay.LabelManaged, "true", "bay.sandbox_id", "sb-b")); !slices.Equal(got, []string{idB}) {
-		t.Errorf("by bay.managed: %v, want [%s]", got, idB)
+	if got := names(s.labels(bay.LabelManaged, "true", "bay.sandbox_id", "sb-b")); !slices.Equal(got, []string{b.Name}) {
+		t.Errorf("by bay.managed: %v, want [%s]", got, b.Name)
 	}
 }
 
@@ -633,104 +753,20 @@ func (s *suite) testVolumeInUse(t *testing.T) {
 	d, ctx := s.h.Driver, t.Context()
 	ref := s.volume(t, s.labels())
 	spec := s.spec()
-	spec.VolumeRef, spec.MountPath = ref, "/workspace"
-	id := s.create(t, spec)
+	spec.VolumeRef = ref
+	inst := s.create(t, spec)
 	if err := d.DeleteVolume(ctx, ref); !bay.IsConflict(err) {
-		t.Fatalf("DeleteVolume of a volume used by a created container: %v, want conflict", err)
+		t.Fatalf("DeleteVolume of a volume used by a running instance: %v, want conflict", err)
 	}
-	s.start(t, id)
-	s.h.Kill(t, id)
+	s.h.Kill(t, inst.Containers[0].ID)
 	if err := d.DeleteVolume(ctx, ref); !bay.IsConflict(err) {
 		t.Fatalf("DeleteVolume of a volume used by an exited container: %v, want conflict", err)
 	}
-	if err := d.RemoveContainer(ctx, id); err != nil {
+	if err := d.DestroyInstance(ctx, spec.Name); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.DeleteVolume(ctx, ref); err != nil {
-		t.Fatalf("DeleteVolume once the container is gone: %v", err)
-	}
-}
-
-// networkNames lists the names of the networks carrying all of labels.
-func (s *suite) networkNames(t *testing.T, labels map[string]string) []string {
-	t.Helper()
-	list, err := s.h.Driver.ListNetworks(t.Context(), labels)
-	if err != nil {
-		t.Fatalf("ListNetworks(%v): %v", labels, err)
-	}
-	var out []string
-	for _, n := range list {
-		out = append(out, n.Name)
-	}
-	slices.Sort(out)
-	return out
-}
-
-func (s *suite) testNetworks(t *testing.T) {
-	d, ctx := s.h.Driver, t.Context()
-	labels1 := s.labels("bay.session_id", "sess-net1", bay.LabelManaged, "true")
-	before := time.Now()
-	net1 := s.network(t, "bay.session_id", "sess-net1", bay.LabelManaged, "true")
-	if err := d.CreateNetwork(ctx, net1, labels1); err != nil {
-		t.Fatalf("CreateNetwork again: %v, want success (idempotent)", err)
-	}
-	net2 := s.network(t, "bay.session_id", "sess-net2")
-
-	list, err := d.ListNetworks(ctx, labels1)
-	if err != nil {
-		t.Fatalf("ListNetworks: %v", err)
-	}
-	if len(list) != 1 || list[0].Name != net1 || list[0].ID == "" {
-		t.Fatalf("ListNetworks(%v) = %+v, want just %s with its id (once, though created twice)", labels1, list, net1)
-	}
-	for k, v := range labels1 {
-		if list[0].Labels[k] != v {
-			t.Errorf("network label %s = %q, want %q", k, list[0].Labels[k], v)
-		}
-	}
-	if c := list[0].CreatedAt; c.IsZero() || c.Before(before.Add(-time.Minute)) || c.After(time.Now().Add(time.Minute)) {
-		t.Errorf("network CreatedAt = %v, want about %v", c, before)
-	}
-	both := []string{net1, net2}
-	slices.Sort(both)
-	if got := s.networkNames(t, s.labels()); !slices.Equal(got, both) {
-		t.Errorf("ListNetworks(run) = %v, want %v", got, both)
-	}
-	if got := s.networkNames(t, s.labels("bay.session_id", "sess-net2", bay.LabelManaged, "true")); len(got) != 0 {
-		t.Errorf("ListNetworks with a label %s lacks = %v, want none (all labels must match)", net2, got)
-	}
-	if got := s.networkNames(t, s.labels("bay.session_id", "sess-other")); len(got) != 0 {
-		t.Errorf("ListNetworks(other session) = %v, want none", got)
-	}
-
-	spec := s.spec()
-	spec.Network = net1
-	id := s.create(t, spec)
-	s.start(t, id)
-	if err := d.RemoveNetwork(ctx, net1); !bay.IsConflict(err) {
-		t.Fatalf("RemoveNetwork with a running container attached: %v, want conflict", err)
-	}
-	if err := d.RemoveContainer(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.RemoveNetwork(ctx, net1); err != nil {
-		t.Fatalf("RemoveNetwork: %v", err)
-	}
-	if got := s.networkNames(t, s.labels()); !slices.Equal(got, []string{net2}) {
-		t.Errorf("ListNetworks after removing %s = %v, want [%s]", net1, got, net2)
-	}
-	if err := d.RemoveNetwork(ctx, net1); err != nil {
-		t.Fatalf("RemoveNetwork of a removed network: %v, want success", err)
-	}
-
-	spec = s.spec()
-	spec.Network = s.name("missing-n")
-	id, err = d.CreateContainer(ctx, spec)
-	if !bay.IsNotFound(err) {
-		if id != "" {
-			_ = d.RemoveContainer(context.WithoutCancel(ctx), id)
-		}
-		t.Fatalf("CreateContainer on a missing network: %v, want not_found", err)
+		t.Fatalf("DeleteVolume once the instance is gone: %v", err)
 	}
 }
 
@@ -738,15 +774,18 @@ func (s *suite) testCancelled(t *testing.T) {
 	d := s.h.Driver
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
+	marker := s.name("m")
 	spec := s.spec()
-	id, err := d.CreateContainer(ctx, spec)
+	spec.Labels = s.labels("drivertest.marker", marker)
+	_, err := d.CreateInstance(ctx, spec)
 	if err == nil {
-		_ = d.RemoveContainer(context.WithoutCancel(t.Context()), id)
-		t.Fatal("CreateContainer with a cancelled context succeeded")
+		_ = d.DestroyInstance(context.WithoutCancel(t.Context()), spec.Name)
+		t.Fatal("CreateInstance with a cancelled context succeeded")
 	}
 	if !errors.Is(err, context.Canceled) {
-		t.Errorf("CreateContainer with a cancelled context: %v, want context.Canceled in the chain", err)
+		t.Errorf("CreateInstance with a cancelled context: %v, want context.Canceled in the chain", err)
 	}
+	s.gone(t, spec.Name, marker)
 	if err := d.Ping(ctx); err == nil {
 		t.Error("Ping with a cancelled context succeeded")
 	}

@@ -12,7 +12,7 @@
 //   - SetLatency delays a method (honouring ctx; inside a testing/synctest bubble the delay costs
 //     no wall time);
 //   - Kill, Vanish and SetState make containers die or disappear behind the driver's back;
-//   - Calls, CallCount, Containers, Volumes and Networks show what happened.
+//   - Calls, CallCount, Containers, Instances and Volumes show what happened.
 //
 // The endpoint a started container reports is configurable with WithEndpointFunc, so that tests
 // can point it at an httptest server standing in for ship.
@@ -28,6 +28,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,25 +38,22 @@ import (
 // Method names accepted by Fail, FailAfter, FailLate, FailWhen, SetLatency and CallCount. They
 // are the names of the bay.Driver methods.
 const (
-	MethodPing             = "Ping"
-	MethodCreateVolume     = "CreateVolume"
-	MethodDeleteVolume     = "DeleteVolume"
-	MethodInspectVolume    = "InspectVolume"
-	MethodListVolumes      = "ListVolumes"
-	MethodCreateContainer  = "CreateContainer"
-	MethodStartContainer   = "StartContainer"
-	MethodInspectContainer = "InspectContainer"
-	MethodRemoveContainer  = "RemoveContainer"
-	MethodListContainers   = "ListContainers"
-	MethodCreateNetwork    = "CreateNetwork"
-	MethodRemoveNetwork    = "RemoveNetwork"
-	MethodListNetworks     = "ListNetworks"
+	MethodPing            = "Ping"
+	MethodCreateVolume    = "CreateVolume"
+	MethodDeleteVolume    = "DeleteVolume"
+	MethodInspectVolume   = "InspectVolume"
+	MethodListVolumes     = "ListVolumes"
+	MethodCreateInstance  = "CreateInstance"
+	MethodInspectInstance = "InspectInstance"
+	MethodDestroyInstance = "DestroyInstance"
+	MethodListInstances   = "ListInstances"
+	MethodWatchDeaths     = "WatchDeaths"
 )
 
 var methods = []string{
 	MethodPing, MethodCreateVolume, MethodDeleteVolume, MethodInspectVolume, MethodListVolumes,
-	MethodCreateContainer, MethodStartContainer, MethodInspectContainer, MethodRemoveContainer,
-	MethodListContainers, MethodCreateNetwork, MethodRemoveNetwork, MethodListNetworks,
+	MethodCreateInstance, MethodInspectInstance, MethodDestroyInstance, MethodListInstances,
+	MethodWatchDeaths,
 }
 
 // Always makes an injected failure permanent (pass it as times).
@@ -68,62 +66,69 @@ const DefaultPidsLimit = 256
 // Call is one recorded Driver call.
 type Call struct {
 	Method string
-	// Target is the container id or name, volume ref or network name the call was about; ""
-	// for Ping and the List methods. For CreateContainer it is the spec's name.
+	// Target is the instance name, volume ref or volume name the call was about; "" for Ping
+	// and the List methods.
 	Target string
-	Spec   *bay.ContainerSpec // CreateContainer only (a copy)
-	Labels map[string]string  // CreateVolume, CreateNetwork and the List methods
-	Err    error              // what the call returned
+	Spec   *bay.InstanceSpec // CreateInstance only (a copy)
+	Labels map[string]string // CreateVolume, CreateInstance and the List methods
+	Err    error             // what the call returned
 }
 
-// Container is the fake engine's view of one container.
+// Container is the fake engine's view of one container of an instance.
 type Container struct {
 	ID        string
+	Instance  string
 	Spec      bay.ContainerSpec
+	Labels    map[string]string // the instance's labels
+	VolumeRef string
+	MountPath string
 	State     bay.ContainerState
 	ExitCode  int
 	CreatedAt time.Time
-	Starts    int    // how many times it was started
 	Endpoint  string // set while running
 
 	// The effective hardening, as the Docker driver applies it regardless of the spec.
+	User        string   // spec's, or "1000:1000"
 	CapDrop     []string // ["ALL"]
+	CapAdd      []string // the spec's
 	SecurityOpt []string // ["no-new-privileges:true"]
 	Privileged  bool     // always false
 	PidsLimit   int64    // spec's, or DefaultPidsLimit
-	MemorySwap  int64    // = Spec.MemoryBytes (swap cannot bypass the memory limit)
+	MemorySwap  int64    // = the memory limit (swap cannot bypass it)
 }
 
-// Info returns the bay.ContainerInfo the driver reports for c.
-func (c *Container) Info() bay.ContainerInfo {
-	info := bay.ContainerInfo{
-		ID:        c.ID,
-		Name:      c.Spec.Name,
-		Image:     c.Spec.Image,
-		State:     c.State,
-		Labels:    maps.Clone(c.Spec.Labels),
-		CreatedAt: c.CreatedAt,
-	}
+func (c *Container) info() bay.InstanceContainer {
+	ic := bay.InstanceContainer{Name: c.Spec.Name, RuntimeType: c.Spec.RuntimeType, ID: c.ID, State: c.State}
 	if c.State == bay.ContainerRunning {
-		info.Endpoint = c.Endpoint
+		ic.Endpoint = c.Endpoint
 	}
-	return info
+	return ic
 }
 
 func (c *Container) clone() Container {
 	cp := *c
-	cp.Spec = cloneSpec(c.Spec)
+	cp.Spec = cloneContainerSpec(c.Spec)
+	cp.Labels = maps.Clone(c.Labels)
 	cp.CapDrop = slices.Clone(c.CapDrop)
+	cp.CapAdd = slices.Clone(c.CapAdd)
 	cp.SecurityOpt = slices.Clone(c.SecurityOpt)
 	return cp
+}
+
+// instance is the fake engine's view of one instance: its containers by id, in spec order.
+type instance struct {
+	name       string
+	labels     map[string]string
+	createdAt  time.Time
+	containers []string
 }
 
 // Option configures a Driver.
 type Option func(*Driver)
 
 // WithEndpointFunc sets the endpoint a started container reports. The default is
-// "http://<name>:<runtime port>" (the name, or the id when the spec has none).
-func WithEndpointFunc(fn func(spec bay.ContainerSpec) string) Option {
+// "http://<instance>-<container>:<port>".
+func WithEndpointFunc(fn func(instance string, c bay.ContainerSpec) string) Option {
 	return func(d *Driver) { d.endpoint = fn }
 }
 
@@ -144,6 +149,12 @@ func WithClock(now func() time.Time) Option {
 	return func(d *Driver) { d.now = now }
 }
 
+// watcher is one WatchDeaths call in progress.
+type watcher struct {
+	labels map[string]string
+	died   func(string)
+}
+
 // rule is one scripted failure of one method.
 type rule struct {
 	after  int   // calls to let through first
@@ -158,39 +169,38 @@ type rule struct {
 
 // Driver is the fake. The zero value is not usable; call New.
 type Driver struct {
-	endpoint func(bay.ContainerSpec) string
+	endpoint func(instance string, c bay.ContainerSpec) string
 	now      func() time.Time
 
 	mu         sync.Mutex
 	images     map[string]bool // nil = every image exists
 	containers map[string]*Container
+	instances  map[string]*instance
 	volumes    map[string]*bay.VolumeInfo
-	networks   map[string]*bay.NetworkInfo
 	rules      map[string][]*rule
 	latency    map[string]time.Duration
 	calls      []Call
 	pingDown   bool
+	watchers   map[int]watcher
+	nextWatch  int
 }
 
 var _ bay.Driver = (*Driver)(nil)
 
-// New returns an empty fake engine (no containers, volumes or networks; every image present
+// New returns an empty fake engine (no instances or volumes; every image present
 // unless WithImages is given).
 func New(opts ...Option) *Driver {
 	d := &Driver{
 		now:        time.Now,
 		containers: map[string]*Container{},
+		instances:  map[string]*instance{},
 		volumes:    map[string]*bay.VolumeInfo{},
-		networks:   map[string]*bay.NetworkInfo{},
+		watchers:   map[int]watcher{},
 		rules:      map[string][]*rule{},
 		latency:    map[string]time.Duration{},
 	}
-	d.endpoint = func(spec bay.ContainerSpec) string {
-		host := spec.Name
-		if host == "" {
-			host = "fake"
-		}
-		return "http://" + host + ":" + strconv.Itoa(spec.RuntimePort)
+	d.endpoint = func(instance string, c bay.ContainerSpec) string {
+		return "http://" + instance + "-" + c.Name + ":" + strconv.Itoa(c.Port)
 	}
 	for _, o := range opts {
 		o(d)
@@ -284,7 +294,18 @@ func (d *Driver) Kill(idOrName string) bool {
 		return false
 	}
 	c.State, c.ExitCode, c.Endpoint = bay.ContainerExited, 137, ""
+	d.diedLocked(c)
 	return true
+}
+
+// diedLocked tells the watchers whose labels the container's instance carries. Requires d.mu;
+// the callbacks must not block (the port says so).
+func (d *Driver) diedLocked(c *Container) {
+	for _, w := range d.watchers {
+		if hasLabels(c.Labels, w.labels) {
+			w.died(c.Instance)
+		}
+	}
 }
 
 // Vanish removes a container behind the driver's back (as `docker rm -f` by an operator would).
@@ -297,6 +318,11 @@ func (d *Driver) Vanish(idOrName string) bool {
 		return false
 	}
 	delete(d.containers, c.ID)
+	// An instance whose last container is gone no longer exists (the fake models no network
+	// that would outlive its containers).
+	if inst, ok := d.instances[c.Instance]; ok && len(d.instanceLocked(inst).Containers) == 0 {
+		delete(d.instances, c.Instance)
+	}
 	return true
 }
 
@@ -313,7 +339,7 @@ func (d *Driver) SetState(idOrName string, state bay.ContainerState) bool {
 	if state != bay.ContainerRunning {
 		c.Endpoint = ""
 	} else if c.Endpoint == "" {
-		c.Endpoint = d.endpoint(c.Spec)
+		c.Endpoint = d.endpoint(c.Instance, c.Spec)
 	}
 	return true
 }
@@ -331,7 +357,7 @@ func (d *Driver) Calls() []Call {
 		out[i] = c
 		out[i].Labels = maps.Clone(c.Labels)
 		if c.Spec != nil {
-			s := cloneSpec(*c.Spec)
+			s := cloneInstanceSpec(*c.Spec)
 			out[i].Spec = &s
 		}
 	}
@@ -370,7 +396,8 @@ func (d *Driver) Containers() []Container {
 	return out
 }
 
-// Container returns a snapshot of one container (by id or name).
+// Container returns a snapshot of one container (by id, or by its instance's name: the
+// instance's first container).
 func (d *Driver) Container(idOrName string) (Container, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -394,11 +421,11 @@ func (d *Driver) Volumes() []bay.VolumeInfo {
 	return out
 }
 
-// Networks returns the names of every network, sorted.
-func (d *Driver) Networks() []string {
+// Instances returns the names of every instance, sorted.
+func (d *Driver) Instances() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return slices.Sorted(maps.Keys(d.networks))
+	return slices.Sorted(maps.Keys(d.instances))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -529,7 +556,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, ref string) error {
 	}
 	if _, ok := d.volumes[ref]; ok {
 		for _, c := range d.containers {
-			if c.Spec.VolumeRef == ref {
+			if c.VolumeRef == ref {
 				err = fmt.Errorf("delete volume %s: in use by container %s: %w", ref, c.ID, bay.ErrConflict)
 				return d.end(call, nil, err)
 			}
@@ -580,31 +607,50 @@ func (d *Driver) ListVolumes(ctx context.Context, labels map[string]string) ([]b
 	return out, nil
 }
 
-// CreateContainer validates the spec like the Docker driver (image present, volume and network
-// exist, name free) and records a created container.
-func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (string, error) {
-	spec = cloneSpec(spec)
-	asked := cloneSpec(spec)
-	call := Call{Method: MethodCreateContainer, Target: spec.Name, Spec: &asked, Labels: asked.Labels}
+// CreateInstance validates the spec like the Docker driver (images present, volume exists,
+// name free) and records the instance with every container running. A FailLate rule leaves the
+// instance behind and fails the call, as a bay killed in the middle of a create would.
+func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay.Instance, error) {
+	spec = cloneInstanceSpec(spec)
+	asked := cloneInstanceSpec(spec)
+	call := Call{Method: MethodCreateInstance, Target: spec.Name, Spec: &asked, Labels: asked.Labels}
 	late, err := d.begin(ctx, call)
 	if err != nil {
-		return "", err
+		return bay.Instance{}, err
 	}
-	fail := func(format string, args ...any) (string, error) {
-		return "", d.end(call, nil, fmt.Errorf("create container %s: "+format, append([]any{spec.Name}, args...)...))
+	fail := func(format string, args ...any) (bay.Instance, error) {
+		return bay.Instance{}, d.end(call, nil, fmt.Errorf("create instance %s: "+format, append([]any{spec.Name}, args...)...))
 	}
 	switch {
-	case spec.Image == "":
-		return fail("no image")
-	case spec.RuntimePort <= 0 || spec.RuntimePort > 65535:
-		return fail("invalid runtime port %d", spec.RuntimePort)
+	case spec.Name == "":
+		return fail("no name")
+	case len(spec.Containers) == 0:
+		return fail("no containers")
 	case spec.VolumeRef != "" && spec.MountPath == "":
 		return fail("volume %s without a mount path", spec.VolumeRef)
+	case spec.Network.Mode != "" && spec.Network.Mode != bay.NetworkIsolated:
+		return fail("network mode %q is not supported", spec.Network.Mode)
 	}
-	if d.images != nil && !d.images[spec.Image] {
-		return fail("image %s not found locally; build it with `bay image build`", spec.Image)
+	seen := map[string]bool{}
+	for _, c := range spec.Containers {
+		switch {
+		case c.Name == "" || seen[c.Name]:
+			return fail("container name %q empty or used twice", c.Name)
+		case c.Image == "":
+			return fail("container %s: no image", c.Name)
+		case c.Port <= 0 || c.Port > 65535:
+			return fail("container %s: invalid runtime port %d", c.Name, c.Port)
+		case d.images != nil && !d.images[c.Image]:
+			return fail("image %s not found locally; build it with `bay image build`", c.Image)
+		}
+		for _, cp := range c.CapAdd {
+			if !slices.Contains(bay.AddableCaps, strings.TrimPrefix(strings.ToUpper(cp), "CAP_")) {
+				return fail("container %s: capability %s may not be added", c.Name, cp)
+			}
+		}
+		seen[c.Name] = true
 	}
-	if spec.Name != "" && d.lookupLocked(spec.Name) != nil {
+	if _, ok := d.instances[spec.Name]; ok {
 		return fail("name already in use: %w", bay.ErrConflict)
 	}
 	if spec.VolumeRef != "" {
@@ -612,106 +658,85 @@ func (d *Driver) CreateContainer(ctx context.Context, spec bay.ContainerSpec) (s
 			return fail("volume %s: %w", spec.VolumeRef, bay.ErrNotFound)
 		}
 	}
-	if spec.Network != "" && spec.Network != "bridge" {
-		if _, ok := d.networks[spec.Network]; !ok {
-			return fail("network %s: %w", spec.Network, bay.ErrNotFound)
-		}
-	}
-	id := newID()
 	labels := maps.Clone(spec.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	labels[bay.LabelManaged] = "true"
-	spec.Labels = labels
-	pids := spec.PidsLimit
-	if pids <= 0 {
-		pids = DefaultPidsLimit
+	now := d.now().UTC()
+	inst := &instance{name: spec.Name, labels: labels, createdAt: now}
+	for _, cs := range spec.Containers {
+		pids := cs.Limits.PidsLimit
+		if pids <= 0 {
+			pids = DefaultPidsLimit
+		}
+		user := cs.User
+		if user == "" {
+			user = "1000:1000"
+		}
+		c := &Container{
+			ID: newID(), Instance: spec.Name, Spec: cs, Labels: labels,
+			VolumeRef: spec.VolumeRef, MountPath: spec.MountPath,
+			State: bay.ContainerRunning, CreatedAt: now, Endpoint: d.endpoint(spec.Name, cs),
+			User: user, CapDrop: []string{"ALL"}, CapAdd: slices.Clone(cs.CapAdd),
+			SecurityOpt: []string{"no-new-privileges:true"}, PidsLimit: pids, MemorySwap: cs.Limits.MemoryBytes,
+		}
+		d.containers[c.ID] = c
+		inst.containers = append(inst.containers, c.ID)
 	}
-	d.containers[id] = &Container{
-		ID:          id,
-		Spec:        spec,
-		State:       bay.ContainerCreated,
-		CreatedAt:   d.now().UTC(),
-		CapDrop:     []string{"ALL"},
-		SecurityOpt: []string{"no-new-privileges:true"},
-		PidsLimit:   pids,
-		MemorySwap:  spec.MemoryBytes,
-	}
+	d.instances[spec.Name] = inst
+	out := d.instanceLocked(inst)
 	if err := d.end(call, late, nil); err != nil {
-		return "", err
+		return bay.Instance{}, err
 	}
-	return id, nil
+	return out, nil
 }
 
-// StartContainer starts (or restarts) a container and returns its endpoint.
-func (d *Driver) StartContainer(ctx context.Context, id string) (string, error) {
-	call := Call{Method: MethodStartContainer, Target: id}
+// InspectInstance returns the instance or an error wrapping bay.ErrNotFound.
+func (d *Driver) InspectInstance(ctx context.Context, name string) (bay.Instance, error) {
+	call := Call{Method: MethodInspectInstance, Target: name}
 	late, err := d.begin(ctx, call)
 	if err != nil {
-		return "", err
+		return bay.Instance{}, err
 	}
-	c := d.lookupLocked(id)
-	if c == nil {
-		return "", d.end(call, nil, fmt.Errorf("start container %s: %w", id, bay.ErrNotFound))
+	inst, ok := d.instances[name]
+	if !ok || len(d.instanceLocked(inst).Containers) == 0 {
+		return bay.Instance{}, d.end(call, nil, fmt.Errorf("inspect instance %s: %w", name, bay.ErrNotFound))
 	}
-	if c.State == bay.ContainerRemoving {
-		return "", d.end(call, nil, fmt.Errorf("start container %s: being removed: %w", id, bay.ErrConflict))
-	}
-	if c.State != bay.ContainerRunning {
-		c.State, c.ExitCode = bay.ContainerRunning, 0
-		c.Starts++
-		c.Endpoint = d.endpoint(c.Spec)
-	}
-	endpoint := c.Endpoint
+	out := d.instanceLocked(inst)
 	if err := d.end(call, late, nil); err != nil {
-		return "", err
+		return bay.Instance{}, err
 	}
-	return endpoint, nil
+	return out, nil
 }
 
-// InspectContainer returns the container (by id or name) or an error wrapping bay.ErrNotFound.
-func (d *Driver) InspectContainer(ctx context.Context, id string) (bay.ContainerInfo, error) {
-	call := Call{Method: MethodInspectContainer, Target: id}
-	late, err := d.begin(ctx, call)
-	if err != nil {
-		return bay.ContainerInfo{}, err
-	}
-	c := d.lookupLocked(id)
-	if c == nil {
-		return bay.ContainerInfo{}, d.end(call, nil, fmt.Errorf("inspect container %s: %w", id, bay.ErrNotFound))
-	}
-	info := c.Info()
-	if err := d.end(call, late, nil); err != nil {
-		return bay.ContainerInfo{}, err
-	}
-	return info, nil
-}
-
-// RemoveContainer removes a container in any state; missing is success.
-func (d *Driver) RemoveContainer(ctx context.Context, id string) error {
-	call := Call{Method: MethodRemoveContainer, Target: id}
+// DestroyInstance removes the instance and its containers; missing is success.
+func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
+	call := Call{Method: MethodDestroyInstance, Target: name}
 	late, err := d.begin(ctx, call)
 	if err != nil {
 		return err
 	}
-	if c := d.lookupLocked(id); c != nil {
-		delete(d.containers, c.ID)
+	if inst, ok := d.instances[name]; ok {
+		for _, id := range inst.containers {
+			delete(d.containers, id)
+		}
+		delete(d.instances, name)
 	}
 	return d.end(call, late, nil)
 }
 
-// ListContainers lists containers in any state carrying all the given labels, by creation.
-func (d *Driver) ListContainers(ctx context.Context, labels map[string]string) ([]bay.ContainerInfo, error) {
-	call := Call{Method: MethodListContainers, Labels: labels}
+// ListInstances lists the instances carrying all the given labels, ordered by name.
+func (d *Driver) ListInstances(ctx context.Context, labels map[string]string) ([]bay.Instance, error) {
+	call := Call{Method: MethodListInstances, Labels: labels}
 	late, err := d.begin(ctx, call)
 	if err != nil {
 		return nil, err
 	}
-	var out []bay.ContainerInfo
-	for _, c := range d.sortedContainersLocked() {
-		if hasLabels(c.Spec.Labels, labels) {
-			out = append(out, c.Info())
+	var out []bay.Instance
+	for _, name := range slices.Sorted(maps.Keys(d.instances)) {
+		if inst := d.instances[name]; hasLabels(inst.labels, labels) {
+			out = append(out, d.instanceLocked(inst))
 		}
 	}
 	if err := d.end(call, late, nil); err != nil {
@@ -720,62 +745,35 @@ func (d *Driver) ListContainers(ctx context.Context, labels map[string]string) (
 	return out, nil
 }
 
-// CreateNetwork creates a network; an existing one with that name is success.
-func (d *Driver) CreateNetwork(ctx context.Context, name string, labels map[string]string) error {
-	call := Call{Method: MethodCreateNetwork, Target: name, Labels: labels}
+// WatchDeaths registers died until ctx ends; Kill reports to it.
+func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died func(instance string)) error {
+	call := Call{Method: MethodWatchDeaths, Labels: labels}
 	late, err := d.begin(ctx, call)
 	if err != nil {
 		return err
 	}
-	if name == "" {
-		return d.end(call, nil, fmt.Errorf("create network: empty name"))
-	}
-	if _, ok := d.networks[name]; !ok {
-		d.networks[name] = &bay.NetworkInfo{Name: name, ID: newID(), Labels: maps.Clone(labels), CreatedAt: d.now().UTC()}
-	}
-	return d.end(call, late, nil)
-}
-
-// RemoveNetwork removes a network; missing is success; a running container attached to it
-// wraps bay.ErrConflict.
-func (d *Driver) RemoveNetwork(ctx context.Context, name string) error {
-	call := Call{Method: MethodRemoveNetwork, Target: name}
-	late, err := d.begin(ctx, call)
-	if err != nil {
-		return err
-	}
-	if _, ok := d.networks[name]; ok {
-		for _, c := range d.containers {
-			if c.Spec.Network == name && c.State == bay.ContainerRunning {
-				err = fmt.Errorf("remove network %s: in use by container %s: %w", name, c.ID, bay.ErrConflict)
-				return d.end(call, nil, err)
-			}
-		}
-		delete(d.networks, name)
-	}
-	return d.end(call, late, nil)
-}
-
-// ListNetworks lists the networks carrying all the given labels, ordered by name.
-func (d *Driver) ListNetworks(ctx context.Context, labels map[string]string) ([]bay.NetworkInfo, error) {
-	call := Call{Method: MethodListNetworks, Labels: labels}
-	late, err := d.begin(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	var out []bay.NetworkInfo
-	for _, name := range slices.Sorted(maps.Keys(d.networks)) {
-		n := d.networks[name]
-		if hasLabels(n.Labels, labels) {
-			cp := *n
-			cp.Labels = maps.Clone(n.Labels)
-			out = append(out, cp)
-		}
-	}
+	id := d.nextWatch
+	d.nextWatch++
+	d.watchers[id] = watcher{labels: maps.Clone(labels), died: died}
 	if err := d.end(call, late, nil); err != nil {
-		return nil, err
+		return err
 	}
-	return out, nil
+	<-ctx.Done()
+	d.mu.Lock()
+	delete(d.watchers, id)
+	d.mu.Unlock()
+	return nil
+}
+
+// instanceLocked renders an instance with the containers still present. Requires d.mu.
+func (d *Driver) instanceLocked(inst *instance) bay.Instance {
+	out := bay.Instance{Name: inst.name, Labels: maps.Clone(inst.labels), CreatedAt: inst.createdAt}
+	for _, id := range inst.containers {
+		if c, ok := d.containers[id]; ok {
+			out.Containers = append(out.Containers, c.info())
+		}
+	}
+	return out
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -790,9 +788,11 @@ func (d *Driver) lookupLocked(idOrName string) *Container {
 	if c, ok := d.containers[idOrName]; ok {
 		return c
 	}
-	for _, c := range d.containers {
-		if c.Spec.Name == idOrName {
-			return c
+	if inst, ok := d.instances[idOrName]; ok {
+		for _, id := range inst.containers {
+			if c, ok := d.containers[id]; ok {
+				return c
+			}
 		}
 	}
 	return nil
@@ -825,10 +825,19 @@ func hasLabels(have, want map[string]string) bool {
 	return true
 }
 
-func cloneSpec(s bay.ContainerSpec) bay.ContainerSpec {
+func cloneContainerSpec(s bay.ContainerSpec) bay.ContainerSpec {
 	s.Env = maps.Clone(s.Env)
-	s.Labels = maps.Clone(s.Labels)
+	s.CapAdd = slices.Clone(s.CapAdd)
 	s.Mounts = slices.Clone(s.Mounts)
+	return s
+}
+
+func cloneInstanceSpec(s bay.InstanceSpec) bay.InstanceSpec {
+	s.Labels = maps.Clone(s.Labels)
+	s.Containers = slices.Clone(s.Containers)
+	for i := range s.Containers {
+		s.Containers[i] = cloneContainerSpec(s.Containers[i])
+	}
 	return s
 }
 

@@ -15,8 +15,10 @@ import (
 
 var errBoom = errors.New("boom")
 
-func spec(name string) bay.ContainerSpec {
-	return bay.ContainerSpec{Name: name, Image: "img", RuntimePort: 8123, User: "1000:1000"}
+func spec(name string) bay.InstanceSpec {
+	return bay.InstanceSpec{Name: name, Containers: []bay.ContainerSpec{
+		{Name: "ship", RuntimeType: bay.RuntimeShip, Image: "img", Port: 8123, User: "1000:1000"},
+	}}
 }
 
 func TestFailTimesAndAlways(t *testing.T) {
@@ -46,22 +48,18 @@ func TestFailTimesAndAlways(t *testing.T) {
 func TestFailAfterHasNoEffect(t *testing.T) {
 	ctx := t.Context()
 	d := fake.New()
-	d.FailAfter(fake.MethodCreateContainer, 1, errBoom, 1)
-	if _, err := d.CreateContainer(ctx, spec("a")); err != nil {
+	d.FailAfter(fake.MethodCreateInstance, 1, errBoom, 1)
+	if _, err := d.CreateInstance(ctx, spec("a")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.CreateContainer(ctx, spec("b")); !errors.Is(err, errBoom) {
+	if _, err := d.CreateInstance(ctx, spec("b")); !errors.Is(err, errBoom) {
 		t.Fatalf("second create: %v, want boom", err)
 	}
-	if _, err := d.CreateContainer(ctx, spec("c")); err != nil {
+	if _, err := d.CreateInstance(ctx, spec("c")); err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, c := range d.Containers() {
-		names = append(names, c.Spec.Name)
-	}
-	if fmt.Sprint(names) != "[a c]" {
-		t.Fatalf("containers = %v, want [a c] (a failed call must have no effect)", names)
+	if names := d.Instances(); fmt.Sprint(names) != "[a c]" {
+		t.Fatalf("instances = %v, want [a c] (a failed call must have no effect)", names)
 	}
 	calls := d.Calls()
 	if len(calls) != 3 || calls[1].Target != "b" || !errors.Is(calls[1].Err, errBoom) || calls[1].Spec == nil {
@@ -72,31 +70,30 @@ func TestFailAfterHasNoEffect(t *testing.T) {
 func TestFailLateTakesEffect(t *testing.T) {
 	ctx := t.Context()
 	d := fake.New()
-	d.FailLate(fake.MethodCreateContainer, errBoom, 1)
-	if _, err := d.CreateContainer(ctx, spec("orphan")); !errors.Is(err, errBoom) {
+	d.FailLate(fake.MethodCreateInstance, errBoom, 1)
+	if _, err := d.CreateInstance(ctx, spec("orphan")); !errors.Is(err, errBoom) {
 		t.Fatalf("create: %v, want boom", err)
 	}
 	if _, ok := d.Container("orphan"); !ok {
-		t.Fatal("FailLate must leave the container behind")
+		t.Fatal("FailLate must leave the instance behind")
 	}
 }
 
 func TestFailWhenMayCallTheDriver(t *testing.T) {
 	ctx := t.Context()
 	d := fake.New()
-	id, err := d.CreateContainer(ctx, spec("victim"))
-	if err != nil {
+	if _, err := d.CreateInstance(ctx, spec("victim")); err != nil {
 		t.Fatal(err)
 	}
-	d.FailWhen(fake.MethodStartContainer, func(c fake.Call) error {
-		if c.Target == id {
-			d.Kill(id) // re-entrant: must not deadlock
+	d.FailWhen(fake.MethodInspectInstance, func(c fake.Call) error {
+		if c.Target == "victim" {
+			d.Kill("victim") // re-entrant: must not deadlock
 			return errBoom
 		}
 		return nil
 	})
-	if _, err := d.StartContainer(ctx, id); !errors.Is(err, errBoom) {
-		t.Fatalf("start: %v", err)
+	if _, err := d.InspectInstance(ctx, "victim"); !errors.Is(err, errBoom) {
+		t.Fatalf("inspect: %v", err)
 	}
 }
 
@@ -126,23 +123,23 @@ func TestLatencyHonoursContext(t *testing.T) {
 
 func TestKillVanishSetState(t *testing.T) {
 	ctx := t.Context()
-	d := fake.New(fake.WithEndpointFunc(func(s bay.ContainerSpec) string { return "http://stub/" + s.Name }))
-	id, _ := d.CreateContainer(ctx, spec("k"))
-	ep, err := d.StartContainer(ctx, id)
-	if err != nil || ep != "http://stub/k" {
-		t.Fatalf("start = %q, %v", ep, err)
+	d := fake.New(fake.WithEndpointFunc(func(inst string, c bay.ContainerSpec) string { return "http://stub/" + inst + "/" + c.Name }))
+	inst, err := d.CreateInstance(ctx, spec("k"))
+	if err != nil || inst.Containers[0].Endpoint != "http://stub/k/ship" {
+		t.Fatalf("create = %+v, %v", inst, err)
 	}
+	id := inst.Containers[0].ID
 	d.Kill(id)
-	info, err := d.InspectContainer(ctx, id)
-	if err != nil || info.State != bay.ContainerExited || info.Endpoint != "" {
-		t.Fatalf("after kill: %+v, %v", info, err)
+	got, err := d.InspectInstance(ctx, "k")
+	if err != nil || got.Running() || got.Containers[0].State != bay.ContainerExited || got.Containers[0].Endpoint != "" {
+		t.Fatalf("after kill: %+v, %v", got, err)
 	}
 	d.SetState(id, bay.ContainerPaused)
-	if info, _ := d.InspectContainer(ctx, "k"); info.State != bay.ContainerPaused {
-		t.Fatalf("state = %s", info.State)
+	if got, _ := d.InspectInstance(ctx, "k"); got.Containers[0].State != bay.ContainerPaused {
+		t.Fatalf("state = %s", got.Containers[0].State)
 	}
 	d.Vanish(id)
-	if _, err := d.InspectContainer(ctx, id); !bay.IsNotFound(err) {
+	if _, err := d.InspectInstance(ctx, "k"); !bay.IsNotFound(err) {
 		t.Fatalf("after vanish: %v", err)
 	}
 }
@@ -161,28 +158,28 @@ func TestUnknownMethodPanics(t *testing.T) {
 			t.Fatal("no panic")
 		}
 	}()
-	fake.New().Fail("CreateContaner", errBoom, 1)
+	fake.New().Fail("CreateInstanc", errBoom, 1)
 }
 
 func TestConcurrentUse(t *testing.T) {
 	ctx := t.Context()
 	d := fake.New()
-	d.Fail(fake.MethodCreateContainer, errBoom, 10)
+	d.Fail(fake.MethodCreateInstance, errBoom, 10)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	failed := 0
 	for i := range 50 {
 		wg.Go(func() {
-			id, err := d.CreateContainer(ctx, spec(fmt.Sprintf("c%d", i)))
-			if err != nil {
+			name := fmt.Sprintf("c%d", i)
+			if _, err := d.CreateInstance(ctx, spec(name)); err != nil {
 				mu.Lock()
 				failed++
 				mu.Unlock()
 				return
 			}
-			_, _ = d.StartContainer(ctx, id)
-			_, _ = d.ListContainers(ctx, nil)
-			_ = d.RemoveContainer(ctx, id)
+			_, _ = d.InspectInstance(ctx, name)
+			_, _ = d.ListInstances(ctx, nil)
+			_ = d.DestroyInstance(ctx, name)
 		})
 	}
 	wg.Wait()

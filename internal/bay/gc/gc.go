@@ -1,6 +1,8 @@
 // Package gc is bay's garbage collector: it reclaims the compute of idle sandboxes, deletes
 // expired sandboxes, and removes cargos, volumes, containers and session networks that nothing
-// refers to any more (contract section 6.2, without defects 13, 15 and 27).
+// refers to any more. Unlike the reference's GC, a task's selection decides what runs (not
+// only what is reported), a decision is pinned to the session it was made on, and several
+// bays on one database never run a task at once.
 //
 // Tasks, in the order a cycle runs them:
 //

@@ -176,7 +176,7 @@ func TestIdleRaceRevivedSandboxIsNotDestroyed(t *testing.T) {
 	}
 }
 
-// Defect 15: the tasks list selects what runs, not just what is reported.
+// The tasks list selects what runs, not just what is reported.
 func TestTasksSelectWhatRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
@@ -297,8 +297,8 @@ func TestLeaseHeldElsewhereSkipsTask(t *testing.T) {
 	})
 }
 
-// Strict orphan container GC: only containers whose name and labels prove they are this
-// instance's, older than the grace period, whose session the database does not know.
+// Strict orphan container GC: only instances whose name and labels prove they are this bay's,
+// older than the grace period, whose session the database does not know.
 func TestOrphanContainersStrict(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
@@ -307,13 +307,7 @@ func TestOrphanContainersStrict(t *testing.T) {
 
 		orphan := e.container(bay.NewID(bay.PrefixSession), "sandbox-x", "ws-x", instance, vol)
 		otherInstance := e.container(bay.NewID(bay.PrefixSession), "sandbox-x", "ws-x", "bay-other", vol)
-		mk := func(name string, labels map[string]string) string {
-			id, err := e.drv.CreateContainer(e.ctx, bay.ContainerSpec{Name: name, Image: "ship:latest", RuntimePort: 8123, Labels: labels})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return id
-		}
+		mk := func(name string, labels map[string]string) string { return e.instance(name, "", labels) }
 		full := func() map[string]string {
 			return map[string]string{bay.LabelSessionID: bay.NewID(bay.PrefixSession), bay.LabelSandboxID: "sandbox-y",
 				bay.LabelCargoID: "ws-y", bay.LabelInstanceID: instance, bay.LabelManaged: "true"}
@@ -331,7 +325,7 @@ func TestOrphanContainersStrict(t *testing.T) {
 		s := newScheduler(e, nil)
 		res := runOnce(t, s, gc.RunOptions{Tasks: []string{gc.TaskOrphanContainer}, DryRun: true})
 		r := result(res, gc.TaskOrphanContainer)
-		if r.CleanedCount != 0 || len(r.WouldClean) != 1 || !strings.HasPrefix(r.WouldClean[0], "container/bay-session-") {
+		if r.CleanedCount != 0 || len(r.WouldClean) != 1 || !strings.HasPrefix(r.WouldClean[0], "instance/bay-session-") {
 			t.Fatalf("dry run %+v", r)
 		}
 		if !e.hasContainer(orphan) {
@@ -359,229 +353,6 @@ func TestOrphanContainersStrict(t *testing.T) {
 	})
 }
 
-// Leaked session networks: orphan_container removes the networks that provably belong to this
-// instance, older than the grace period, whose session the database does not know. One still in
-// use is skipped without an error; everything else stays.
-func TestOrphanNetworks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		live := e.seed(sandboxOpts{session: true})
-		leaked := e.network(bay.NewID(bay.PrefixSession), "sandbox-x", instance)
-		inUse := e.network(bay.NewID(bay.PrefixSession), "sandbox-x", instance)
-		liveNet := e.network(live.sess.ID, live.sb.ID, instance)
-		otherInstance := e.network(bay.NewID(bay.PrefixSession), "sandbox-x", "bay-other")
-		noPrefix := "user-net"
-		err := e.drv.CreateNetwork(e.ctx, noPrefix, map[string]string{bay.LabelManaged: "true",
-			bay.LabelSessionID: bay.NewID(bay.PrefixSession), bay.LabelSandboxID: "sandbox-x", bay.LabelInstanceID: instance})
-		if err != nil {
-			t.Fatal(err)
-		}
-
-		time.Sleep(6 * time.Minute)
-		young := e.network(bay.NewID(bay.PrefixSession), "sandbox-x", instance)
-		// A container started on inUse since then (not GC's to remove) keeps it busy.
-		id, err := e.drv.CreateContainer(e.ctx, bay.ContainerSpec{Name: "user-container", Image: "ship:latest", RuntimePort: 8123, Network: inUse})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.drv.StartContainer(e.ctx, id); err != nil {
-			t.Fatal(err)
-		}
-		all := []string{leaked, inUse, liveNet, otherInstance, noPrefix, young}
-
-		s := newScheduler(e, nil)
-		r := result(runOnce(t, s, gc.RunOptions{Tasks: []string{gc.TaskOrphanContainer}, DryRun: true}), gc.TaskOrphanContainer)
-		want := []string{"network/" + leaked, "network/" + inUse}
-		slices.Sort(want)
-		if got := slices.Sorted(slices.Values(r.WouldClean)); r.CleanedCount != 0 || !slices.Equal(got, want) {
-			t.Fatalf("dry run %+v, want would_clean %v", r, want)
-		}
-		for _, n := range all {
-			if !e.hasNetwork(n) {
-				t.Fatalf("dry run removed network %s", n)
-			}
-		}
-
-		r = result(runOnce(t, s, gc.RunOptions{Tasks: []string{gc.TaskOrphanContainer}}), gc.TaskOrphanContainer)
-		if r.CleanedCount != 1 || r.SkippedCount != 1 {
-			t.Fatalf("orphan network run %+v, want 1 cleaned (leaked) and 1 skipped (in use)", r)
-		}
-		if e.hasNetwork(leaked) {
-			t.Fatal("leaked network not removed")
-		}
-		for name, n := range map[string]string{"in use": inUse, "live session": liveNet, "other instance": otherInstance,
-			"no bay_net_ prefix": noPrefix, "younger than grace": young} {
-			if !e.hasNetwork(n) {
-				t.Errorf("%s: network removed", name)
-			}
-		}
-	})
-}
-
-// Orphan cargo GC: managed cargos of deleted or never-written sandboxes and unreferenced
-// labelled volumes go; everything live, external, young or foreign stays.
-func TestOrphanCargos(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		live := e.seed(sandboxOpts{})
-		deleted := e.seed(sandboxOpts{})
-		err := e.store.Tx(e.ctx, func(tx bay.Tx) error {
-			sb, err := tx.GetSandbox(e.ctx, deleted.sb.ID)
-			if err != nil {
-				return err
-			}
-			sb.DeletedAt = ptr(now())
-			return tx.UpdateSandbox(e.ctx, sb)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cargo := func(id, managedBy string, managed bool) *bay.Cargo {
-			ref, err := e.drv.CreateVolume(e.ctx, bay.VolumeName(id), map[string]string{
-				bay.LabelManaged: "true", bay.LabelCargoID: id, bay.LabelInstanceID: instance})
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := &bay.Cargo{ID: id, Owner: "alice", Backend: bay.BackendDockerVolume, DriverRef: ref, Managed: managed,
-				ManagedBySandboxID: managedBy, CreatedAt: now(), LastAccessedAt: now()}
-			if err := e.store.Tx(e.ctx, func(tx bay.Tx) error { return tx.InsertCargo(e.ctx, c) }); err != nil {
-				t.Fatal(err)
-			}
-			return c
-		}
-		neverWritten := cargo("ws-neverwritten", "sandbox-neverwritten", true)
-		unowned := cargo("ws-unowned", "", true)
-		external := cargo("ws-external", "", false)
-		strayVol, _ := e.drv.CreateVolume(e.ctx, "bay-cargo-ws-stray", map[string]string{
-			bay.LabelManaged: "true", bay.LabelCargoID: "ws-stray", bay.LabelInstanceID: instance})
-		foreignVol, _ := e.drv.CreateVolume(e.ctx, "bay-cargo-ws-foreign", map[string]string{
-			bay.LabelManaged: "true", bay.LabelCargoID: "ws-foreign", bay.LabelInstanceID: "bay-other"})
-		unlabelledVol, _ := e.drv.CreateVolume(e.ctx, "user-data", nil)
-
-		time.Sleep(time.Minute)
-		youngNeverWritten := cargo("ws-young", "sandbox-inflight", true)
-		s := newScheduler(e, func(c *gc.Config) { c.OrphanGrace = time.Minute })
-
-		res := runOnce(t, s, gc.RunOptions{Tasks: []string{gc.TaskOrphanCargo}})
-		r := result(res, gc.TaskOrphanCargo)
-		// deleted sandbox's cargo, never-written, unowned: 3 cargos; stray volume: 1.
-		if r.CleanedCount != 4 {
-			t.Fatalf("orphan cargo %+v, want 4 cleaned", r)
-		}
-		for name, c := range map[string]*bay.Cargo{"deleted sandbox": deleted.cargo, "never written": neverWritten, "unowned": unowned} {
-			if e.hasCargo(c.ID) || e.hasVolume(c.DriverRef) {
-				t.Errorf("%s: cargo or volume left", name)
-			}
-		}
-		if e.hasVolume(strayVol) {
-			t.Error("stray labelled volume left")
-		}
-		for name, c := range map[string]*bay.Cargo{"live": live.cargo, "external": external, "young": youngNeverWritten} {
-			if !e.hasCargo(c.ID) || !e.hasVolume(c.DriverRef) {
-				t.Errorf("%s: cargo or volume removed", name)
-			}
-		}
-		for _, v := range []string{foreignVol, unlabelledVol} {
-			if !e.hasVolume(v) {
-				t.Errorf("volume %s removed", v)
-			}
-		}
-	})
-}
-
-// An orphan cargo still mounted by a container is left for a later cycle.
-func TestOrphanCargoInUseIsSkipped(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		sd := e.seed(sandboxOpts{session: true})
-		err := e.store.Tx(e.ctx, func(tx bay.Tx) error {
-			sb, _ := tx.GetSandbox(e.ctx, sd.sb.ID)
-			sb.DeletedAt = ptr(now())
-			return tx.UpdateSandbox(e.ctx, sb)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := newScheduler(e, nil)
-		r := result(runOnce(t, s, gc.RunOptions{Tasks: []string{gc.TaskOrphanCargo}}), gc.TaskOrphanCargo)
-		if r.CleanedCount != 0 || r.SkippedCount != 1 || !e.hasCargo(sd.cargo.ID) || !e.hasVolume(sd.cargo.DriverRef) {
-			t.Fatalf("in-use cargo: %+v", r)
-		}
-	})
-}
-
-// The background loop: no cycle before the first interval (RunOnStartup false), then one per
-// interval, each re-reading the state.
-func TestRunLoopInterval(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		s := newScheduler(e, func(c *gc.Config) {
-			c.RunOnStartup = false
-			c.Interval = time.Minute
-		})
-		a := e.seed(sandboxOpts{idleIn: ptr(30 * time.Second), session: true})
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- s.Run(ctx) }()
-
-		time.Sleep(59 * time.Second)
-		synctest.Wait()
-		if !e.hasContainer(a.cid) || s.LastResult() != nil {
-			t.Fatal("a cycle ran before the first interval")
-		}
-		time.Sleep(time.Second)
-		synctest.Wait()
-		if e.hasContainer(a.cid) {
-			t.Fatal("first tick did not reclaim the idle sandbox")
-		}
-		b := e.seed(sandboxOpts{idleIn: ptr(90 * time.Second), session: true})
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if !e.hasContainer(b.cid) {
-			t.Fatal("b reclaimed before its deadline")
-		}
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		if e.hasContainer(b.cid) {
-			t.Fatal("third tick did not reclaim b")
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	})
-}
-
-// RunOnStartup runs a cycle at once; a disabled loop runs none but still recovers.
-func TestRunOnStartupAndDisabled(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t)
-		a := e.seed(sandboxOpts{idleIn: ptr(-time.Second), session: true})
-		ctx, cancel := context.WithCancel(t.Context())
-		off := newScheduler(e, func(c *gc.Config) { c.Enabled = false })
-		done := make(chan error)
-		go func() { done <- off.Run(ctx) }()
-		time.Sleep(time.Hour)
-		synctest.Wait()
-		if !e.hasContainer(a.cid) {
-			t.Fatal("disabled GC ran a cycle")
-		}
-		cancel()
-		<-done
-
-		ctx, cancel = context.WithCancel(t.Context())
-		defer cancel()
-		on := newScheduler(e, nil)
-		go func() { done <- on.Run(ctx) }()
-		synctest.Wait()
-		if e.hasContainer(a.cid) {
-			t.Fatal("run_on_startup cycle did not run")
-		}
-		cancel()
-		<-done
-	})
-}
-
 // Sessions left "starting" by a dead bay: this instance's previous boot ones are destroyed
 // at startup; other instances' ones once older than the readiness bound.
 func TestStaleStartingSessions(t *testing.T) {
@@ -594,7 +365,7 @@ func TestStaleStartingSessions(t *testing.T) {
 					return err
 				}
 				sess.ObservedState = bay.SessionStarting
-				sess.Endpoint = ""
+				sess.Containers = nil
 				sess.InstanceID = instanceID
 				return tx.UpdateSession(e.ctx, sess)
 			})

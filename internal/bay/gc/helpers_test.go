@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -95,11 +94,11 @@ func (e *env) seed(o sandboxOpts) seeded {
 	var cid string
 	if o.session {
 		sess = &bay.Session{ID: bay.NewID(bay.PrefixSession), SandboxID: sbID, ProfileID: sb.ProfileID,
-			RuntimeType: "ship", DesiredState: bay.SessionRunning, ObservedState: bay.SessionRunning,
+			DesiredState: bay.SessionRunning, ObservedState: bay.SessionRunning,
 			InstanceID: inst + "/boot1", CreatedAt: n, StartedAt: &n}
 		cid = e.container(sess.ID, sbID, cargoID, inst, ref)
-		sess.ContainerID = cid
-		sess.Endpoint = "http://" + bay.ContainerName(sess.ID) + ":8123"
+		sess.Containers = []bay.SessionContainer{{Name: "ship", ContainerID: cid, Status: "running", RuntimeType: bay.RuntimeShip,
+			Endpoint: "http://" + bay.InstanceName(sess.ID) + ":8123"}}
 		sb.CurrentSessionID = sess.ID
 	}
 	err = e.store.Tx(e.ctx, func(tx bay.Tx) error {
@@ -121,42 +120,30 @@ func (e *env) seed(o sandboxOpts) seeded {
 	return seeded{sb: sb, cargo: c, sess: sess, cid: cid}
 }
 
-// container creates and starts a container labelled like the lifecycle service labels them.
+// container creates a session's instance labelled like the lifecycle service labels them and
+// returns its container's id.
 func (e *env) container(sessionID, sandboxID, cargoID, inst, volume string) string {
 	e.t.Helper()
-	id, err := e.drv.CreateContainer(e.ctx, bay.ContainerSpec{
-		Name: bay.ContainerName(sessionID), Image: "ship:latest", VolumeRef: volume, MountPath: "/workspace",
-		RuntimePort: 8123,
-		Labels: map[string]string{
-			bay.LabelSessionID: sessionID, bay.LabelSandboxID: sandboxID, bay.LabelCargoID: cargoID,
-			bay.LabelInstanceID: inst, bay.LabelManaged: "true", bay.LabelCreatedAt: now().Format(time.RFC3339Nano),
-		},
+	return e.instance(bay.InstanceName(sessionID), volume, map[string]string{
+		bay.LabelSessionID: sessionID, bay.LabelSandboxID: sandboxID, bay.LabelCargoID: cargoID,
+		bay.LabelInstanceID: inst, bay.LabelManaged: "true", bay.LabelCreatedAt: now().Format(time.RFC3339Nano),
 	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.drv.StartContainer(e.ctx, id); err != nil {
-		e.t.Fatal(err)
-	}
-	return id
 }
 
-// network creates the network of a multi-container session labelled like the lifecycle service
-// labels it, and returns its name.
-func (e *env) network(sessionID, sandboxID, inst string) string {
+// instance creates a one-container instance and returns its container's id.
+func (e *env) instance(name, volume string, labels map[string]string) string {
 	e.t.Helper()
-	name := "bay_net_" + sessionID
-	err := e.drv.CreateNetwork(e.ctx, name, map[string]string{
-		bay.LabelManaged: "true", bay.LabelSessionID: sessionID, bay.LabelSandboxID: sandboxID,
-		bay.LabelInstanceID: inst, bay.LabelCreatedAt: now().Format(time.RFC3339),
-	})
+	mount := ""
+	if volume != "" {
+		mount = "/workspace"
+	}
+	inst, err := e.drv.CreateInstance(e.ctx, bay.InstanceSpec{Name: name, Labels: labels, VolumeRef: volume, MountPath: mount,
+		Containers: []bay.ContainerSpec{{Name: "ship", RuntimeType: bay.RuntimeShip, Image: "ship:latest", Port: 8123}}})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return name
+	return inst.Containers[0].ID
 }
-
-func (e *env) hasNetwork(name string) bool { return slices.Contains(e.drv.Networks(), name) }
 
 func (e *env) sandbox(id string) *bay.Sandbox {
 	e.t.Helper()
@@ -258,10 +245,8 @@ func (l *storeLifecycle) ReclaimCompute(ctx context.Context, pin bay.Pin) (bool,
 		return false, err
 	}
 	for _, s := range sessions {
-		if s.ContainerID != "" {
-			if err := l.drv.RemoveContainer(ctx, s.ContainerID); err != nil {
-				return true, err
-			}
+		if err := l.drv.DestroyInstance(ctx, bay.InstanceName(s.ID)); err != nil {
+			return true, err
 		}
 	}
 	return true, nil
@@ -308,7 +293,7 @@ func (l *storeLifecycle) ReclaimSandbox(ctx context.Context, pin bay.Pin) (bool,
 	}
 	var errs []error
 	for _, s := range sessions {
-		errs = append(errs, l.drv.RemoveContainer(ctx, s.ContainerID))
+		errs = append(errs, l.drv.DestroyInstance(ctx, bay.InstanceName(s.ID)))
 	}
 	if cargo != nil {
 		if err := l.drv.DeleteVolume(ctx, cargo.DriverRef); err != nil {

@@ -8,56 +8,27 @@ import (
 )
 
 func TestProvablyOurs(t *testing.T) {
-	type object struct {
-		name   string
-		labels map[string]string
+	base := func() bay.Instance {
+		return bay.Instance{Name: "bay-session-sess-1", Labels: map[string]string{
+			bay.LabelSessionID: "sess-1", bay.LabelSandboxID: "sandbox-1", bay.LabelCargoID: "ws-1",
+			bay.LabelInstanceID: "me", bay.LabelManaged: "true"}}
 	}
-	for kind, tc := range map[string]struct {
-		o    ownership
-		base func() object
-		muts map[string]func(*object)
-	}{
-		"container": {
-			o: containerOwnership,
-			base: func() object {
-				return object{"bay-session-sess-1", map[string]string{
-					bay.LabelSessionID: "sess-1", bay.LabelSandboxID: "sandbox-1", bay.LabelCargoID: "ws-1",
-					bay.LabelInstanceID: "me", bay.LabelManaged: "true"}}
-			},
-			muts: map[string]func(*object){
-				"name":     func(c *object) { c.name = "session-1" },
-				"managed":  func(c *object) { c.labels[bay.LabelManaged] = "True" },
-				"instance": func(c *object) { c.labels[bay.LabelInstanceID] = "other" },
-				"session":  func(c *object) { delete(c.labels, bay.LabelSessionID) },
-				"sandbox":  func(c *object) { c.labels[bay.LabelSandboxID] = "" },
-				"cargo":    func(c *object) { delete(c.labels, bay.LabelCargoID) },
-			},
-		},
-		"network": {
-			o: networkOwnership,
-			base: func() object {
-				return object{"bay_net_sess-1", map[string]string{
-					bay.LabelSessionID: "sess-1", bay.LabelSandboxID: "sandbox-1",
-					bay.LabelInstanceID: "me", bay.LabelManaged: "true"}}
-			},
-			muts: map[string]func(*object){
-				"name":     func(n *object) { n.name = "bay-sess-1" },
-				"managed":  func(n *object) { delete(n.labels, bay.LabelManaged) },
-				"instance": func(n *object) { n.labels[bay.LabelInstanceID] = "other" },
-				"session":  func(n *object) { n.labels[bay.LabelSessionID] = "" },
-				"sandbox":  func(n *object) { delete(n.labels, bay.LabelSandboxID) },
-			},
-		},
+	if !provablyOurs(base(), "me") {
+		t.Fatal("fully labelled instance not recognised")
+	}
+	for name, mut := range map[string]func(*bay.Instance){
+		"name":     func(i *bay.Instance) { i.Name = "session-1" },
+		"old net":  func(i *bay.Instance) { i.Name = "bay_net_sess-1" },
+		"managed":  func(i *bay.Instance) { i.Labels[bay.LabelManaged] = "True" },
+		"instance": func(i *bay.Instance) { i.Labels[bay.LabelInstanceID] = "other" },
+		"session":  func(i *bay.Instance) { delete(i.Labels, bay.LabelSessionID) },
+		"sandbox":  func(i *bay.Instance) { i.Labels[bay.LabelSandboxID] = "" },
+		"cargo":    func(i *bay.Instance) { delete(i.Labels, bay.LabelCargoID) },
 	} {
-		if b := tc.base(); !tc.o.provablyOurs(b.name, b.labels, "me") {
-			t.Fatalf("%s: fully labelled object not recognised", kind)
-		}
-		for name, mut := range tc.muts {
-			b := tc.base()
-			mut(&b)
-			if tc.o.provablyOurs(b.name, b.labels, "me") {
-				t.Errorf("%s %s: accepted", kind, name)
-			}
+		i := base()
+		mut(&i)
+		if provablyOurs(i, "me") {
+			t.Errorf("%s: accepted", name)
 		}
 	}
 }

@@ -63,14 +63,14 @@ func TestWithLifecycleService(t *testing.T) {
 			}
 		}
 		r := result(runOnce(t, s, gc.RunOptions{}), gc.TaskIdleSession)
-		if r.CleanedCount != 0 || r.SkippedCount != 1 || !e.hasContainer(first.ContainerID) {
+		if r.CleanedCount != 0 || r.SkippedCount != 1 || !e.hasContainer(first.Primary().ContainerID) {
 			t.Fatalf("keepalive during GC: %+v", r)
 		}
 		rs.before = nil
 
 		time.Sleep(11 * time.Minute)
 		r = result(runOnce(t, s, gc.RunOptions{}), gc.TaskIdleSession)
-		if r.CleanedCount != 1 || e.hasContainer(first.ContainerID) {
+		if r.CleanedCount != 1 || e.hasContainer(first.Primary().ContainerID) {
 			t.Fatalf("idle GC: %+v", r)
 		}
 		sb := e.sandbox(resp.ID)
@@ -107,7 +107,7 @@ func TestWithLifecycleService(t *testing.T) {
 		// Nothing the service created is an orphan.
 		time.Sleep(10 * time.Minute)
 		res := runOnce(t, s, gc.RunOptions{Tasks: []string{gc.TaskOrphanCargo, gc.TaskOrphanContainer}})
-		if res.TotalCleaned != 0 || !e.hasContainer(again.ContainerID) {
+		if res.TotalCleaned != 0 || !e.hasContainer(again.Primary().ContainerID) {
 			t.Fatalf("orphan GC removed live resources: %+v", res)
 		}
 	})

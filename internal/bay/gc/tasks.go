@@ -214,13 +214,13 @@ func (r *taskRun) orphanCargo(ctx context.Context, c *bay.Cargo) {
 	if !orphan {
 		return
 	}
-	// A container still mounting the cargo is either a live start we must not break or an
-	// orphan container, which orphan_container removes first; try again next cycle.
+	// An instance still mounting the cargo is either a live start we must not break or an
+	// orphan, which orphan_container removes first; try again next cycle.
 	cctx, cancel = r.call(ctx)
-	users, err := r.s.drv.ListContainers(cctx, map[string]string{bay.LabelCargoID: c.ID})
+	users, err := r.s.drv.ListInstances(cctx, map[string]string{bay.LabelCargoID: c.ID})
 	cancel()
 	if err != nil {
-		r.fail(fmt.Errorf("cargo %s: list containers: %w", c.ID, err))
+		r.fail(fmt.Errorf("cargo %s: list instances: %w", c.ID, err))
 		return
 	}
 	if len(users) > 0 {
@@ -321,34 +321,25 @@ func (r *taskRun) orphanVolumes(ctx context.Context) {
 	}
 }
 
-// ownership is what proves that an engine object was created by a bay instance for a session:
-// its name prefix, and labels that must all be present (non-empty).
-type ownership struct {
+// sessionOwnership is what proves that an instance was created by a bay instance for a
+// session: its name ("bay-session-<session_id>") and labels that must all be present.
+var sessionOwnership = struct {
 	prefix string
 	labels []string
-}
+}{prefix: bay.InstancePrefix, labels: []string{bay.LabelSessionID, bay.LabelSandboxID, bay.LabelCargoID, bay.LabelInstanceID, bay.LabelManaged}}
 
-var (
-	// Session containers: "bay-session-<session_id>", "bay-<session_id>-<name>".
-	containerOwnership = ownership{prefix: "bay-", labels: []string{
-		bay.LabelSessionID, bay.LabelSandboxID, bay.LabelCargoID, bay.LabelInstanceID, bay.LabelManaged}}
-	// Networks of multi-container sessions: "bay_net_<session_id>".
-	networkOwnership = ownership{prefix: "bay_net_", labels: []string{
-		bay.LabelSessionID, bay.LabelSandboxID, bay.LabelInstanceID, bay.LabelManaged}}
-)
-
-// provablyOurs reports whether the object named name was created by bay instance instanceID:
-// name prefix, every label of o present, bay.managed "true", bay.instance_id instanceID.
-func (o ownership) provablyOurs(name string, labels map[string]string, instanceID string) bool {
-	if !strings.HasPrefix(name, o.prefix) {
+// provablyOurs reports whether the instance was created by bay instance instanceID: its name,
+// every ownership label present, bay.managed "true", bay.instance_id instanceID.
+func provablyOurs(inst bay.Instance, instanceID string) bool {
+	if !strings.HasPrefix(inst.Name, sessionOwnership.prefix) {
 		return false
 	}
-	for _, l := range o.labels {
-		if labels[l] == "" {
+	for _, l := range sessionOwnership.labels {
+		if inst.Labels[l] == "" {
 			return false
 		}
 	}
-	return labels[bay.LabelManaged] == "true" && labels[bay.LabelInstanceID] == instanceID
+	return inst.Labels[bay.LabelManaged] == "true" && inst.Labels[bay.LabelInstanceID] == instanceID
 }
 
 // createdAt is the bay.created_at label when it parses, else the engine's time.
@@ -361,19 +352,19 @@ func createdAt(labels map[string]string, engine time.Time) time.Time {
 	return engine
 }
 
-// leaked reports whether the engine object what (named name) is a leftover of a session of this
-// instance: provably ours by o, older than the grace period, and its session unknown to the
-// database. A failed session lookup is recorded and counts as not leaked.
-func (r *taskRun) leaked(ctx context.Context, o ownership, what, name string, labels map[string]string, engineCreated time.Time) bool {
-	if !o.provablyOurs(name, labels, r.s.cfg.InstanceID) || !r.older(createdAt(labels, engineCreated)) {
+// leaked reports whether the instance is a leftover of a session of this bay: provably ours,
+// older than the grace period, and its session unknown to the database. A failed session
+// lookup is recorded and counts as not leaked.
+func (r *taskRun) leaked(ctx context.Context, inst bay.Instance) bool {
+	if !provablyOurs(inst, r.s.cfg.InstanceID) || !r.older(createdAt(inst.Labels, inst.CreatedAt)) {
 		return false
 	}
-	sessionID := labels[bay.LabelSessionID]
+	sessionID := inst.Labels[bay.LabelSessionID]
 	cctx, cancel := r.call(ctx)
 	_, err := r.s.store.GetSession(cctx, sessionID)
 	cancel()
 	if err != nil && !bay.IsNotFound(err) {
-		r.fail(fmt.Errorf("%s: get session %s: %w", what, sessionID, err))
+		r.fail(fmt.Errorf("instance/%s: get session %s: %w", inst.Name, sessionID, err))
 	}
 	return bay.IsNotFound(err)
 }
@@ -383,32 +374,24 @@ func (r *taskRun) ourLabels() map[string]string {
 	return map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: r.s.cfg.InstanceID}
 }
 
-// orphanContainers removes leaked session containers, then leaked session networks (after the
-// containers, which would keep them in use). Everything not provably leaked is left alone.
+// orphanContainers destroys the driver instances (containers, and the network of a
+// multi-container one) that provably belong to this bay, are older than the grace period, and
+// whose session the database does not know: left by a bay that died mid-start or a failed
+// removal. Everything not provably leaked is left alone.
 func (r *taskRun) orphanContainers(ctx context.Context) {
-	r.leakedContainers(ctx)
-	if ctx.Err() == nil {
-		r.leakedNetworks(ctx)
-	}
-}
-
-// leakedContainers removes the containers that provably belong to this instance, are older
-// than the grace period, and whose session the database does not know.
-func (r *taskRun) leakedContainers(ctx context.Context) {
 	cctx, cancel := r.call(ctx)
-	list, err := r.s.drv.ListContainers(cctx, r.ourLabels())
+	list, err := r.s.drv.ListInstances(cctx, r.ourLabels())
 	cancel()
 	if err != nil {
-		r.fail(fmt.Errorf("list containers: %w", err))
+		r.fail(fmt.Errorf("list instances: %w", err))
 		return
 	}
-	for _, c := range list {
+	for _, inst := range list {
 		if ctx.Err() != nil {
 			return
 		}
-		name := strings.TrimPrefix(c.Name, "/")
-		what := "container/" + name
-		if !r.leaked(ctx, containerOwnership, what, name, c.Labels, c.CreatedAt) {
+		what := "instance/" + inst.Name
+		if !r.leaked(ctx, inst) {
 			continue
 		}
 		if r.dry {
@@ -416,50 +399,13 @@ func (r *taskRun) leakedContainers(ctx context.Context) {
 			continue
 		}
 		cctx, cancel := r.call(ctx)
-		err := r.s.drv.RemoveContainer(cctx, c.ID)
+		err := r.s.drv.DestroyInstance(cctx, inst.Name)
 		cancel()
 		if err != nil {
-			r.fail(fmt.Errorf("remove container %s: %w", c.ID, err))
+			r.fail(fmt.Errorf("destroy instance %s: %w", inst.Name, err))
 			continue
 		}
-		r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", c.Labels[bay.LabelSessionID], "sandbox_id", c.Labels[bay.LabelSandboxID])
-	}
-}
-
-// leakedNetworks removes the session networks left behind by a bay that died mid-start or a
-// failed removal, under the same rules as leakedContainers. A network that still has
-// containers attached is skipped: they are live, or leaked containers a later cycle removes.
-func (r *taskRun) leakedNetworks(ctx context.Context) {
-	cctx, cancel := r.call(ctx)
-	list, err := r.s.drv.ListNetworks(cctx, r.ourLabels())
-	cancel()
-	if err != nil {
-		r.fail(fmt.Errorf("list networks: %w", err))
-		return
-	}
-	for _, n := range list {
-		if ctx.Err() != nil {
-			return
-		}
-		what := "network/" + n.Name
-		if !r.leaked(ctx, networkOwnership, what, n.Name, n.Labels, n.CreatedAt) {
-			continue
-		}
-		if r.dry {
-			r.would(what)
-			continue
-		}
-		cctx, cancel := r.call(ctx)
-		err := r.s.drv.RemoveNetwork(cctx, n.Name)
-		cancel()
-		switch {
-		case bay.IsConflict(err):
-			r.res.SkippedCount++
-		case err != nil:
-			r.fail(fmt.Errorf("remove network %s: %w", n.Name, err))
-		default:
-			r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", n.Labels[bay.LabelSessionID], "sandbox_id", n.Labels[bay.LabelSandboxID])
-		}
+		r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", inst.Labels[bay.LabelSessionID], "sandbox_id", inst.Labels[bay.LabelSandboxID])
 	}
 }
 

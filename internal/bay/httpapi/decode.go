@@ -12,6 +12,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
 
 // maxJSONBody bounds a JSON request body (file content of PUT filesystem/files included).
@@ -125,6 +126,30 @@ func queryInt(r *http.Request, is *issues, name string, def, lo, hi int64) int64
 		return def
 	}
 	is.intRange(v, lo, hi, "query", name)
+	return v
+}
+
+// validatePath is sandbox.ValidatePath with the length limits of the file systems a
+// workspace lives on (a longer path is the client's mistake, not the runtime's).
+func validatePath(field, p string) (string, error) {
+	bad := func(reason, format string, args ...any) error {
+		return bay.Errorf(bay.CodeInvalidPath, format, args...).WithDetails(map[string]any{"field": field, "reason": reason})
+	}
+	if len(p) > bayapi.MaxPathLen {
+		return "", bad("path_too_long", "%s is longer than %d bytes", field, bayapi.MaxPathLen)
+	}
+	for _, name := range strings.Split(p, "/") {
+		if len(name) > bayapi.MaxNameLen {
+			return "", bad("name_too_long", "%s has a name longer than %d bytes", field, bayapi.MaxNameLen)
+		}
+	}
+	return sandbox.ValidatePath(field, p)
+}
+
+// queryString reads an optional string query parameter of at most max bytes.
+func queryString(r *http.Request, is *issues, name string, max int) string {
+	v := r.URL.Query().Get(name)
+	is.strLen(&v, max, "query", name)
 	return v
 }
 

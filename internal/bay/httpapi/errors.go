@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,13 @@ func (is *issues) intRange(v int64, lo, hi int64, loc ...any) {
 	}
 }
 
+// strLen checks that an optional string has at most max bytes.
+func (is *issues) strLen(v *string, max int, loc ...any) {
+	if v != nil && len(*v) > max {
+		is.add("string_too_long", loc, fmt.Sprintf("String should have at most %d characters", max), len(*v), map[string]any{"max_length": max})
+	}
+}
+
 func (is issues) err() error {
 	if len(is) == 0 {
 		return nil
@@ -67,11 +75,22 @@ func statusOf(err error) (int, bayapi.ErrorEnvelope) {
 	return http.StatusInternalServerError, bayapi.ErrorEnvelope{Error: bayapi.ErrorBody{Code: bayapi.CodeInternal, Message: "Internal server error"}}
 }
 
+// StatusClientClosedRequest is the status logged (and written, to nobody) for a request whose
+// client went away before the answer: not a failure of bay.
+const StatusClientClosedRequest = 499
+
 // writeError writes err in the one envelope with the request id, and logs it (server errors
-// at error level with the cause, client errors at debug).
+// at error level with the cause, client errors at debug; a request its client cancelled at
+// info with status 499, whatever the error it caused).
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	status, env := statusOf(err)
 	env.Error.RequestID = requestID(r.Context())
+	if errors.Is(r.Context().Err(), context.Canceled) {
+		log.Info("request cancelled by the client", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
+			"status", StatusClientClosedRequest, "code", env.Error.Code, "err", err)
+		writeJSON(w, StatusClientClosedRequest, env)
+		return
+	}
 	if status >= 500 {
 		log.Error("request failed", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
 			"status", status, "code", env.Error.Code, "err", err)

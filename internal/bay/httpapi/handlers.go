@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"mime"
 	"net/http"
 	"path"
@@ -82,6 +83,17 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	var is issues
+	is.strLen(req.Profile, bayapi.MaxProfileLen, "body", "profile")
+	is.strLen(req.CargoID, bayapi.MaxIDLen, "body", "cargo_id")
+	if req.TTL != nil {
+		// null, 0 or negative mean "no expiry"; only the upper end needs a bound.
+		is.intRange(int64(*req.TTL), math.MinInt64, bayapi.MaxTTL, "body", "ttl")
+	}
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	p := sandbox.CreateParams{ProfileID: bayapi.DefaultProfile, CargoID: req.CargoID}
 	if req.Profile != nil {
 		p.ProfileID = *req.Profile
@@ -105,6 +117,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	var is issues
 	limit := queryInt(r, &is, "limit", bayapi.DefaultListLimit, 1, bayapi.MaxListLimit)
+	cursor := queryString(r, &is, "cursor", bayapi.MaxCursorLen)
 	status := r.URL.Query().Get("status")
 	if !sandbox.ValidStatus(status) {
 		is.add("enum", []any{"query", "status"}, "Input should be 'idle', 'starting', 'ready', 'failed', 'expired' or 'deleted'", status,
@@ -114,7 +127,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.ListSandboxes(r.Context(), Owner(r.Context()), sandbox.ListParams{Limit: int(limit), Cursor: r.URL.Query().Get("cursor"), Status: status})
+	out, err := s.svc.ListSandboxes(r.Context(), Owner(r.Context()), sandbox.ListParams{Limit: int(limit), Cursor: cursor, Status: status})
 	s.reply(w, r, out, err)
 }
 
@@ -142,6 +155,12 @@ func (s *Server) extendTTL(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, bay.Errorf(bay.CodeValidation, "extend_by must be a positive integer"))
 		return
 	}
+	var is issues
+	is.intRange(by, 1, bayapi.MaxTTL, "body", "extend_by")
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	id := r.PathValue("sandbox_id")
 	owner := Owner(r.Context())
 	canon := struct {
@@ -165,6 +184,12 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 
 // ---- capabilities ----
 
+// annotationLens bounds the description and tags of an execution.
+func annotationLens(is *issues, desc, tags *string) {
+	is.strLen(desc, bayapi.MaxDescriptionLen, "body", "description")
+	is.strLen(tags, bayapi.MaxTagsLen, "body", "tags")
+}
+
 // execTimeout validates an optional timeout (default 30, 1..300).
 func execTimeout(t *bayapi.Int, is *issues) int {
 	if t == nil {
@@ -182,6 +207,7 @@ func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
 	}
 	var is issues
 	timeout := execTimeout(req.Timeout, &is)
+	annotationLens(&is, req.Description, req.Tags)
 	if err := is.err(); err != nil {
 		s.fail(w, r, err)
 		return
@@ -200,13 +226,14 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 	}
 	var is issues
 	timeout := execTimeout(req.Timeout, &is)
+	annotationLens(&is, req.Description, req.Tags)
 	if err := is.err(); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	var cwd *string
 	if req.Cwd != nil {
-		c, err := sandbox.ValidatePath("cwd", *req.Cwd)
+		c, err := validatePath("cwd", *req.Cwd)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -230,7 +257,7 @@ func pathParam(r *http.Request, def string) (string, error) {
 		is.missing("query", "path")
 		return "", is.err()
 	}
-	return sandbox.ValidatePath("path", vals[0])
+	return validatePath("path", vals[0])
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
@@ -249,7 +276,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p, err := sandbox.ValidatePath("path", *req.Path)
+	p, err := validatePath("path", *req.Path)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -335,7 +362,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, r, is.err())
 				return
 			}
-			p, err := sandbox.ValidatePath("path", *rawPath)
+			p, err := validatePath("path", *rawPath)
 			if err != nil {
 				s.fail(w, r, err)
 				return
@@ -381,6 +408,10 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.Copy(w, rc); err != nil {
+		if r.Context().Err() != nil {
+			s.log.Info("download cancelled by the client", "request_id", requestID(r.Context()), "status", StatusClientClosedRequest, "err", err)
+			return
+		}
 		s.log.Warn("download interrupted", "request_id", requestID(r.Context()), "err", err)
 	}
 }
@@ -441,9 +472,10 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) {
 		p.SuccessOnly = *v
 	}
 	p.Limit = int(queryInt(r, &is, "limit", bayapi.DefaultHistLimit, 1, bayapi.MaxHistLimit))
-	p.Offset = int(queryInt(r, &is, "offset", 0, 0, 1<<31-1))
+	p.Offset = int(queryInt(r, &is, "offset", 0, 0, bayapi.MaxOffset))
 	if v, ok := r.URL.Query()["tags"]; ok && len(v) > 0 {
 		p.Tags = &v[0]
+		is.strLen(p.Tags, bayapi.MaxTagsLen, "query", "tags")
 	}
 	p.HasNotes = queryBool(r, &is, "has_notes")
 	p.HasDescription = queryBool(r, &is, "has_description")
@@ -474,6 +506,13 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) {
 func (s *Server) annotateHistory(w http.ResponseWriter, r *http.Request) {
 	var req bayapi.AnnotateExecutionRequest
 	if err := decodeBody(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var is issues
+	annotationLens(&is, req.Description, req.Tags)
+	is.strLen(req.Notes, bayapi.MaxNotesLen, "body", "notes")
+	if err := is.err(); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -514,12 +553,13 @@ func (s *Server) createCargo(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listCargos(w http.ResponseWriter, r *http.Request) {
 	var is issues
 	limit := queryInt(r, &is, "limit", bayapi.DefaultListLimit, 1, bayapi.MaxListLimit)
+	cursor := queryString(r, &is, "cursor", bayapi.MaxCursorLen)
 	managed := queryBool(r, &is, "managed")
 	if err := is.err(); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.ListCargos(r.Context(), Owner(r.Context()), managed != nil && *managed, int(limit), r.URL.Query().Get("cursor"))
+	out, err := s.svc.ListCargos(r.Context(), Owner(r.Context()), managed != nil && *managed, int(limit), cursor)
 	s.reply(w, r, out, err)
 }
 

@@ -49,6 +49,12 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
+	return newHarnessWith(t, nil)
+}
+
+// newHarnessWith is newHarness with the server's logger.
+func newHarnessWith(t *testing.T, log *slog.Logger) *harness {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -57,13 +63,13 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(func() { st.Close() })
 	stub := shipstub.New()
 	t.Cleanup(stub.Close)
-	drv := fake.New(fake.WithEndpointFunc(func(bay.ContainerSpec) string { return stub.URL() }))
+	drv := fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() }))
 	profiles := []bay.Profile{{ID: "python-default", IdleTimeout: 30 * time.Minute,
 		Containers: []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123,
 			Resources: bay.Resources{CPUs: 1, Memory: "1g"}, Capabilities: bay.DefaultCapabilities}}}}
 	svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{Profiles: profiles, InstanceID: "test"})
 	api := httpapi.New(httpapi.Options{
-		Service: svc, Auth: tokens{}, Version: "test", MaxUploadBytes: 1 << 20,
+		Service: svc, Auth: tokens{}, Version: "test", MaxUploadBytes: 1 << 20, Log: log,
 		Idempotency: idempotency.New(st, nil, idempotency.Config{Enabled: true}, nil),
 	})
 	api.Mount("GET /panic", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }), false)
@@ -352,7 +358,7 @@ func TestExecEndpoints(t *testing.T) {
 	h.expect(h.do("PATCH", p+"/history/"+eid, "alice", ``), 422, "validation_error")
 	h.expect(h.do("GET", p+"/history", "bob", nil), 404, "not_found")
 	// The ship was called only after validation passed; one container.
-	if n := h.drv.CallCount(fake.MethodCreateContainer); n != 1 {
+	if n := h.drv.CallCount(fake.MethodCreateInstance); n != 1 {
 		t.Fatalf("%d containers", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
@@ -18,7 +19,8 @@ var (
 // buildOpenAPI renders the OpenAPI 3.1 document from the route table: every registered route
 // is an operation, and schemas are derived from the Go wire types of api/bayapi by reflection
 // (json tags; pointers and slices are nullable; bayapi.Time is a date-time string without an
-// offset; bayapi.Int is an integer that also accepts numeric strings).
+// offset; bayapi.Int is an integer that also accepts numeric strings; the struct tags doc,
+// minimum, maximum and maxLength of a field become its description and bounds).
 func (s *Server) buildOpenAPI() []byte {
 	g := &schemaGen{defs: map[string]any{}}
 	paths := map[string]map[string]any{}
@@ -191,7 +193,20 @@ func (g *schemaGen) structSchema(t reflect.Type) map[string]any {
 		if name == "" {
 			name = f.Name
 		}
-		props[name] = g.schema(f.Type)
+		ps := g.schema(f.Type)
+		if d := f.Tag.Get("doc"); d != "" {
+			ps["description"] = d
+		}
+		for _, k := range []string{"minimum", "maximum", "maxLength"} {
+			if v := f.Tag.Get(k); v != "" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					panic("httpapi: openapi: " + t.Name() + "." + f.Name + ": bad " + k + " tag " + v)
+				}
+				ps[k] = n
+			}
+		}
+		props[name] = ps
 		omitempty := len(tag) > 1 && strings.Contains(f.Tag.Get("json"), "omitempty")
 		if f.Type.Kind() != reflect.Pointer && !omitempty {
 			required = append(required, name)

@@ -5,7 +5,7 @@
 // statusOf (errors.go) and nowhere else. The routes are declared once (routes.go) and that
 // table drives both the ServeMux and the OpenAPI document served at /openapi.json.
 //
-// Observable differences from the reference (contract section 10), same status and code a
+// Observable differences from the reference implementation, same status and code a
 // client branches on unless noted:
 //
 //   - 422 schema errors carry the envelope {"error":{"code":"validation_error",...}} AND
@@ -17,8 +17,16 @@
 //     Idempotent-Replayed: true.
 //   - A missing file is 404 file_not_found on read, delete and download alike (was 502 except
 //     download); a symlink escaping the workspace (ship 403) is 400 invalid_path with reason
-//     outside_workspace (was 502); other ship errors are 502 ship_error with ship's detail
-//     and details {ship_status, ship_code}.
+//     outside_workspace (was 502); another ship 4xx the request caused is a 4xx with ship's
+//     detail and code where bay has it (is_a_directory, not_a_directory, validation_error
+//     otherwise); other ship errors are 502 ship_error with ship's detail and details
+//     {ship_status, ship_code}.
+//   - Every number, duration and text of a body or query is bounded (ttl and extend_by at
+//     most 366 days; paths 4000 bytes, names 255): out of range is 422 (was accepted, and a
+//     huge ttl made a sandbox born expired).
+//   - Requests net/http refuses before routing (headers over 64 KiB: 431 headers_too_large; a
+//     NUL in a header: 400) are answered in the envelope too (see WrapListener).
+//   - A request its client cancelled is logged at info with status 499, not as an error.
 //   - DELETE filesystem/files of the workspace root ("." or "a/..") is 400 invalid_path with
 //     reason workspace_root (the reference wiped the workspace).
 //   - Capability calls and keepalive on an expired sandbox are 409 sandbox_expired (the

@@ -7,9 +7,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-
-	"github.com/shipyard-dev/shipyard/internal/bay"
-	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
 // terminal proxies a WebSocket to ship's /term/ws: same authentication as every endpoint, the
@@ -25,19 +22,11 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("sandbox_id")
-	endpoint, err := s.svc.TerminalEndpoint(r.Context(), Owner(r.Context()), id)
+	up, err := s.svc.OpenTerminal(r.Context(), Owner(r.Context()), id, int(cols), int(rows))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	dctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	up, _, err := websocket.Dial(dctx, shipclient.TerminalURL(endpoint, int(cols), int(rows)), &websocket.DialOptions{HTTPClient: s.svc.Ship().HTTPClient()})
-	cancel()
-	if err != nil {
-		s.fail(w, r, bay.Errorf(bay.CodeShipError, "Terminal connection to the runtime failed").WithCause(err))
-		return
-	}
-	up.SetReadLimit(-1)
 	down, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		up.Close(websocket.StatusInternalError, "client upgrade failed")

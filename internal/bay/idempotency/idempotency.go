@@ -1,5 +1,5 @@
 // Package idempotency implements Idempotency-Key handling for bay's create and extend
-// endpoints (contract section 4, with its defects fixed):
+// endpoints:
 //
 //   - a key is scoped to owner + method + path (the same key on another endpoint or another
 //     sandbox's extend_ttl is a different key);

@@ -4,16 +4,21 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
-// ValidatePath validates a workspace-relative path exactly as contract 3.5 and returns its
+// ValidatePath validates a workspace-relative path (not empty, no NUL, relative, never above the
+// workspace after resolving "..") and returns its
 // normalised form ("." for the root). field names the request field ("path" or "cwd") in the
 // invalid_path error's details {field, reason}; reasons: empty_path, null_byte, absolute_path,
 // path_traversal.
@@ -73,100 +78,85 @@ func NormalizeTags(tags *string) *string {
 
 // target resolves a capability call: the owner's sandbox (not_found), the profile's capability
 // (capability_not_supported), expiry (sandbox_expired), then EnsureRunning, and returns the
-// endpoint of the container serving the capability (checked against its /meta).
-func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, string, error) {
+// authorized endpoint of the container serving the capability (checked against its runtime's
+// description).
+func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, *bay.SessionContainer, string, error) {
 	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, "", err
 	}
 	prof := s.Profile(sb.ProfileID)
 	if prof == nil {
-		return nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
+		return nil, nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
 			WithDetails(map[string]any{"capability": capability})
 	}
 	if !prof.HasCapability(capability) {
-		return nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
+		return nil, nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
 			WithDetails(map[string]any{"capability": capability, "available": prof.Capabilities()})
 	}
 	if sb.Expired(s.now()) {
-		return nil, nil, "", expiredErr(sb)
+		return nil, nil, nil, "", expiredErr(sb)
 	}
 	sess, err := s.ensureRunning(ctx, sb)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, "", err
 	}
-	ep, err := routeCapability(prof, sess, capability)
+	c, err := routeCapability(prof, sess, capability)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, nil, "", err
 	}
-	ep = sess.AuthorizedURL(ep) // carries the session's runtime token: never log it
-	if err := s.checkRuntimeCapability(ctx, sess, ep, capability); err != nil {
-		return nil, nil, "", err
+	ep := sess.AuthorizedURL(c.Endpoint) // carries the session's runtime token: never log it
+	if err := s.checkRuntimeCapability(ctx, sess, c, ep, capability); err != nil {
+		return nil, nil, nil, "", err
 	}
-	return sb, sess, ep, nil
+	return sb, sess, c, ep, nil
 }
 
-// routeCapability returns the endpoint serving capability: the session's primary endpoint for
-// a single-container session; for a multi-container session the container the profile routes
-// the capability to (primary_for, then capabilities), else the first session container
-// listing it, else capability_not_supported.
-func routeCapability(prof *bay.Profile, sess *bay.Session, capability string) (string, error) {
-	if len(sess.Containers) == 0 {
-		return sess.Endpoint, nil
-	}
+// routeCapability returns the session container serving capability: the one the profile routes
+// it to (primary_for, then capabilities), else the first session container listing it, else
+// the primary of a session whose containers list no capabilities, else
+// capability_not_supported.
+func routeCapability(prof *bay.Profile, sess *bay.Session, capability string) (*bay.SessionContainer, error) {
 	if c := prof.ContainerFor(capability); c != nil {
-		for _, sc := range sess.Containers {
-			if sc.Name == c.Name && sc.Endpoint != "" {
-				return sc.Endpoint, nil
-			}
+		if sc := sess.Container(c.Name); sc != nil && sc.Endpoint != "" {
+			return sc, nil
 		}
 	}
 	avail := map[string]bool{}
-	for _, sc := range sess.Containers {
+	for i := range sess.Containers {
+		sc := &sess.Containers[i]
 		for _, c := range sc.Capabilities {
 			if c == capability && sc.Endpoint != "" {
-				return sc.Endpoint, nil
+				return sc, nil
 			}
 			avail[c] = true
 		}
 	}
-	list := make([]string, 0, len(avail))
-	for c := range avail {
-		list = append(list, c)
+	if len(sess.Containers) == 1 && len(avail) == 0 && sess.Containers[0].Endpoint != "" {
+		return &sess.Containers[0], nil
 	}
-	sort.Strings(list)
-	return "", bay.Errorf(bay.CodeCapabilityNotSupported, "No container provides capability: %s", capability).
-		WithDetails(map[string]any{"capability": capability, "available": list})
+	return nil, bay.Errorf(bay.CodeCapabilityNotSupported, "No container provides capability: %s", capability).
+		WithDetails(map[string]any{"capability": capability, "available": slices.Sorted(maps.Keys(avail))})
 }
 
-// checkRuntimeCapability is the level-2 check against the runtime's cached /meta. A runtime
-// whose /meta cannot be read is not refused here (the call itself will tell).
-func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, endpoint, capability string) error {
-	m, err := s.ship.Meta(ctx, endpoint)
+// checkRuntimeCapability is the second check, against the runtime's own (cached) description.
+// A runtime whose description cannot be read is not refused here (the call itself will tell).
+func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, c *bay.SessionContainer, endpoint, capability string) error {
+	rc, err := s.runtimes.For(c.RuntimeType)
+	if err != nil {
+		return internal("No client for the runtime", err)
+	}
+	m, err := rc.Describe(ctx, endpoint)
 	if err != nil {
 		s.runtimeUnreachable(sess, err)
-		s.log.Warn("runtime /meta unavailable", "session_id", sess.ID, "err", err)
+		s.log.Warn("runtime description unavailable", "session_id", sess.ID, "container", c.Name, "err", err)
 		return nil
 	}
-	if len(m.Capabilities) == 0 {
+	if len(m.Capabilities) == 0 || m.Has(capability) {
 		return nil
 	}
-	if _, ok := m.Capabilities[capability]; ok {
-		return nil
-	}
-	avail := make([]string, 0, len(m.Capabilities))
-	for k := range m.Capabilities {
-		avail = append(avail, k)
-	}
-	sort.Strings(avail)
 	return bay.Errorf(bay.CodeCapabilityNotSupported, "Runtime does not support capability: %s", capability).
-		WithDetails(map[string]any{"capability": capability, "available": avail})
-}
-
-// shipFailed records a failed runtime call (unreachable -> re-probe next time) and returns err.
-func (s *Service) shipFailed(sess *bay.Session, err error) error {
-	s.runtimeUnreachable(sess, err)
-	return err
+		WithDetails(map[string]any{"capability": capability, "available": m.Capabilities})
 }
 
 // PythonParams are the inputs of ExecPython (timeout already validated 1..300).
@@ -182,16 +172,17 @@ type PythonParams struct {
 // call returns (a call that fails with an error records nothing). execution_time_ms covers
 // the runtime call only, not a cold start.
 func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonParams) (*bayapi.PythonExecResponse, error) {
-	sb, sess, ep, err := s.target(ctx, owner, id, bayapi.CapPython)
+	var r *shipapi.ExecPythonResponse
+	var ms int64
+	sb, sess, err := s.invoke(ctx, owner, id, bayapi.CapPython, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) (err error) {
+		began := time.Now()
+		r, err = s.ship.ExecPython(ctx, ep, shipapi.ExecPythonRequest{Code: p.Code, Timeout: p.Timeout})
+		ms = time.Since(began).Milliseconds()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	began := time.Now()
-	r, err := s.ship.ExecPython(ctx, ep, shipapi.ExecPythonRequest{Code: p.Code, Timeout: p.Timeout})
-	if err != nil {
-		return nil, s.shipFailed(sess, err)
-	}
-	ms := time.Since(began).Milliseconds()
 	if r.Output.Images == nil {
 		r.Output.Images = []map[string]string{}
 	}
@@ -225,17 +216,18 @@ type ShellParams struct {
 // ExecShell runs a command and records an execution-history row. error is ship's error, or its
 // stderr when there is none.
 func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams) (*bayapi.ShellExecResponse, error) {
-	sb, sess, ep, err := s.target(ctx, owner, id, bayapi.CapShell)
+	var r *shipapi.ExecShellResponse
+	var ms int64
+	sb, sess, err := s.invoke(ctx, owner, id, bayapi.CapShell, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) (err error) {
+		began := time.Now()
+		t := p.Timeout
+		r, err = s.ship.ExecShell(ctx, ep, shipapi.ExecShellRequest{Command: p.Command, Timeout: &t, Cwd: p.Cwd})
+		ms = time.Since(began).Milliseconds()
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	began := time.Now()
-	t := p.Timeout
-	r, err := s.ship.ExecShell(ctx, ep, shipapi.ExecShellRequest{Command: p.Command, Timeout: &t, Cwd: p.Cwd})
-	if err != nil {
-		return nil, s.shipFailed(sess, err)
-	}
-	ms := time.Since(began).Milliseconds()
 	errText := r.Error
 	if errText == nil || *errText == "" {
 		errText = nil
@@ -245,7 +237,7 @@ func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams
 	}
 	resp := &bayapi.ShellExecResponse{
 		Success: r.ReturnCode == 0 && r.Success, Output: strings.TrimSpace(r.Stdout), Error: errText,
-		ExitCode: r.ReturnCode, ExecutionTimeMS: ms,
+		ExitCode: r.ReturnCode, ExecutionTimeMS: ms, StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
 	}
 	if p.IncludeCode {
 		c := p.Command
@@ -277,27 +269,24 @@ func (s *Service) recordExecution(ctx context.Context, sb *bay.Sandbox, sess *ba
 
 // ReadFile returns a text file's content. path is normalised already.
 func (s *Service) ReadFile(ctx context.Context, owner, id, path string) (string, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	var r *shipapi.ReadFileResponse
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) (err error) {
+		r, err = s.ship.ReadFile(ctx, ep, path)
+		return err
+	})
 	if err != nil {
 		return "", err
-	}
-	r, err := s.ship.ReadFile(ctx, ep, path)
-	if err != nil {
-		return "", s.shipFailed(sess, err)
 	}
 	return r.Content, nil
 }
 
 // WriteFile writes a text file (parents created, overwritten).
 func (s *Service) WriteFile(ctx context.Context, owner, id, path, content string) error {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
-	if err != nil {
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) error {
+		_, err := s.ship.WriteFile(ctx, ep, path, content)
 		return err
-	}
-	if _, err := s.ship.WriteFile(ctx, ep, path, content); err != nil {
-		return s.shipFailed(sess, err)
-	}
-	return nil
+	})
+	return err
 }
 
 // DeleteFile deletes a file or a directory tree. The workspace root itself is refused
@@ -307,25 +296,21 @@ func (s *Service) DeleteFile(ctx context.Context, owner, id, path string) error 
 		return bay.Errorf(bay.CodeInvalidPath, "path cannot be the workspace root").
 			WithDetails(map[string]any{"field": "path", "reason": "workspace_root"})
 	}
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
-	if err != nil {
-		return err
-	}
-	if err := s.ship.DeleteFile(ctx, ep, path); err != nil {
-		return s.shipFailed(sess, err)
-	}
-	return nil
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) error {
+		return s.ship.DeleteFile(ctx, ep, path)
+	})
+	return err
 }
 
 // ListDir lists a directory (hidden entries omitted, as the reference).
 func (s *Service) ListDir(ctx context.Context, owner, id, path string) ([]shipapi.FileInfo, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	var r *shipapi.ListDirResponse
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true, watch: true}, func(ctx context.Context, ep string) (err error) {
+		r, err = s.ship.ListDir(ctx, ep, path, false)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	r, err := s.ship.ListDir(ctx, ep, path, false)
-	if err != nil {
-		return nil, s.shipFailed(sess, err)
 	}
 	if r.Files == nil {
 		r.Files = []shipapi.FileInfo{}
@@ -364,17 +349,14 @@ func (l *limitReader) Read(p []byte) (int, error) {
 // Upload streams src into the file at path (normalised already), failing with
 // payload_too_large once more than maxBytes (> 0) were read. It returns the byte count.
 func (s *Service) Upload(ctx context.Context, owner, id, path string, src io.Reader, maxBytes int64) (int64, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	lr := &limitReader{r: src, n: maxBytes, limit: maxBytes}
+	// Not resent: the body is a stream read once.
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{watch: true}, func(ctx context.Context, ep string) error {
+		_, err := s.ship.Upload(ctx, ep, path, lr)
+		return err
+	})
 	if err != nil {
 		return 0, err
-	}
-	lr := &limitReader{r: src, n: maxBytes, limit: maxBytes}
-	if _, err := s.ship.Upload(ctx, ep, path, lr); err != nil {
-		var be *bay.Error
-		if errors.As(err, &be) && be.Code == bay.CodePayloadTooLarge {
-			return 0, err
-		}
-		return 0, s.shipFailed(sess, err)
 	}
 	return lr.read, nil
 }
@@ -382,23 +364,33 @@ func (s *Service) Upload(ctx context.Context, owner, id, path string, src io.Rea
 // Download opens the file at path for streaming; the caller closes the reader. size is -1
 // when unknown.
 func (s *Service) Download(ctx context.Context, owner, id, path string) (io.ReadCloser, int64, error) {
-	_, sess, ep, err := s.target(ctx, owner, id, bayapi.CapFilesystem)
+	var rc io.ReadCloser
+	var n int64
+	// Not watched: the stream outlives the call that opens it.
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapFilesystem, callOpts{resend: true}, func(ctx context.Context, ep string) (err error) {
+		rc, n, err = s.ship.Download(ctx, ep, path)
+		return err
+	})
 	if err != nil {
 		return nil, 0, err
-	}
-	rc, n, err := s.ship.Download(ctx, ep, path)
-	if err != nil {
-		return nil, 0, s.shipFailed(sess, err)
 	}
 	return rc, n, nil
 }
 
-// TerminalEndpoint ensures the sandbox runs (terminal requires the shell capability) and
-// returns the runtime endpoint whose /term/ws the caller proxies.
-func (s *Service) TerminalEndpoint(ctx context.Context, owner, id string) (string, error) {
-	_, _, ep, err := s.target(ctx, owner, id, bayapi.CapShell)
+// OpenTerminal ensures the sandbox runs (the terminal requires the shell capability) and opens
+// a cols x rows terminal on its runtime; the caller relays it and closes it.
+func (s *Service) OpenTerminal(ctx context.Context, owner, id string, cols, rows int) (*websocket.Conn, error) {
+	var conn *websocket.Conn
+	_, _, err := s.invoke(ctx, owner, id, bayapi.CapShell, callOpts{resend: true}, func(ctx context.Context, ep string) (err error) {
+		conn, err = s.ship.DialTerminal(ctx, ep, cols, rows)
+		return err
+	})
 	if err != nil {
-		return "", err
+		var be *bay.Error
+		if errors.As(err, &be) {
+			return nil, err
+		}
+		return nil, bay.Errorf(bay.CodeShipError, "Terminal connection to the runtime failed").WithCause(err)
 	}
-	return ep, nil
+	return conn, nil
 }

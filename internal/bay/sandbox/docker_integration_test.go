@@ -116,7 +116,7 @@ func TestDockerStopResume(t *testing.T) {
 	if d := time.Since(began); d > 5*time.Second {
 		t.Fatalf("stop took %v", d)
 	}
-	if left, _ := drv.ListContainers(ctx, map[string]string{bay.LabelSandboxID: sb.ID}); len(left) != 0 {
+	if left, _ := drv.ListInstances(ctx, map[string]string{bay.LabelSandboxID: sb.ID}); len(left) != 0 {
 		t.Fatalf("stop left %d containers", len(left))
 	}
 
@@ -133,7 +133,7 @@ func TestDockerStopResume(t *testing.T) {
 	if err := svc.DeleteSandbox(ctx, "alice", sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := drv.ListContainers(ctx, map[string]string{bay.LabelSandboxID: sb.ID}); len(left) != 0 {
+	if left, _ := drv.ListInstances(ctx, map[string]string{bay.LabelSandboxID: sb.ID}); len(left) != 0 {
 		t.Fatalf("delete left %d containers", len(left))
 	}
 	if _, err := drv.InspectVolume(ctx, bay.VolumeName(sb.CargoID)); !bay.IsNotFound(err) {
@@ -183,7 +183,7 @@ func TestDockerMultiContainer(t *testing.T) {
 	if err := svc.StopSandbox(ctx, "alice", sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := drv.ListContainers(ctx, map[string]string{bay.LabelSandboxID: sb.ID}); len(left) != 0 {
+	if left, _ := drv.ListInstances(ctx, map[string]string{bay.LabelSandboxID: sb.ID}); len(left) != 0 {
 		t.Fatalf("stop left %d containers", len(left))
 	}
 	if err := svc.DeleteSandbox(ctx, "alice", sb.ID); err != nil {

@@ -3,12 +3,13 @@ package sandbox_test
 import (
 	"context"
 	"errors"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
 
@@ -22,10 +23,9 @@ func withMulti(c *sandbox.Config) {
 	})
 }
 
-// TestMultiContainerSession: a two-container profile gets a session network and both
-// containers; capabilities route to their container; a dead sidecar rebuilds the whole
-// session (reference defect 11); stop removes both containers and the network; a start
-// failure of any container leaves nothing.
+// TestMultiContainerSession: a two-container profile gets one instance with both containers
+// (the primary first); capabilities route to their container; a dead sidecar rebuilds the
+// whole session; stop destroys the instance; a failed create leaves nothing.
 func TestMultiContainerSession(t *testing.T) {
 	e := newEnv(t, withMulti)
 	ctx := context.Background()
@@ -34,24 +34,23 @@ func TestMultiContainerSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := e.drv.Containers()
-	if len(cs) != 2 || len(e.drv.Networks()) != 1 {
-		t.Fatalf("containers %d networks %v", len(cs), e.drv.Networks())
+	if len(cs) != 2 || len(e.drv.Instances()) != 1 {
+		t.Fatalf("containers %d instances %v", len(cs), e.drv.Instances())
 	}
 	sess, err := e.svc.EnsureRunning(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	net := "bay_net_" + sess.ID
-	if e.drv.Networks()[0] != net {
-		t.Fatalf("network %v", e.drv.Networks())
+	if e.drv.Instances()[0] != bay.InstanceName(sess.ID) {
+		t.Fatalf("instance %v", e.drv.Instances())
 	}
 	for _, c := range cs {
-		name := c.Spec.Labels[sandbox.LabelContainerName]
-		if c.Spec.Name != "bay-"+sess.ID+"-"+name || c.Spec.Network != net || c.Spec.Hostname != name || c.Spec.Env["BAY_CONTAINER_NAME"] != name {
-			t.Fatalf("spec %+v", c.Spec)
+		if c.Spec.Env["BAY_CONTAINER_NAME"] != c.Spec.Name || c.VolumeRef != bay.VolumeName(r.CargoID) {
+			t.Fatalf("container %+v", c)
 		}
 	}
-	if len(sess.Containers) != 2 || sess.Containers[0].Name != "ship" || sess.ContainerID != sess.Containers[0].ContainerID || sess.Endpoint == "" {
+	if len(sess.Containers) != 2 || sess.Primary().Name != "ship" || sess.Primary().Endpoint == "" ||
+		sess.Containers[1].RuntimeType != bay.RuntimeGull || !slices.Equal(sess.Containers[1].Capabilities, []string{"browser", "filesystem"}) {
 		t.Fatalf("session %+v", sess)
 	}
 	got, _ := e.svc.GetSandbox(ctx, "alice", r.ID)
@@ -66,31 +65,51 @@ func TestMultiContainerSession(t *testing.T) {
 	if err != nil || s2.ID == sess.ID {
 		t.Fatalf("rebuild: %v %v", s2, err)
 	}
-	if len(e.drv.Containers()) != 2 || len(e.drv.Networks()) != 1 {
-		t.Fatalf("after rebuild: %d containers, networks %v", len(e.drv.Containers()), e.drv.Networks())
+	if len(e.drv.Containers()) != 2 || len(e.drv.Instances()) != 1 {
+		t.Fatalf("after rebuild: %d containers, instances %v", len(e.drv.Containers()), e.drv.Instances())
 	}
 
 	if err := e.svc.StopSandbox(ctx, "alice", r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.drv.Containers()) != 0 || len(e.drv.Networks()) != 0 {
-		t.Fatalf("after stop: %d containers, networks %v", len(e.drv.Containers()), e.drv.Networks())
+	if len(e.drv.Containers()) != 0 || len(e.drv.Instances()) != 0 {
+		t.Fatalf("after stop: %d containers, instances %v", len(e.drv.Containers()), e.drv.Instances())
 	}
 
-	// The second container fails to start: nothing is left, the sandbox shows failed.
-	e.drv.FailWhen(fake.MethodStartContainer, func(c fake.Call) error {
-		if ct, ok := e.drv.Container(c.Target); ok && strings.HasSuffix(ct.Spec.Name, "-browser") {
-			return errors.New("boom")
-		}
-		return nil
-	})
+	// The instance cannot be created: nothing is left, the sandbox shows failed.
+	e.drv.Fail(fake.MethodCreateInstance, errors.New("boom"), 1)
 	if _, err := e.svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeInternal {
 		t.Fatalf("start failure: %v", err)
 	}
-	if len(e.drv.Containers()) != 0 || len(e.drv.Networks()) != 0 {
-		t.Fatalf("after failure: %d containers, networks %v", len(e.drv.Containers()), e.drv.Networks())
+	if len(e.drv.Containers()) != 0 || len(e.drv.Instances()) != 0 {
+		t.Fatalf("after failure: %d containers, instances %v", len(e.drv.Containers()), e.drv.Instances())
 	}
 	if got, _ := e.svc.GetSandbox(ctx, "alice", r.ID); got.Status != "failed" {
 		t.Fatalf("status %s", got.Status)
 	}
 }
+
+// A sidecar that never becomes ready fails the start with its name, and leaves nothing.
+func TestMultiContainerReadinessNamesTheContainer(t *testing.T) {
+	e := newEnv(t, withMulti, func(c *sandbox.Config) { c.ReadinessTimeout = 300 * time.Millisecond })
+	ctx := context.Background()
+	e.svc.SetRuntime(bay.RuntimeGull, neverReady{})
+	r := e.create(t, "alice", sandbox.CreateParams{ProfileID: "browser-python"})
+	_, err := e.svc.EnsureRunning(ctx, r.ID)
+	var be *bay.Error
+	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Message != "Containers not ready: [browser]" {
+		t.Fatalf("err = %v", err)
+	}
+	if len(e.drv.Containers()) != 0 {
+		t.Fatalf("containers left: %d", len(e.drv.Containers()))
+	}
+}
+
+// neverReady is a runtime that never answers.
+type neverReady struct{}
+
+func (neverReady) Health(context.Context, string) error { return errors.New("not yet") }
+func (neverReady) Describe(context.Context, string) (runtime.Meta, error) {
+	return runtime.Meta{}, errors.New("not yet")
+}
+func (neverReady) ForgetEndpoint(string) {}

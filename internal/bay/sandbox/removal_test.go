@@ -56,7 +56,7 @@ func TestSlowContainerRemovalNeverLeaksTheVolume(t *testing.T) {
 					t.Fatalf("before: %d containers, %d volumes", len(drv.Containers()), len(drv.Volumes()))
 				}
 
-				drv.SetLatency(fake.MethodRemoveContainer, tc.latency)
+				drv.SetLatency(fake.MethodDestroyInstance, tc.latency)
 				start := time.Now()
 				if err := svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
 					t.Fatal(err)
@@ -79,7 +79,7 @@ func TestSlowContainerRemovalNeverLeaksTheVolume(t *testing.T) {
 				for _, c := range drv.Containers() {
 					drv.Vanish(c.ID)
 				}
-				drv.SetLatency(fake.MethodRemoveContainer, 0)
+				drv.SetLatency(fake.MethodDestroyInstance, 0)
 				sched := gc.New(st, drv, svc, nil, slog.New(slog.DiscardHandler), gc.Config{InstanceID: "test"})
 				res, err := sched.RunOnce(ctx, gc.RunOptions{Tasks: []string{gc.TaskOrphanCargo}})
 				if err != nil || res.TotalErrors != 0 {

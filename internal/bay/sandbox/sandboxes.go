@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -270,9 +269,10 @@ scan:
 	return out, nil
 }
 
-// GetSandbox returns the owner's sandbox. When its current session is ready, containers[] is
-// filled: version from the runtime's cached /meta and healthy from a live /health, all within
-// a 2 s budget (null values on failure). No probe or recovery is done.
+// GetSandbox returns the owner's sandbox. When it is ready, containers[] is filled: version
+// from the runtime's cached description (read with the session's runtime token) and healthy
+// from a live health check, all within a 2 s budget (null values on failure). No probe or
+// recovery is done.
 func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.SandboxResponse, error) {
 	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
 	if err != nil {
@@ -283,62 +283,47 @@ func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.San
 		return nil, err
 	}
 	resp := s.sandboxResponse(sb, cur, s.now())
-	if cur != nil && cur.Ready() {
-		resp.Containers = s.containerRuntimes(ctx, sb, cur)
+	// containers is null unless the sandbox is ready: an idle, stopped, failed or expired
+	// sandbox has no runtime to describe.
+	if resp.Status == bay.StatusReady && cur.Ready() {
+		resp.Containers = s.containerRuntimes(ctx, cur)
 	}
 	return resp, nil
 }
 
-func (s *Service) containerRuntimes(ctx context.Context, sb *bay.Sandbox, cur *bay.Session) []bayapi.ContainerRuntime {
-	type item struct {
-		rt       bayapi.ContainerRuntime
-		endpoint string
-	}
-	var items []item
-	if len(cur.Containers) > 0 {
-		for _, c := range cur.Containers {
-			caps := append([]string{}, c.Capabilities...)
-			items = append(items, item{bayapi.ContainerRuntime{Name: c.Name, RuntimeType: c.RuntimeType, Status: c.Status, Capabilities: caps}, c.Endpoint})
-		}
-	} else {
-		caps := []string{}
-		if p := s.Profile(sb.ProfileID); p != nil {
-			caps = append(caps, p.Primary().Capabilities...)
-			sort.Strings(caps)
-		}
-		rt := cur.RuntimeType
-		if rt == "" {
-			rt = bay.RuntimeShip
-		}
-		items = append(items, item{bayapi.ContainerRuntime{Name: rt, RuntimeType: rt, Status: "running", Capabilities: caps}, cur.Endpoint})
-	}
+func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bayapi.ContainerRuntime {
+	out := make([]bayapi.ContainerRuntime, len(cur.Containers))
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
-	for i := range items {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			if m, err := s.ship.Meta(ctx, items[i].endpoint); err == nil {
-				v := m.Runtime.Version
-				items[i].rt.Version = &v
+	for i, c := range cur.Containers {
+		name := c.Name
+		if len(cur.Containers) == 1 {
+			// A single-container session shows its runtime type as its name, as the reference does.
+			name = c.RuntimeType
+		}
+		out[i] = bayapi.ContainerRuntime{Name: name, RuntimeType: c.RuntimeType, Status: c.Status, Capabilities: append([]string{}, c.Capabilities...)}
+		rc, err := s.runtimes.For(c.RuntimeType)
+		if err != nil {
+			continue
+		}
+		ep := cur.AuthorizedURL(c.Endpoint) // /meta needs the runtime token
+		wg.Go(func() {
+			if m, err := rc.Describe(ctx, ep); err == nil {
+				v := m.Version
+				out[i].Version = &v
 			}
-		}()
-		go func() {
-			defer wg.Done()
-			h := s.ship.Health(ctx, items[i].endpoint) == nil
-			items[i].rt.Healthy = &h
-		}()
+		})
+		wg.Go(func() {
+			h := rc.Health(ctx, ep) == nil
+			out[i].Healthy = &h
+		})
 	}
 	wg.Wait()
-	out := make([]bayapi.ContainerRuntime, len(items))
-	for i := range items {
-		out[i] = items[i].rt
-	}
 	return out
 }
 
-// ExtendTTL extends an expiring sandbox (contract 1.10): extend_by <= 0 -> validation_error;
+// ExtendTTL extends an expiring sandbox: extend_by <= 0 -> validation_error;
 // infinite TTL -> sandbox_ttl_infinite; already expired (also after the expiry GC deleted it)
 // -> sandbox_expired with details;
 // otherwise expires_at = max(expires_at, now) + extend_by. hook runs in the same transaction.
@@ -496,7 +481,8 @@ func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.
 	if already {
 		return false, nil
 	}
-	if !s.removeSandboxContainers(ctx, id, sessions) {
+	s.cancelStart(id)
+	if !s.removeSandboxInstances(ctx, id, sessions) {
 		// A container that is still there keeps the volume in use: the engine refuses the
 		// volume removal below, and the cargo row stays for the orphan_cargo GC.
 		s.log.Warn("sandbox containers not all removed; its managed cargo may be left to the orphan_cargo GC", "sandbox_id", id)

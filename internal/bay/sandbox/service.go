@@ -17,12 +17,12 @@
 // Lifecycle choices:
 //   - Create is lazy: no container; a managed cargo's volume is created (with its labels) right
 //     before the first container (Config.EagerVolume restores create-time volumes).
-//   - A session is one container, or for multi-container profiles a session network plus one
-//     container per profile container, started in parallel and rolled back all-or-nothing; a
-//     dead container of either kind makes the session dead and it is rebuilt on the next call.
+//   - A session is one driver instance: every container of the profile, created and started
+//     all-or-nothing by the driver, each runtime waited for by its own client; a dead container
+//     of any kind makes the session dead and it is rebuilt on the next call.
 //   - Stop removes containers (not just stops them) and deletes the session rows; files stay.
 //   - Expired sandboxes are refused by every capability call at once (409 sandbox_expired).
-//   - The liveness probe (driver inspect) of a running session is cached for ProbeCacheTTL and
+//   - The liveness probe (instance inspect) of a running session is cached for ProbeCacheTTL and
 //     dropped when a call could not reach the runtime.
 //
 // Every error returned is a classified *bay.Error (or wraps one); messages are safe for
@@ -41,6 +41,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
@@ -60,8 +61,6 @@ type Config struct {
 	ProbeCacheTTL time.Duration
 	// DefaultCargoSizeMB is the size_limit_mb of cargos created without one (default 1024).
 	DefaultCargoSizeMB int
-	// Proxy is the global proxy block (nil = none).
-	Proxy *bay.Proxy
 	// SkillsRoot is the host directory of skill folders; profile skills are mounted read-only
 	// at /skills/<name>. "" = none.
 	SkillsRoot string
@@ -79,6 +78,10 @@ type Config struct {
 	// concurrent deletes made removals take more than 5 s), because a container given up on
 	// keeps the managed cargo's volume in use.
 	StopTimeout time.Duration
+	// WatchdogDelay and WatchdogEvery pace the health checks that end a call whose runtime froze
+	// (faults.go; defaults 2 s and 2 s).
+	WatchdogDelay time.Duration
+	WatchdogEvery time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -102,6 +105,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.InstanceID == "" {
 		c.InstanceID = "bay"
+	}
+	if c.WatchdogDelay <= 0 {
+		c.WatchdogDelay = 2 * time.Second
+	}
+	if c.WatchdogEvery <= 0 {
+		c.WatchdogEvery = 2 * time.Second
 	}
 }
 
@@ -132,18 +141,22 @@ type TxHook func(ctx context.Context, tx bay.Tx, resp any) error
 type Service struct {
 	store  bay.Store
 	driver bay.Driver
-	ship   *shipclient.Client
-	clock  bay.Clock
-	log    *slog.Logger
-	cfg    Config
+	// ship serves the code capabilities (python, shell, files, terminal); runtimes holds every
+	// runtime type's client for readiness, descriptions and capability checks.
+	ship     *shipclient.Client
+	runtimes runtime.Clients
+	clock    bay.Clock
+	log      *slog.Logger
+	cfg      Config
 
 	profiles map[string]*bay.Profile
 	// bootID identifies this process on session rows: "<instance_id>/<random>".
 	bootID string
-	// healthCheck is the readiness probe (ship /health); tests replace it.
-	healthCheck func(ctx context.Context, endpoint string) error
 
 	starts flightGroup
+	// startsMu guards startCancels: the cancel of the start this process runs per sandbox id.
+	startsMu     sync.Mutex
+	startCancels map[string]context.CancelFunc
 
 	probeMu sync.Mutex
 	probed  map[string]time.Time // session id -> time of the last successful liveness probe
@@ -168,16 +181,18 @@ func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.
 	_, _ = rand.Read(b[:])
 	s := &Service{
 		store: store, driver: driver, ship: ship, clock: clock,
+		runtimes: runtime.Clients{bay.RuntimeShip: ship},
 		log:      log.With("component", "sandbox"),
 		cfg:      cfg,
 		profiles: map[string]*bay.Profile{},
 		bootID:   cfg.InstanceID + "/" + hex.EncodeToString(b[:]),
 		probed:   map[string]time.Time{},
+
+		startCancels: map[string]context.CancelFunc{},
 	}
 	for i := range cfg.Profiles {
 		s.profiles[cfg.Profiles[i].ID] = &s.cfg.Profiles[i]
 	}
-	s.healthCheck = ship.Health
 	return s
 }
 
@@ -197,13 +212,25 @@ func (s *Service) warmClaimer() WarmClaimer {
 // BootID identifies this process on the session rows it starts: "<instance_id>/<random>".
 func (s *Service) BootID() string { return s.bootID }
 
-// SetHealthCheck replaces the readiness probe (tests).
+// SetHealthCheck replaces every runtime client by one whose health is f and which describes
+// nothing (tests that start sessions without talking to a runtime).
 func (s *Service) SetHealthCheck(f func(ctx context.Context, endpoint string) error) {
-	s.healthCheck = f
+	for t := range s.runtimes {
+		s.runtimes[t] = healthOnly(f)
+	}
 }
 
-// Ship returns the ship client (the HTTP layer uses it for terminal URLs).
-func (s *Service) Ship() *shipclient.Client { return s.ship }
+// healthOnly is a runtime client with the given health and no description.
+type healthOnly func(ctx context.Context, endpoint string) error
+
+func (h healthOnly) Health(ctx context.Context, ep string) error { return h(ctx, ep) }
+func (healthOnly) Describe(context.Context, string) (runtime.Meta, error) {
+	return runtime.Meta{}, nil
+}
+func (healthOnly) ForgetEndpoint(string) {}
+
+// SetRuntime installs the client of a runtime type (before serving).
+func (s *Service) SetRuntime(runtimeType string, c runtime.Client) { s.runtimes[runtimeType] = c }
 
 // Store returns the store (read-only use by GC and warm pool; writes go through the service).
 func (s *Service) Store() bay.Store { return s.store }

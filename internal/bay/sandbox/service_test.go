@@ -69,13 +69,16 @@ func newEnv(t *testing.T, mod ...func(*sandbox.Config)) *env {
 	t.Cleanup(func() { st.Close() })
 	stub := shipstub.New()
 	t.Cleanup(stub.Close)
-	drv := fake.New(fake.WithEndpointFunc(func(bay.ContainerSpec) string { return stub.URL() }))
+	drv := fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() }))
 	clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
 	cfg := sandbox.Config{Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 5 * time.Second}
 	for _, m := range mod {
 		m(&cfg)
 	}
-	svc := sandbox.New(st, drv, shipclient.New(nil, nil), clk, nil, cfg)
+	ship := shipclient.New(nil, nil)
+	svc := sandbox.New(st, drv, ship, clk, nil, cfg)
+	// The stub answers /health and /meta like any runtime: it stands in for gull too.
+	svc.SetRuntime(bay.RuntimeGull, ship)
 	return &env{svc: svc, store: st, drv: drv, ship: stub, clock: clk}
 }
 
@@ -108,7 +111,7 @@ func TestCreateIsLazyAndRendersTheReferenceShape(t *testing.T) {
 	if r.ExpiresAt == nil || !r.ExpiresAt.Equal(e.clock.Now().Add(time.Hour)) {
 		t.Fatalf("expires_at = %v", r.ExpiresAt)
 	}
-	if n := e.drv.CallCount(fake.MethodCreateContainer); n != 0 {
+	if n := e.drv.CallCount(fake.MethodCreateInstance); n != 0 {
 		t.Fatalf("create started %d containers, want lazy", n)
 	}
 	if vols := e.drv.Volumes(); len(vols) != 1 || vols[0].Labels[bay.LabelOwner] != "alice" || vols[0].Labels[bay.LabelManaged] != "true" {
@@ -197,7 +200,7 @@ func TestLazyVolume(t *testing.T) {
 		t.Fatalf("volumes %+v", vols)
 	}
 	c, _ := e.store.GetCargo(ctx, r.CargoID)
-	if c.DriverRef == "" || e.drv.Containers()[0].Spec.VolumeRef != c.DriverRef {
+	if c.DriverRef == "" || e.drv.Containers()[0].VolumeRef != c.DriverRef {
 		t.Fatalf("ref %q", c.DriverRef)
 	}
 	if err := e.svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
@@ -223,7 +226,7 @@ func TestCreateOnCargo(t *testing.T) {
 	if _, err := e.svc.CreateSandbox(ctx, "bob", sandbox.CreateParams{CargoID: &ext.ID}, nil); code(err) != bay.CodeNotFound {
 		t.Fatalf("bob: %v", err)
 	}
-	// A managed cargo (another sandbox's workspace) is refused: reference defect 3.
+	// A managed cargo (another sandbox's workspace) is refused: it belongs to that sandbox.
 	other := e.create(t, "alice", sandbox.CreateParams{})
 	if _, err := e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{CargoID: &other.CargoID}, nil); code(err) != bay.CodeConflict {
 		t.Fatalf("managed cargo: %v", err)
@@ -248,7 +251,7 @@ func TestCreateOnCargo(t *testing.T) {
 
 func TestEnsureRunningStartsOneContainerForConcurrentCalls(t *testing.T) {
 	e := newEnv(t)
-	e.drv.SetLatency(fake.MethodCreateContainer, 50*time.Millisecond)
+	e.drv.SetLatency(fake.MethodCreateInstance, 50*time.Millisecond)
 	r := e.create(t, "alice", sandbox.CreateParams{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
@@ -267,34 +270,36 @@ func TestEnsureRunningStartsOneContainerForConcurrentCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := e.drv.CallCount(fake.MethodCreateContainer); n != 1 {
-		t.Fatalf("CreateContainer called %d times", n)
+	if n := e.drv.CallCount(fake.MethodCreateInstance); n != 1 {
+		t.Fatalf("CreateInstance called %d times", n)
 	}
 	c := e.drv.Containers()
 	if len(c) != 1 {
 		t.Fatalf("containers: %d", len(c))
 	}
-	spec := c[0].Spec
-	if spec.Name != "bay-session-"+spec.Labels[bay.LabelSessionID] || spec.Labels[bay.LabelOwner] != "alice" ||
-		spec.Labels[bay.LabelInstanceID] != "test" || spec.Labels[bay.LabelManaged] != "true" || spec.Labels[bay.LabelCreatedAt] == "" ||
-		spec.User != "1000:1000" || spec.MountPath != "/workspace" || spec.Env["FOO"] != "bar:baz" || spec.Env["PROFILE_VAR"] != "1" ||
-		spec.Env["BAY_SANDBOX_ID"] != r.ID || spec.Env["BAY_WORKSPACE_PATH"] != "/workspace" || spec.NanoCPUs != 1e9 || spec.MemoryBytes != 1<<30 {
-		t.Fatalf("spec %+v", spec)
+	spec, labels := c[0].Spec, c[0].Labels
+	if c[0].Instance != "bay-session-"+labels[bay.LabelSessionID] || labels[bay.LabelOwner] != "alice" ||
+		labels[bay.LabelInstanceID] != "test" || labels[bay.LabelManaged] != "true" || labels[bay.LabelCreatedAt] == "" ||
+		spec.User != "1000:1000" || c[0].MountPath != "/workspace" || spec.Env["FOO"] != "bar:baz" || spec.Env["PROFILE_VAR"] != "1" ||
+		spec.Env["BAY_SANDBOX_ID"] != r.ID || spec.Env["BAY_WORKSPACE_PATH"] != "/workspace" || spec.Env[sandbox.EnvProfileEnvKeys] != "PROFILE_VAR" ||
+		spec.Limits.NanoCPUs != 1e9 || spec.Limits.MemoryBytes != 1<<30 || spec.RuntimeType != bay.RuntimeShip || spec.Port != 8123 {
+		t.Fatalf("container %+v", c[0])
 	}
 	got, err := e.svc.GetSandbox(context.Background(), "alice", r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != "ready" || got.IdleExpiresAt == nil || len(got.Containers) != 1 || got.Containers[0].Healthy == nil || !*got.Containers[0].Healthy {
+	if got.Status != "ready" || got.IdleExpiresAt == nil || len(got.Containers) != 1 || got.Containers[0].Healthy == nil || !*got.Containers[0].Healthy ||
+		got.Containers[0].Version == nil || *got.Containers[0].Version != "stub" {
 		b, _ := json.Marshal(got)
 		t.Fatalf("get: %s", b)
 	}
 }
 
-func TestContainerCreateFailureMarksFailedAndLeavesNothing(t *testing.T) {
+func TestInstanceCreateFailureMarksFailedAndLeavesNothing(t *testing.T) {
 	e := newEnv(t)
 	r := e.create(t, "alice", sandbox.CreateParams{})
-	e.drv.Fail(fake.MethodCreateContainer, errors.New("no such image"), 1)
+	e.drv.Fail(fake.MethodCreateInstance, errors.New("no such image"), 1)
 	_, err := e.svc.ExecShell(context.Background(), "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30})
 	if code(err) != bay.CodeInternal {
 		t.Fatalf("err = %v", err)
@@ -312,10 +317,12 @@ func TestContainerCreateFailureMarksFailedAndLeavesNothing(t *testing.T) {
 	}
 }
 
-func TestStartFailureRemovesTheContainer(t *testing.T) {
+// A create that failed after the instance was made (the answer lost) leaves nothing either:
+// the service destroys the instance by its name.
+func TestLateCreateFailureDestroysTheInstance(t *testing.T) {
 	e := newEnv(t)
 	r := e.create(t, "alice", sandbox.CreateParams{})
-	e.drv.Fail(fake.MethodStartContainer, errors.New("port in use"), 1)
+	e.drv.FailLate(fake.MethodCreateInstance, errors.New("answer lost"), 1)
 	if _, err := e.svc.EnsureRunning(context.Background(), r.ID); code(err) != bay.CodeInternal {
 		t.Fatalf("err = %v", err)
 	}
@@ -349,8 +356,8 @@ func TestStopRemovesContainersAndResumeKeepsTheCargo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s2.ID == s1.ID || e.drv.Containers()[0].Spec.VolumeRef != bay.VolumeName(r.CargoID) {
-		t.Fatalf("resume: %s vs %s, %+v", s1.ID, s2.ID, e.drv.Containers()[0].Spec)
+	if s2.ID == s1.ID || e.drv.Containers()[0].VolumeRef != bay.VolumeName(r.CargoID) {
+		t.Fatalf("resume: %s vs %s, %+v", s1.ID, s2.ID, e.drv.Containers()[0])
 	}
 }
 
@@ -400,7 +407,7 @@ func TestExpiredSandboxIsRefusedByCapabilities(t *testing.T) {
 	if _, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 10, nil); code(err) != bay.CodeSandboxExpired {
 		t.Fatalf("extend: %v", err)
 	}
-	if e.drv.CallCount(fake.MethodCreateContainer) != 0 {
+	if e.drv.CallCount(fake.MethodCreateInstance) != 0 {
 		t.Fatal("expired sandbox got compute")
 	}
 	// After the expiry GC deleted it: gone for everything, but extend still says expired.
@@ -447,13 +454,13 @@ func TestDeadContainerIsRebuiltAfterTheProbeCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.drv.Kill(s1.ContainerID)
+	e.drv.Kill(s1.Primary().ContainerID)
 	// Within the probe cache the session is trusted (no inspect per call).
-	inspects := e.drv.CallCount(fake.MethodInspectContainer)
+	inspects := e.drv.CallCount(fake.MethodInspectInstance)
 	if s, err := e.svc.EnsureRunning(ctx, r.ID); err != nil || s.ID != s1.ID {
 		t.Fatalf("cached: %v %v", s, err)
 	}
-	if e.drv.CallCount(fake.MethodInspectContainer) != inspects {
+	if e.drv.CallCount(fake.MethodInspectInstance) != inspects {
 		t.Fatal("probed although the cache is fresh")
 	}
 	e.clock.Advance(3 * time.Second)
@@ -471,7 +478,7 @@ func startingSession(t *testing.T, e *env, sandboxID, instanceID string) *bay.Se
 	t.Helper()
 	ctx := context.Background()
 	now := e.clock.Now()
-	sess := &bay.Session{ID: bay.NewID(bay.PrefixSession), SandboxID: sandboxID, ProfileID: "python-default", RuntimeType: "ship",
+	sess := &bay.Session{ID: bay.NewID(bay.PrefixSession), SandboxID: sandboxID, ProfileID: "python-default",
 		DesiredState: bay.SessionRunning, ObservedState: bay.SessionStarting, InstanceID: instanceID, CreatedAt: now, StartedAt: &now}
 	err := e.store.Tx(ctx, func(tx bay.Tx) error {
 		if err := tx.InsertSession(ctx, sess); err != nil {
@@ -724,13 +731,14 @@ func TestReclaimComputeIsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if acted, err := e.svc.DestroySessions(ctx, r.ID, "sess-other", bay.ReasonIdle); err != nil || acted {
+	e.clock.Advance(31 * time.Minute) // past the idle deadline
+	if acted, err := e.svc.ReclaimCompute(ctx, bay.Pin{SandboxID: r.ID, SessionID: "sess-other", Reason: bay.ReasonIdle}); err != nil || acted {
 		t.Fatalf("changed session acted: %v %v", acted, err)
 	}
 	if len(e.drv.Containers()) != 1 {
 		t.Fatal("container removed by a stale decision")
 	}
-	if acted, err := e.svc.DestroySessions(ctx, r.ID, s1.ID, bay.ReasonIdle); err != nil || !acted {
+	if acted, err := e.svc.ReclaimCompute(ctx, bay.Pin{SandboxID: r.ID, SessionID: s1.ID, Reason: bay.ReasonIdle}); err != nil || !acted {
 		t.Fatalf("pinned: %v %v", acted, err)
 	}
 	if len(e.drv.Containers()) != 0 {
@@ -788,7 +796,7 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 }
 
 // TestStopDuringStart: stop does not wait for a start in progress; the starter finds its
-// session gone, removes what it created and reports session_not_ready; nothing is left.
+// session gone, destroys what it created and reports session_not_ready; nothing is left.
 func TestStopDuringStart(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -796,7 +804,7 @@ func TestStopDuringStart(t *testing.T) {
 	created := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	e.drv.FailWhen(fake.MethodStartContainer, func(fake.Call) error {
+	e.drv.FailWhen(fake.MethodCreateInstance, func(fake.Call) error {
 		once.Do(func() { close(created); <-release })
 		return nil
 	})
@@ -874,11 +882,11 @@ func TestSessionRuntimeToken(t *testing.T) {
 		if len(stored.RuntimeToken) != 64 {
 			t.Fatalf("runtime token %q, want 64 hex digits", stored.RuntimeToken)
 		}
-		c, ok := e.drv.Container(stored.ContainerID)
+		c, ok := e.drv.Container(stored.Primary().ContainerID)
 		if !ok || c.Spec.Env[shipapi.EnvAuthToken] != stored.RuntimeToken {
 			t.Fatalf("the container's %s is not the session's token", shipapi.EnvAuthToken)
 		}
-		if u := stored.AuthorizedURL(stored.Endpoint); !strings.Contains(u, ":"+stored.RuntimeToken+"@") {
+		if u := stored.AuthorizedURL(stored.Primary().Endpoint); !strings.Contains(u, ":"+stored.RuntimeToken+"@") {
 			t.Fatalf("authorized URL %q lacks the token", u)
 		}
 		tokens = append(tokens, stored.RuntimeToken)

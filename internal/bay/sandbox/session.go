@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
-	"strconv"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +32,7 @@ var errSessionGone = errors.New("session removed while starting")
 // idle_expires_at and last_active_at. It does not check the owner (callers do).
 //
 // Errors: not_found (missing or deleted sandbox), sandbox_expired, validation_error (profile
-// no longer configured), capability_not_supported (multi-container profile), session_not_ready
+// no longer configured), session_not_ready
 // (503: another instance is starting it; readiness timeout "Runtime failed to become ready";
 // stopped while starting), internal_error (engine failure; the session is left "failed" with no
 // container).
@@ -67,12 +68,27 @@ func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Sess
 		return cur, nil
 	}
 	sess, err := s.starts.do(ctx, sandboxID, func() (*bay.Session, error) {
-		// Detached: the start finishes (or cleans up) even if every waiting caller leaves.
+		// Detached: the start finishes (or cleans up) even if every waiting caller leaves; a
+		// stop or delete of the sandbox cancels it (cancelStart).
 		cctx, cancel := detached(ctx, s.cfg.ReadinessTimeout+2*time.Minute)
 		defer cancel()
+		s.startsMu.Lock()
+		s.startCancels[sandboxID] = cancel
+		s.startsMu.Unlock()
+		defer func() {
+			s.startsMu.Lock()
+			delete(s.startCancels, sandboxID)
+			s.startsMu.Unlock()
+		}()
 		return s.ensureSlow(cctx, sandboxID)
 	})
 	if err != nil {
+		if errors.Is(err, errStartCancelled) || bay.ErrorCode(err) == bay.CodeSessionNotReady {
+			// A start ended by a delete is a missing sandbox to every caller waiting on it.
+			if cur, gerr := s.store.GetSandbox(ctx, sandboxID); gerr == nil && cur.DeletedAt != nil {
+				return nil, notFoundSandbox(sandboxID)
+			}
+		}
 		return nil, err
 	}
 	if err := s.touch(ctx, sandboxID); err != nil {
@@ -237,7 +253,6 @@ func (s *Service) createSessionRow(ctx context.Context, id string, prof *bay.Pro
 			ID:            bay.NewID(bay.PrefixSession),
 			SandboxID:     id,
 			ProfileID:     prof.ID,
-			RuntimeType:   prof.Primary().RuntimeType,
 			DesiredState:  bay.SessionRunning,
 			ObservedState: bay.SessionStarting,
 			InstanceID:    s.bootID,
@@ -263,14 +278,15 @@ func (s *Service) createSessionRow(ctx context.Context, id string, prof *bay.Pro
 	return sess, nil
 }
 
-// startSession creates and starts the container of a starting session and waits for ship.
-// Any failure removes the container (detached context) and marks the session failed.
+// startSession creates the session's instance (every container of the profile, all or
+// nothing), records its containers, and waits for every runtime to answer in parallel. Any
+// failure destroys the instance (detached context) and marks the session failed.
 func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.Profile, sess *bay.Session) (*bay.Session, error) {
 	log := s.log.With("sandbox_id", sb.ID, "session_id", sess.ID)
 	began := time.Now()
 	cargo, err := s.store.GetCargo(ctx, sb.CargoID)
 	if err != nil {
-		s.failSession(ctx, sess, "")
+		s.failSession(ctx, sess)
 		if bay.IsNotFound(err) {
 			return nil, notFoundCargo(sb.CargoID)
 		}
@@ -278,59 +294,144 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	}
 	ref, err := s.ensureVolume(ctx, cargo)
 	if err != nil {
-		if s.failSession(ctx, sess, "") {
+		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)
 		}
 		return nil, err
 	}
-	if prof.MultiContainer() {
-		return s.startMulti(ctx, sb, prof, sess, ref)
-	}
-	spec := s.containerSpec(sb, prof, prof.Primary(), sess, ref)
-	cid, err := s.driver.CreateContainer(ctx, spec)
+	inst, err := s.driver.CreateInstance(ctx, s.instanceSpec(sb, prof, sess, ref))
 	if err != nil {
-		if s.failSession(ctx, sess, cid) {
+		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)
 		}
-		log.Error("create runtime container failed", "err", err)
-		return nil, internal("Failed to create the runtime container", fmt.Errorf("create container %s: %w", spec.Name, err))
+		log.Error("create runtime instance failed", "err", err)
+		if be := (*bay.Error)(nil); errors.As(err, &be) && be.Code == bay.CodeUnavailable {
+			// The platform (or the host firewall sandboxes need) is not available: its own
+			// safe message says why.
+			return nil, bay.Errorf(bay.CodeUnavailable, "%s", be.Message).WithCause(err)
+		}
+		return nil, internal("Failed to start the runtime containers", err)
 	}
-	if err := s.updateSession(ctx, sess.ID, func(cur *bay.Session) { cur.ContainerID = cid }); err != nil {
-		s.removeContainer(ctx, cid)
+	containers := sessionContainers(prof, inst)
+	if err := s.updateSession(ctx, sess.ID, func(cur *bay.Session) { cur.Containers = containers }); err != nil {
+		s.destroyInstance(ctx, sess)
 		return nil, s.startAborted(ctx, sb.ID, sess, err)
 	}
-	sess.ContainerID = cid
-	endpoint, err := s.driver.StartContainer(ctx, cid)
-	if err != nil {
-		if s.failSession(ctx, sess, cid) {
+	sess.Containers = containers
+	if names, err := s.waitAllReady(ctx, sess); err != nil {
+		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)
 		}
-		log.Error("start runtime container failed", "err", err)
-		return nil, internal("Failed to start the runtime container", fmt.Errorf("start container %s: %w", cid, err))
-	}
-	if err := s.waitReady(ctx, endpoint); err != nil {
-		if s.failSession(ctx, sess, cid) {
-			return nil, errStoppedWhileStarting(sb.ID)
+		log.Warn("runtime failed to become ready", "containers", names, "err", err)
+		msg := "Runtime failed to become ready"
+		if len(containers) > 1 {
+			msg = "Containers not ready: [" + strings.Join(names, ", ") + "]"
 		}
-		log.Warn("runtime failed to become ready", "endpoint", endpoint, "err", err)
-		e := notReady("Runtime failed to become ready", sb.ID, true)
+		e := notReady(msg, sb.ID, true)
 		e.Err = err
 		return nil, e
 	}
 	now := s.now()
+	for i := range containers {
+		containers[i].Status = "running"
+	}
 	err = s.updateSession(ctx, sess.ID, func(cur *bay.Session) {
-		cur.Endpoint = endpoint
+		cur.Containers = containers
 		cur.ObservedState = bay.SessionRunning
 		cur.LastObservedAt = &now
 	})
 	if err != nil {
-		s.removeContainer(ctx, cid)
+		s.destroyInstance(ctx, sess)
 		return nil, s.startAborted(ctx, sb.ID, sess, err)
 	}
-	sess.Endpoint, sess.ObservedState, sess.LastObservedAt = endpoint, bay.SessionRunning, &now
+	sess.Containers, sess.ObservedState, sess.LastObservedAt = containers, bay.SessionRunning, &now
 	s.markProbed(sess.ID, now)
-	log.Info("session ready", "container_id", cid, "endpoint", endpoint, "startup_ms", time.Since(began).Milliseconds())
+	log.Info("session ready", "instance", inst.Name, "containers", len(containers), "endpoint", sess.Primary().Endpoint, "startup_ms", time.Since(began).Milliseconds())
 	return sess, nil
+}
+
+// sessionContainers are the instance's containers as the session records them, with the
+// profile's capabilities of each; the primary first.
+func sessionContainers(prof *bay.Profile, inst bay.Instance) []bay.SessionContainer {
+	out := make([]bay.SessionContainer, 0, len(inst.Containers))
+	for _, c := range inst.Containers {
+		caps := []string{}
+		for i := range prof.Containers {
+			if prof.Containers[i].Name == c.Name {
+				caps = append(caps, prof.Containers[i].Capabilities...)
+			}
+		}
+		slices.Sort(caps)
+		out = append(out, bay.SessionContainer{Name: c.Name, ContainerID: c.ID, Endpoint: c.Endpoint,
+			Status: "created", RuntimeType: c.RuntimeType, Capabilities: caps})
+	}
+	return out
+}
+
+// errStartCancelled marks a start ended because its sandbox was stopped or deleted.
+var errStartCancelled = errors.New("start cancelled by a stop or delete")
+
+// cancelStart ends this process's start of the sandbox, if one runs: it was stopped or
+// deleted, and nobody is to wait out a readiness timeout for a session that no longer exists.
+func (s *Service) cancelStart(sandboxID string) {
+	s.startsMu.Lock()
+	cancel := s.startCancels[sandboxID]
+	s.startsMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// waitAllReady waits for every container's runtime in parallel; it returns the names of those
+// that did not become ready and the first error. It gives up as soon as the session row is
+// gone (a stop or delete, possibly by another bay), checked every second.
+func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session) ([]string, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if _, err := s.store.GetSession(ctx, sess.ID); bay.IsNotFound(err) {
+				cancel(errStartCancelled)
+				return
+			}
+		}
+	}()
+	errs := make([]error, len(sess.Containers))
+	var wg sync.WaitGroup
+	for i, c := range sess.Containers {
+		wg.Go(func() {
+			ep := sess.AuthorizedURL(c.Endpoint)
+			if errs[i] = s.waitReady(ctx, c.RuntimeType, ep); errs[i] == nil {
+				// Read the runtime's description now, while it answers for sure: capability
+				// calls check it from the cache instead of asking a runtime that may be busy.
+				if rc, err := s.runtimes.For(c.RuntimeType); err == nil {
+					_, _ = rc.Describe(ctx, ep)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var names []string
+	var first error
+	for i, err := range errs {
+		if err != nil {
+			names = append(names, sess.Containers[i].Name)
+			first = cmp.Or(first, err)
+		}
+	}
+	if first != nil && errors.Is(context.Cause(ctx), errStartCancelled) {
+		first = fmt.Errorf("%w: %w", errStartCancelled, first)
+	}
+	return names, first
 }
 
 func errStoppedWhileStarting(sandboxID string) error {
@@ -339,10 +440,10 @@ func errStoppedWhileStarting(sandboxID string) error {
 
 // startAborted classifies a failure to persist start progress.
 func (s *Service) startAborted(ctx context.Context, sandboxID string, sess *bay.Session, err error) error {
-	if errors.Is(err, errSessionGone) {
+	if errors.Is(err, errSessionGone) || s.failSession(ctx, sess) {
+		// The row is gone: a stop or delete (which also cancels this start) came first.
 		return errStoppedWhileStarting(sandboxID)
 	}
-	s.failSession(ctx, sess, "")
 	return classify(err, "Failed to record session state")
 }
 
@@ -361,20 +462,16 @@ func (s *Service) updateSession(ctx context.Context, id string, fn func(*bay.Ses
 	})
 }
 
-// failSession removes the container (if any) on a detached context, then marks the session
-// failed with no container and no endpoint. The failed session stays current (the sandbox
-// shows "failed") until the next EnsureRunning rebuilds it. It reports whether the session
-// row was gone (stopped or deleted meanwhile): the failure is then a consequence of the stop.
-func (s *Service) failSession(ctx context.Context, sess *bay.Session, containerID string) (gone bool) {
-	if containerID != "" {
-		s.removeContainer(ctx, containerID)
-	}
+// failSession destroys the session's instance on a detached context, then marks the session
+// failed with no containers. The failed session stays current (the sandbox shows "failed")
+// until the next EnsureRunning rebuilds it. It reports whether the session row was gone
+// (stopped or deleted meanwhile): the failure is then a consequence of the stop.
+func (s *Service) failSession(ctx context.Context, sess *bay.Session) (gone bool) {
+	s.destroyInstance(ctx, sess)
 	dctx, cancel := detached(ctx, 10*time.Second)
 	defer cancel()
 	err := s.updateSession(dctx, sess.ID, func(cur *bay.Session) {
 		cur.ObservedState = bay.SessionFailed
-		cur.ContainerID = ""
-		cur.Endpoint = ""
 		cur.Containers = nil
 	})
 	if errors.Is(err, errSessionGone) {
@@ -386,16 +483,24 @@ func (s *Service) failSession(ctx context.Context, sess *bay.Session, containerI
 	return false
 }
 
-// removeContainer force-removes a container on a detached, bounded context; errors are logged
-// (orphan GC finds leftovers by label).
-func (s *Service) removeContainer(ctx context.Context, id string) {
-	if id == "" {
-		return
-	}
+// destroyInstance destroys the session's instance on a detached, bounded context and forgets
+// what is cached about it; errors are logged (orphan GC finds leftovers by label).
+func (s *Service) destroyInstance(ctx context.Context, sess *bay.Session) {
+	s.forget(sess)
 	dctx, cancel := detached(ctx, s.cfg.StopTimeout)
 	defer cancel()
-	if err := s.driver.RemoveContainer(dctx, id); err != nil {
-		s.log.Error("remove container", "container_id", id, "err", err)
+	if err := s.driver.DestroyInstance(dctx, bay.InstanceName(sess.ID)); err != nil {
+		s.log.Error("destroy instance", "session_id", sess.ID, "err", err)
+	}
+}
+
+// forget drops the caches about a session: its liveness probe and its runtimes' descriptions.
+func (s *Service) forget(sess *bay.Session) {
+	s.forgetProbe(sess.ID)
+	for _, c := range sess.Containers {
+		if rc, err := s.runtimes.For(c.RuntimeType); err == nil && c.Endpoint != "" {
+			rc.ForgetEndpoint(c.Endpoint)
+		}
 	}
 }
 
@@ -403,7 +508,11 @@ func (s *Service) removeContainer(ctx context.Context, id string) {
 // ms after the container started, and a coarser step showed up as whole-step delays in cold
 // starts), then with a backoff doubling up to 250 ms, until it answers 200 or ReadinessTimeout
 // passes.
-func (s *Service) waitReady(ctx context.Context, endpoint string) error {
+func (s *Service) waitReady(ctx context.Context, runtimeType, endpoint string) error {
+	rc, err := s.runtimes.For(runtimeType)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadinessTimeout)
 	defer cancel()
 	const (
@@ -416,7 +525,7 @@ func (s *Service) waitReady(ctx context.Context, endpoint string) error {
 	var last error
 	for {
 		hctx, hcancel := context.WithTimeout(ctx, shipclient.HealthTimeout)
-		err := s.healthCheck(hctx, endpoint)
+		err := rc.Health(hctx, endpoint)
 		hcancel()
 		if err == nil {
 			return nil
@@ -429,7 +538,7 @@ func (s *Service) waitReady(ctx context.Context, endpoint string) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("readiness wait for %s: %w (last: %v)", endpoint, ctx.Err(), last)
+			return fmt.Errorf("readiness wait for %s: %w (last: %v)", runtimeType, ctx.Err(), last)
 		case <-t.C:
 		}
 	}
@@ -459,36 +568,27 @@ func (s *Service) forgetProbe(sessionID string) {
 	s.probeMu.Unlock()
 }
 
-// probe inspects the session's containers: every one of them must be running (a dead
-// sidecar makes the whole session dead, so it is rebuilt). A driver failure trusts the
-// database (alive).
+// probe inspects the session's instance: every container the session recorded must still be
+// there and running (a dead sidecar makes the whole session dead, so it is rebuilt). A driver
+// failure trusts the database (alive).
 func (s *Service) probe(ctx context.Context, sess *bay.Session) (bool, error) {
 	now := s.now()
 	if s.probeFresh(sess.ID, now) {
 		return true, nil
 	}
-	ids := []string{sess.ContainerID}
-	if len(sess.Containers) > 0 {
-		ids = ids[:0]
-		for _, c := range sess.Containers {
-			ids = append(ids, c.ContainerID)
-		}
-	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for _, id := range ids {
-		if id == "" {
+	inst, err := s.driver.InspectInstance(pctx, bay.InstanceName(sess.ID))
+	if err != nil {
+		if bay.IsNotFound(err) {
 			return false, nil
 		}
-		info, err := s.driver.InspectContainer(pctx, id)
-		if err != nil {
-			if bay.IsNotFound(err) {
-				return false, nil
-			}
-			s.log.Warn("liveness probe failed, trusting the database", "session_id", sess.ID, "err", err)
-			return true, nil
-		}
-		if info.State != bay.ContainerRunning {
+		s.log.Warn("liveness probe failed, trusting the database", "session_id", sess.ID, "err", err)
+		return true, nil
+	}
+	for _, want := range sess.Containers {
+		i := slices.IndexFunc(inst.Containers, func(c bay.InstanceContainer) bool { return c.Name == want.Name })
+		if i < 0 || inst.Containers[i].State != bay.ContainerRunning {
 			return false, nil
 		}
 	}
@@ -506,10 +606,10 @@ func (s *Service) runtimeUnreachable(sess *bay.Session, err error) {
 
 // ---- destroy ----
 
-// discardSession removes a session's container and row, clearing current_session_id if it
-// still points at it. It reports whether the row was still there.
+// discardSession destroys a session's instance and deletes its row, clearing
+// current_session_id if it still points at it. It reports whether the row was still there.
 func (s *Service) discardSession(ctx context.Context, sandboxID string, sess *bay.Session, reason bay.Reason) (bool, error) {
-	s.removeSessionResources(ctx, sess)
+	s.destroyInstance(ctx, sess)
 	existed := false
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		if _, err := tx.GetSession(ctx, sess.ID); err == nil {
@@ -533,17 +633,6 @@ func (s *Service) discardSession(ctx context.Context, sandboxID string, sess *ba
 	}
 	s.log.Info("session discarded", "sandbox_id", sandboxID, "session_id", sess.ID, "reason", string(reason))
 	return existed, nil
-}
-
-// DestroySessions removes every session (rows and containers) of a sandbox and clears
-// current_session_id and idle_expires_at, but only if the sandbox's current session is still
-// pinnedSessionID (GC actions are pinned to the session they were decided on; pass "" to
-// require that the sandbox has no current session). It reports whether it acted; a changed
-// session is not an error (false, nil). A missing sandbox is not_found.
-func (s *Service) DestroySessions(ctx context.Context, sandboxID, pinnedSessionID string, reason bay.Reason) (bool, error) {
-	return s.destroySessions(ctx, sandboxID, func(_ bay.Tx, sb *bay.Sandbox) (bool, error) {
-		return sb.DeletedAt == nil && sb.CurrentSessionID == pinnedSessionID, nil
-	}, reason)
 }
 
 // ReclaimCompute destroys every session of pin.SandboxID (rows and containers) and clears its
@@ -615,112 +704,120 @@ func (s *Service) destroySessions(ctx context.Context, sandboxID string, check f
 	if !acted {
 		return false, nil
 	}
-	s.removeSandboxContainers(ctx, sandboxID, sessions)
+	s.cancelStart(sandboxID)
+	s.removeSandboxInstances(ctx, sandboxID, sessions)
 	if len(sessions) > 0 {
 		s.log.Info("sessions destroyed", "sandbox_id", sandboxID, "sessions", len(sessions), "reason", string(reason))
 	}
 	return true, nil
 }
 
-// removeSandboxContainers removes, in parallel and within StopTimeout, the containers of the
-// given sessions and any other container labelled with the sandbox id (one being created by a
-// concurrent start). It reports whether every removal is known to have finished.
-func (s *Service) removeSandboxContainers(ctx context.Context, sandboxID string, sessions []*bay.Session) (done bool) {
+// removeSandboxInstances destroys, in parallel and within StopTimeout, the instances of the
+// given sessions and any other instance labelled with the sandbox id (one being created by a
+// concurrent start). It reports whether every destruction is known to have finished.
+func (s *Service) removeSandboxInstances(ctx context.Context, sandboxID string, sessions []*bay.Session) (done bool) {
 	dctx, cancel := detached(ctx, s.cfg.StopTimeout)
 	defer cancel()
-	ids := map[string]bool{}
+	names := map[string]bool{}
 	for _, ss := range sessions {
-		s.forgetProbe(ss.ID)
-		if ss.Endpoint != "" {
-			s.ship.ForgetEndpoint(ss.Endpoint)
-		}
-		if ss.ContainerID != "" {
-			ids[ss.ContainerID] = true
-		}
-		for _, c := range ss.Containers {
-			if c.ContainerID != "" {
-				ids[c.ContainerID] = true
-			}
-		}
+		s.forget(ss)
+		names[bay.InstanceName(ss.ID)] = true
 	}
 	done = true
-	if list, err := s.driver.ListContainers(dctx, map[string]string{bay.LabelSandboxID: sandboxID}); err == nil {
-		for _, c := range list {
-			ids[c.ID] = true
+	if list, err := s.driver.ListInstances(dctx, map[string]string{bay.LabelSandboxID: sandboxID}); err == nil {
+		for _, i := range list {
+			names[i.Name] = true
 		}
 	} else {
-		s.log.Warn("list sandbox containers", "sandbox_id", sandboxID, "err", err)
+		s.log.Warn("list sandbox instances", "sandbox_id", sandboxID, "err", err)
 		done = false
 	}
 	var failed atomic.Bool
 	var wg sync.WaitGroup
-	for id := range ids {
+	for name := range names {
 		wg.Go(func() {
-			if err := s.driver.RemoveContainer(dctx, id); err != nil {
+			if err := s.driver.DestroyInstance(dctx, name); err != nil {
 				failed.Store(true)
-				s.log.Error("remove container", "sandbox_id", sandboxID, "container_id", id, "err", err)
+				s.log.Error("destroy instance", "sandbox_id", sandboxID, "instance", name, "err", err)
 			}
 		})
 	}
 	wg.Wait()
-	for _, ss := range sessions {
-		if len(ss.Containers) > 0 {
-			s.removeNetwork(dctx, networkName(ss.ID))
-		}
-	}
 	return done && !failed.Load()
 }
 
-// ---- container spec ----
+// ---- instance spec ----
 
-// containerSpec builds the primary container of a session (contract 6.7, with the real owner,
-// our bay.created_at label, a non-root user and no BAY_PROFILE_ENV: ship passes its own
-// environment on to the shell and the kernel).
-func (s *Service) containerSpec(sb *bay.Sandbox, prof *bay.Profile, c *bay.ContainerProfile, sess *bay.Session, volumeRef string) bay.ContainerSpec {
-	env := map[string]string{}
-	maps.Copy(env, prof.Env)
-	maps.Copy(env, c.Env)
-	maps.Copy(env, config.ProxyEnv(cmp.Or(c.Proxy, prof.Proxy, s.cfg.Proxy)))
-	if sess.RuntimeToken != "" {
-		env[shipapi.EnvAuthToken] = sess.RuntimeToken
-	}
-	env["BAY_SESSION_ID"] = sess.ID
-	env["BAY_SANDBOX_ID"] = sb.ID
-	env["BAY_WORKSPACE_PATH"] = shipapi.DefaultWorkspace
-
-	port := c.RuntimePort
-	if port == 0 {
-		port = shipapi.DefaultPort
-	}
+// instanceSpec builds the session's instance: one container per profile container, the
+// primary first, each with the profile's and its own environment, the proxy settings, the
+// session's runtime token, and the labels orphan GC relies on (the real owner and bay's
+// creation time among them). BAY_PROFILE_ENV is not passed: ship hands its own environment on
+// to the shell and the kernel.
+func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Session, volumeRef string) bay.InstanceSpec {
 	var mounts []bay.Mount
 	if s.cfg.SkillsRoot != "" {
 		for _, name := range prof.Skills {
 			mounts = append(mounts, bay.Mount{Source: filepath.Join(s.cfg.SkillsRoot, name), Target: "/skills/" + name, ReadOnly: true})
 		}
 	}
-	return bay.ContainerSpec{
-		Name:     bay.ContainerName(sess.ID),
-		Image:    c.Image,
-		Hostname: "sandbox",
-		Env:      env,
+	spec := bay.InstanceSpec{
+		Name: bay.InstanceName(sess.ID),
 		Labels: map[string]string{
-			bay.LabelOwner:       sb.Owner,
-			bay.LabelSandboxID:   sb.ID,
-			bay.LabelSessionID:   sess.ID,
-			bay.LabelCargoID:     sb.CargoID,
-			bay.LabelProfileID:   prof.ID,
-			bay.LabelRuntimePort: strconv.Itoa(port),
-			bay.LabelInstanceID:  s.cfg.InstanceID,
-			bay.LabelManaged:     "true",
-			bay.LabelCreatedAt:   s.now().Format(time.RFC3339),
+			bay.LabelOwner:      sb.Owner,
+			bay.LabelSandboxID:  sb.ID,
+			bay.LabelSessionID:  sess.ID,
+			bay.LabelCargoID:    sb.CargoID,
+			bay.LabelProfileID:  prof.ID,
+			bay.LabelInstanceID: s.cfg.InstanceID,
+			bay.LabelManaged:    "true",
+			bay.LabelCreatedAt:  s.now().Format(time.RFC3339),
 		},
-		VolumeRef:   volumeRef,
-		MountPath:   shipapi.DefaultWorkspace,
-		Mounts:      mounts,
-		RuntimePort: port,
-		NanoCPUs:    int64(c.Resources.CPUs * 1e9),
-		MemoryBytes: c.Resources.MemoryBytes,
-		PidsLimit:   prof.PidsLimit,
-		User:        s.cfg.User,
+		VolumeRef: volumeRef,
+		MountPath: shipapi.DefaultWorkspace,
+		Network:   bay.NetworkPolicy{Mode: bay.NetworkIsolated},
 	}
+	primary := prof.Primary()
+	order := []*bay.ContainerProfile{primary}
+	for i := range prof.Containers {
+		if &prof.Containers[i] != primary {
+			order = append(order, &prof.Containers[i])
+		}
+	}
+	profileKeys := slices.Sorted(maps.Keys(prof.Env))
+	for _, c := range order {
+		env := config.ContainerEnv(prof, c)
+		if sess.RuntimeToken != "" {
+			env[shipapi.EnvAuthToken] = sess.RuntimeToken
+		}
+		env["BAY_SESSION_ID"] = sess.ID
+		env["BAY_SANDBOX_ID"] = sb.ID
+		env["BAY_WORKSPACE_PATH"] = shipapi.DefaultWorkspace
+		env["BAY_CONTAINER_NAME"] = c.Name
+		if len(profileKeys) > 0 {
+			env[EnvProfileEnvKeys] = strings.Join(profileKeys, ",")
+		}
+		port := c.RuntimePort
+		if port == 0 {
+			port = shipapi.DefaultPort
+		}
+		spec.Containers = append(spec.Containers, bay.ContainerSpec{
+			Name:        c.Name,
+			RuntimeType: cmp.Or(c.RuntimeType, bay.RuntimeShip),
+			Image:       c.Image,
+			Env:         env,
+			Port:        port,
+			Limits: bay.Limits{
+				NanoCPUs:    int64(c.Resources.CPUs * 1e9),
+				MemoryBytes: c.Resources.MemoryBytes,
+				PidsLimit:   prof.PidsLimit,
+			},
+			User:   s.cfg.User,
+			Mounts: mounts,
+		})
+	}
+	return spec
 }
+
+// EnvProfileEnvKeys lists (comma-separated) the keys of the profile's environment, so that the
+// runtime can write them to /workspace/.bay_env.sh for tools that read them from a login shell.
+const EnvProfileEnvKeys = "SHIP_PROFILE_ENV_KEYS"

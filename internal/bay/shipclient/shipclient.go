@@ -1,5 +1,5 @@
 // Package shipclient is bay's HTTP client of the Ship runtime API (api/shipapi). Every call is
-// bounded by its own timeout (reference section 6.8) on top of the caller's context, and every
+// bounded by its own timeout on top of the caller's context, and every
 // failure is returned as a classified *bay.Error:
 //
 //   - transport timeout (the per-call deadline, not the caller's cancellation) -> timeout (504);
@@ -9,6 +9,11 @@
 //     details {"field":"path","reason":"outside_workspace"};
 //   - ship 413 -> payload_too_large (413);
 //   - ship 503 kernel_starting -> session_not_ready (503) with retry_after_ms;
+//   - any other 4xx the client's request caused -> a 4xx with ship's code where bay has it
+//     (is_directory -> is_a_directory, not_directory -> not_a_directory, bad_request and
+//     unknown codes -> validation_error) and ship's message, details {"ship_status",
+//     "ship_code", "path"} (see clientCode);
+//   - a failing upload source (the caller's body ended early) -> validation_error (400);
 //   - any other status >= 400 -> ship_error (502) "Ship request failed: <status>: <ship detail>"
 //     with details {"ship_status", "ship_code"}.
 //
@@ -25,17 +30,23 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"mime/multipart"
 	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 )
 
 // Per-call timeouts. Exec calls use the request's timeout plus ExecGrace.
@@ -54,7 +65,9 @@ const (
 // ErrUnreachable is in the chain of errors caused by failing to reach ship at all (connection
 // refused, reset, no route). The lifecycle service treats it as a reason to re-probe the
 // container.
-var ErrUnreachable = errors.New("ship unreachable")
+var ErrUnreachable = runtime.ErrUnreachable
+
+var _ runtime.Client = (*Client)(nil)
 
 // Client calls Ship runtimes. It is safe for concurrent use; one Client serves every sandbox.
 type Client struct {
@@ -63,7 +76,7 @@ type Client struct {
 	transfer time.Duration
 
 	mu   sync.Mutex
-	meta map[string]metaEntry // endpoint -> cached /meta
+	meta map[string]metaEntry // endpoint without credentials -> cached /meta
 }
 
 type metaEntry struct {
@@ -75,8 +88,10 @@ type metaEntry struct {
 // environment, keep-alive, bounded connect time. Per-call deadlines come from contexts.
 func NewHTTPClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: nil,
+		// Runtimes sit on a bridge of this host: a connect that takes seconds means the
+		// container is gone (its address no longer answers), and the caller recovers sooner.
+		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        200,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second,
@@ -113,8 +128,9 @@ func (c *Client) Health(ctx context.Context, endpoint string) error {
 // Meta returns GET /meta, cached per endpoint for a few minutes (the runtime does not change
 // while its endpoint lives).
 func (c *Client) Meta(ctx context.Context, endpoint string) (*shipapi.MetaResponse, error) {
+	key := cacheKey(endpoint)
 	c.mu.Lock()
-	if e, ok := c.meta[endpoint]; ok && time.Since(e.at) < metaCacheTTL {
+	if e, ok := c.meta[key]; ok && time.Since(e.at) < metaCacheTTL {
 		c.mu.Unlock()
 		return e.meta, nil
 	}
@@ -127,16 +143,36 @@ func (c *Client) Meta(ctx context.Context, endpoint string) (*shipapi.MetaRespon
 	if len(c.meta) > 1024 {
 		clear(c.meta)
 	}
-	c.meta[endpoint] = metaEntry{meta: &out, at: time.Now()}
+	c.meta[key] = metaEntry{meta: &out, at: time.Now()}
 	c.mu.Unlock()
 	return &out, nil
 }
 
-// ForgetEndpoint drops cached data of an endpoint (its container is gone).
+// Describe is Meta as the runtime-neutral description: name, version, capabilities (sorted).
+func (c *Client) Describe(ctx context.Context, endpoint string) (runtime.Meta, error) {
+	m, err := c.Meta(ctx, endpoint)
+	if err != nil {
+		return runtime.Meta{}, err
+	}
+	return runtime.Meta{Name: m.Runtime.Name, Version: m.Runtime.Version, Capabilities: slices.Sorted(maps.Keys(m.Capabilities))}, nil
+}
+
+// ForgetEndpoint drops cached data of an endpoint (its container is gone), with or without
+// credentials.
 func (c *Client) ForgetEndpoint(endpoint string) {
 	c.mu.Lock()
-	delete(c.meta, endpoint)
+	delete(c.meta, cacheKey(endpoint))
 	c.mu.Unlock()
+}
+
+// cacheKey is an endpoint without its user info: one runtime, whatever credentials reach it.
+func cacheKey(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.User == nil {
+		return endpoint
+	}
+	u.User = nil
+	return u.String()
 }
 
 // ExecPython calls POST /ipython/exec with an HTTP timeout of req.Timeout + ExecGrace.
@@ -240,12 +276,16 @@ func (c *Client) Upload(ctx context.Context, endpoint, path string, src io.Reade
 	pr.CloseWithError(errors.New("upload finished"))
 	<-done
 	if srcErr != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
 		var be *bay.Error
-		if errors.As(srcErr, &be) {
-			if resp != nil {
-				resp.Body.Close()
-			}
+		switch {
+		case errors.As(srcErr, &be):
 			return nil, srcErr
+		case ctx.Err() == nil:
+			// The caller's body failed (a truncated multipart upload): the client's mistake.
+			return nil, bay.Errorf(bay.CodeValidation, "Upload body could not be read: it ended early or is malformed").WithCause(srcErr)
 		}
 	}
 	if err != nil {
@@ -314,6 +354,19 @@ type cancelBody struct {
 
 func (b *cancelBody) Close() error { err := b.ReadCloser.Close(); b.cancel(); return err }
 
+// DialTerminal opens ship's terminal WebSocket at endpoint (which carries the runtime token)
+// with a cols x rows PTY, within 10 s.
+func (c *Client) DialTerminal(ctx context.Context, endpoint string, cols, rows int) (*websocket.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, TerminalURL(endpoint, cols, rows), &websocket.DialOptions{HTTPClient: c.hc})
+	if err != nil {
+		return nil, c.transportError(ctx, shipapi.PathTerminal, err)
+	}
+	conn.SetReadLimit(-1)
+	return conn, nil
+}
+
 // TerminalURL returns the WebSocket URL of ship's terminal for an endpoint.
 func TerminalURL(endpoint string, cols, rows int) string {
 	u := endpoint + shipapi.PathTerminal + "?cols=" + strconv.Itoa(cols) + "&rows=" + strconv.Itoa(rows)
@@ -369,10 +422,15 @@ func (c *Client) transportError(ctx context.Context, path string, err error) err
 	if errors.Is(err, context.Canceled) {
 		return bay.Errorf(bay.CodeShipError, "Ship request cancelled: %s", path).WithCause(err)
 	}
-	return bay.Errorf(bay.CodeShipError, "Ship request error: %s unreachable", path).WithCause(errors.Join(ErrUnreachable, err))
+	cause := errors.Join(ErrUnreachable, err)
+	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+		cause = errors.Join(ErrUnreachable, runtime.ErrNotSent, err)
+	}
+	return bay.Errorf(bay.CodeShipError, "Ship request error: %s unreachable", path).WithCause(cause)
 }
 
-// statusError classifies a non-2xx answer of ship.
+// statusError classifies a non-2xx answer of ship. A 4xx caused by what the client asked for
+// (see clientCode) stays a 4xx with ship's message; everything else is ship_error (502).
 func (c *Client) statusError(resp *http.Response, path, subjectPath string) error {
 	var er shipapi.ErrorResponse
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -380,21 +438,68 @@ func (c *Client) statusError(resp *http.Response, path, subjectPath string) erro
 		er.Detail = http.StatusText(resp.StatusCode)
 	}
 	cause := fmt.Errorf("ship %s answered %d: %s", path, resp.StatusCode, er.Detail)
+	d := map[string]any{"ship_status": resp.StatusCode}
+	if er.Code != "" {
+		d["ship_code"] = er.Code
+	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound && subjectPath != "" && (er.Code == "" || er.Code == shipapi.CodeNotFound):
 		return bay.Errorf(bay.CodeFileNotFound, "File not found: %s", subjectPath).WithCause(cause)
 	case resp.StatusCode == http.StatusForbidden && subjectPath != "":
 		return bay.Errorf(bay.CodeInvalidPath, "path escapes workspace boundary").
 			WithDetails(map[string]any{"field": "path", "reason": "outside_workspace"}).WithCause(cause)
-	case resp.StatusCode == http.StatusRequestEntityTooLarge:
-		return bay.Errorf(bay.CodePayloadTooLarge, "%s", er.Detail).WithCause(cause)
 	case resp.StatusCode == http.StatusServiceUnavailable && er.Code == shipapi.CodeKernelStartup:
 		return bay.Errorf(bay.CodeSessionNotReady, "Python kernel is starting").
 			WithDetails(map[string]any{"retry_after_ms": 1000}).WithCause(cause)
 	}
-	d := map[string]any{"ship_status": resp.StatusCode}
-	if er.Code != "" {
-		d["ship_code"] = er.Code
+	if code, ok := clientCode(resp.StatusCode, er.Code, subjectPath != ""); ok {
+		if subjectPath != "" {
+			d["path"] = subjectPath
+		}
+		return bay.Errorf(code, "%s", er.Detail).WithDetails(d).WithCause(cause)
 	}
 	return bay.Errorf(bay.CodeShipError, "Ship request failed: %d: %s", resp.StatusCode, er.Detail).WithDetails(d).WithCause(cause)
+}
+
+// shipCodes renames ship's error codes whose bay code is spelled differently.
+var shipCodes = map[string]string{
+	shipapi.CodeBadRequest:   bayapi.CodeValidation,
+	shipapi.CodeIsDirectory:  bayapi.CodeIsADirectory,
+	shipapi.CodeNotDirectory: bayapi.CodeNotADirectory,
+	shipapi.CodeTooLarge:     bayapi.CodePayloadTooLarge,
+	shipapi.CodeNotFound:     bayapi.CodeFileNotFound,
+	shipapi.CodeAccessDenied: bayapi.CodeInvalidPath,
+}
+
+// clientCode returns the bay code of a ship 4xx that the client's request caused, and false
+// for answers that are bay's or ship's problem and stay a 502: 401 (bay's runtime token), 405,
+// 407, 408 and 429, and a 404 of a call that is not about a workspace path (a missing route
+// is a version mismatch, not the client's doing). Ship's code is kept when bay has it as a
+// 4xx of its own (renamed as in shipCodes); any other client error is validation_error, and a
+// 413 is always payload_too_large.
+func clientCode(status int, shipCode string, aboutPath bool) (string, bool) {
+	switch {
+	case status < 400 || status >= 500:
+		return "", false
+	case status == http.StatusUnauthorized, status == http.StatusMethodNotAllowed, status == http.StatusProxyAuthRequired,
+		status == http.StatusRequestTimeout, status == http.StatusTooManyRequests:
+		return "", false
+	case status == http.StatusNotFound && !aboutPath:
+		return "", false
+	case status == http.StatusRequestEntityTooLarge:
+		return bayapi.CodePayloadTooLarge, true
+	}
+	code := shipCode
+	if c, ok := shipCodes[code]; ok {
+		code = c
+	}
+	switch code {
+	case bayapi.CodeUnauthorized, bayapi.CodeForbidden, bayapi.CodeQuotaExceeded, bayapi.CodeNotFound:
+		// Bay's own meanings (authentication, quotas, missing sandboxes): never borrowed.
+		return bayapi.CodeValidation, true
+	}
+	if st := bayapi.StatusOf(code); st >= 400 && st < 500 {
+		return code, true
+	}
+	return bayapi.CodeValidation, true
 }

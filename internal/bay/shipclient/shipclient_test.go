@@ -15,8 +15,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
@@ -43,7 +45,10 @@ func TestMain(m *testing.M) {
 
 // startShip runs the real ship binary on a free loopback port and returns its endpoint and
 // workspace.
-func startShip(t *testing.T) (string, string) {
+func startShip(t *testing.T) (string, string) { return startShipToken(t, "") }
+
+// startShipToken is startShip with ship requiring the runtime token ("" = none).
+func startShipToken(t *testing.T, token string) (string, string) {
 	t.Helper()
 	py := shiptest.Python(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -54,6 +59,9 @@ func startShip(t *testing.T) (string, string) {
 	ln.Close()
 	ws := t.TempDir()
 	cmd := exec.Command(shipBinary, "--listen", addr, "--workspace", ws, "--python", py, "--skills-dir", t.TempDir(), "--log-level", "warn")
+	if token != "" {
+		cmd.Env = append(os.Environ(), shipapi.EnvAuthToken+"="+token)
+	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -124,11 +132,32 @@ func TestAgainstRealShip(t *testing.T) {
 	if _, err := c.ReadFile(ctx, ep, "esc/hostname"); code(err) != bay.CodeInvalidPath {
 		t.Fatalf("escape: %v", err)
 	}
-	// Reading a directory: another ship error, passed on with ship's detail.
+	// The client's mistakes are 4xx with ship's detail, never ship_error: a directory where a
+	// file is expected (the workspace root included), a path longer than the system allows, a
+	// body that ends early.
 	_, err = c.ReadFile(ctx, ep, "d")
 	var be *bay.Error
-	if !errors.As(err, &be) || be.Code != bay.CodeShipError || !strings.Contains(be.Message, "Ship request failed: 400") || be.Details["ship_code"] == nil {
+	if !errors.As(err, &be) || be.Code != bayapi.CodeIsADirectory || !strings.Contains(be.Message, "directory") || be.Details["ship_code"] == nil {
 		t.Fatalf("directory read: %v", err)
+	}
+	for name, call := range map[string]func() error{
+		"read root":    func() error { _, err := c.ReadFile(ctx, ep, "."); return err },
+		"download dir": func() error { _, _, err := c.Download(ctx, ep, "d"); return err },
+		"write dir":    func() error { _, err := c.WriteFile(ctx, ep, "d", "x"); return err },
+		"upload dir":   func() error { _, err := c.Upload(ctx, ep, "d", strings.NewReader("x")); return err },
+		"long upload": func() error {
+			_, err := c.Upload(ctx, ep, strings.Repeat("p/", 2100)+"f", strings.NewReader("x"))
+			return err
+		},
+		"truncated body": func() error {
+			_, err := c.Upload(ctx, ep, "t.bin", io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(io.ErrUnexpectedEOF)))
+			return err
+		},
+	} {
+		err := call()
+		if st := bayapi.StatusOf(code(err)); st < 400 || st >= 500 {
+			t.Errorf("%s: %v (status %d), want a 4xx", name, err, st)
+		}
 	}
 	// Streamed upload and download of 8 MiB.
 	data := make([]byte, 8<<20)
@@ -217,5 +246,62 @@ func TestTerminalURL(t *testing.T) {
 	}
 	if u := shipclient.TerminalURL("https://h", 1, 2); !strings.HasPrefix(u, "wss://h/") {
 		t.Fatal(u)
+	}
+}
+
+// Every ship 4xx the client caused becomes a bay 4xx (ship's code where bay has it,
+// validation_error otherwise); bay's and ship's own problems stay 502.
+func TestShipStatusClassification(t *testing.T) {
+	var status int
+	var shipCode string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"detail":"ship says %d","code":%q}`, status, shipCode)
+	}))
+	defer srv.Close()
+	c := shipclient.New(nil, nil)
+	cases := []struct {
+		status           int
+		shipCode         string
+		want, wantNoPath string
+	}{
+		{400, shipapi.CodeIsDirectory, bayapi.CodeIsADirectory, bayapi.CodeIsADirectory},
+		{400, shipapi.CodeNotDirectory, bayapi.CodeNotADirectory, bayapi.CodeNotADirectory},
+		{400, shipapi.CodeBadRequest, bayapi.CodeValidation, bayapi.CodeValidation},
+		{400, shipapi.CodeInvalidUTF8, bayapi.CodeValidation, bayapi.CodeValidation},
+		{400, "invalid_path", bayapi.CodeInvalidPath, bayapi.CodeInvalidPath},
+		{400, "name_too_long", bayapi.CodeValidation, bayapi.CodeValidation},
+		{400, "", bayapi.CodeValidation, bayapi.CodeValidation},
+		{400, "unauthorized", bayapi.CodeValidation, bayapi.CodeValidation},
+		{404, shipapi.CodeNotFound, bayapi.CodeFileNotFound, bayapi.CodeShipError},
+		{403, shipapi.CodeAccessDenied, bayapi.CodeInvalidPath, bayapi.CodeInvalidPath},
+		{409, "conflict", bayapi.CodeConflict, bayapi.CodeConflict},
+		{413, "", bayapi.CodePayloadTooLarge, bayapi.CodePayloadTooLarge},
+		{413, shipapi.CodeTooLarge, bayapi.CodePayloadTooLarge, bayapi.CodePayloadTooLarge},
+		{414, "", bayapi.CodeValidation, bayapi.CodeValidation},
+		{422, "validation_error", bayapi.CodeValidation, bayapi.CodeValidation},
+		{401, shipapi.CodeUnauthorized, bayapi.CodeShipError, bayapi.CodeShipError},
+		{405, "", bayapi.CodeShipError, bayapi.CodeShipError},
+		{408, "", bayapi.CodeShipError, bayapi.CodeShipError},
+		{429, "", bayapi.CodeShipError, bayapi.CodeShipError},
+		{500, shipapi.CodeInternal, bayapi.CodeShipError, bayapi.CodeShipError},
+		{502, "", bayapi.CodeShipError, bayapi.CodeShipError},
+	}
+	for _, tc := range cases {
+		status, shipCode = tc.status, tc.shipCode
+		_, err := c.ReadFile(t.Context(), srv.URL, "a.txt")
+		var be *bay.Error
+		if !errors.As(err, &be) || be.Code != tc.want {
+			t.Errorf("%d %q about a path: %v, want %s", tc.status, tc.shipCode, err, tc.want)
+			continue
+		}
+		if be.Code != bayapi.CodeFileNotFound && be.Code != bayapi.CodeInvalidPath && be.Details["ship_status"] != tc.status {
+			t.Errorf("%d %q: details %v", tc.status, tc.shipCode, be.Details)
+		}
+		_, err = c.ExecShell(t.Context(), srv.URL, shipapi.ExecShellRequest{Command: "true"})
+		if got := code(err); got != tc.wantNoPath {
+			t.Errorf("%d %q on exec: %v, want %s", tc.status, tc.shipCode, err, tc.wantNoPath)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/storesql"
 )
 
 func init() {
@@ -195,22 +195,14 @@ func mustAffect(res sql.Result, err error, format string, args ...any) error {
 
 type scanner interface{ Scan(dest ...any) error }
 
-// where accumulates AND-ed conditions.
-type where struct {
-	conds []string
-	args  []any
-}
-
-func (w *where) add(cond string, args ...any) {
-	w.conds = append(w.conds, cond)
-	w.args = append(w.args, args...)
-}
-
-func (w *where) sql() string {
-	if len(w.conds) == 0 {
-		return ""
-	}
-	return " WHERE " + strings.Join(w.conds, " AND ")
+// dialect writes the shared filters (internal/bay/storesql) for SQLite.
+var dialect = &storesql.Dialect{
+	Placeholder: func(int) string { return "?" },
+	Time:        func(t time.Time) any { return micros(t) },
+	Bool:        func(b bool) any { return boolInt(b) },
+	TagMatch: func(w *storesql.Where, pattern string) string {
+		return `bay_lower(tags) LIKE ` + w.Arg(strings.ToLower(pattern)) + ` ESCAPE '\'`
+	},
 }
 
 // ---- sandboxes ------------------------------------------------------------------------------
@@ -247,54 +239,14 @@ func (q queries) GetSandbox(ctx context.Context, id string) (*bay.Sandbox, error
 	return s, nil
 }
 
-func sandboxWhere(f bay.SandboxQuery) *where {
-	w := &where{}
-	if f.Owner != "" {
-		w.add("owner = ?", f.Owner)
-	}
-	if f.AfterID != "" {
-		w.add("id > ?", f.AfterID)
-	}
-	if !f.IncludeDeleted {
-		w.add("deleted_at IS NULL")
-	}
-	if f.Warm != nil {
-		w.add("is_warm = ?", boolInt(*f.Warm))
-	}
-	if f.WarmState != nil {
-		w.add("warm_state = ?", *f.WarmState)
-	}
-	if f.ProfileID != "" {
-		w.add("profile_id = ?", f.ProfileID)
-	}
-	if f.IdleExpiredBefore != nil {
-		w.add("idle_expires_at < ?", micros(*f.IdleExpiredBefore)) // NULL never compares true
-	}
-	if f.ExpiredBefore != nil {
-		w.add("expires_at < ?", micros(*f.ExpiredBefore))
-	}
-	if f.HasSession != nil {
-		if *f.HasSession {
-			w.add("current_session_id IS NOT NULL")
-		} else {
-			w.add("current_session_id IS NULL")
-		}
-	}
-	if f.CargoID != "" {
-		w.add("cargo_id = ?", f.CargoID)
-	}
-	return w
-}
-
 // ListSandboxes returns the matching sandboxes ordered by id.
 func (q queries) ListSandboxes(ctx context.Context, f bay.SandboxQuery) ([]*bay.Sandbox, error) {
-	w := sandboxWhere(f)
-	query := `SELECT ` + sandboxCols + ` FROM sandboxes` + w.sql() + ` ORDER BY id`
+	w := storesql.Sandboxes(dialect, f)
+	query := `SELECT ` + sandboxCols + ` FROM sandboxes` + w.SQL() + ` ORDER BY id`
 	if f.Limit > 0 {
-		query += ` LIMIT ?`
-		w.args = append(w.args, f.Limit)
+		query += ` LIMIT ` + w.Arg(f.Limit)
 	}
-	rows, err := q.q.QueryContext(ctx, query, w.args...)
+	rows, err := q.q.QueryContext(ctx, query, w.Args()...)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -315,9 +267,9 @@ func (q queries) ListSandboxes(ctx context.Context, f bay.SandboxQuery) ([]*bay.
 
 // CountSandboxes counts the sandboxes ListSandboxes would return without its Limit.
 func (q queries) CountSandboxes(ctx context.Context, f bay.SandboxQuery) (int, error) {
-	w := sandboxWhere(f)
+	w := storesql.Sandboxes(dialect, f)
 	var n int
-	if err := q.q.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes`+w.sql(), w.args...).Scan(&n); err != nil {
+	if err := q.q.QueryRowContext(ctx, `SELECT count(*) FROM sandboxes`+w.SQL(), w.Args()...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count sandboxes: %w", err)
 	}
 	return n, nil
@@ -400,33 +352,24 @@ desired_state, observed_state, instance_id, created_at, started_at, last_observe
 func scanSession(r scanner) (*bay.Session, error) {
 	var s bay.Session
 	var containers sql.NullString
+	var runtimeType, containerID, endpoint string
 	var created int64
 	var started, observed sql.NullInt64
-	if err := r.Scan(&s.ID, &s.SandboxID, &s.ProfileID, &s.RuntimeType, &s.ContainerID, &s.Endpoint, &containers,
+	if err := r.Scan(&s.ID, &s.SandboxID, &s.ProfileID, &runtimeType, &containerID, &endpoint, &containers,
 		&s.DesiredState, &s.ObservedState, &s.InstanceID, &created, &started, &observed, &s.RuntimeToken); err != nil {
 		return nil, err
 	}
+	var cj []byte
 	if containers.Valid {
-		if err := json.Unmarshal([]byte(containers.String), &s.Containers); err != nil {
-			return nil, fmt.Errorf("session %s: decode containers: %w", s.ID, err)
-		}
-		if s.Containers == nil {
-			s.Containers = []bay.SessionContainer{}
-		}
+		cj = []byte(containers.String)
 	}
+	cs, err := storesql.SessionContainers(cj, runtimeType, containerID, endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", s.ID, err)
+	}
+	s.Containers = cs
 	s.CreatedAt, s.StartedAt, s.LastObservedAt = fromMicros(created), ptrTime(started), ptrTime(observed)
 	return &s, nil
-}
-
-func containersJSON(cs []bay.SessionContainer) (any, error) {
-	if cs == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(cs)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
 }
 
 // GetSession returns the session or an error wrapping ErrNotFound.
@@ -443,14 +386,8 @@ func (q queries) GetSession(ctx context.Context, id string) (*bay.Session, error
 
 // ListSessions returns the matching sessions ordered by created_at, id.
 func (q queries) ListSessions(ctx context.Context, f bay.SessionQuery) ([]*bay.Session, error) {
-	w := &where{}
-	if f.SandboxID != "" {
-		w.add("sandbox_id = ?", f.SandboxID)
-	}
-	if f.ObservedState != "" {
-		w.add("observed_state = ?", string(f.ObservedState))
-	}
-	rows, err := q.q.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions`+w.sql()+` ORDER BY created_at, id`, w.args...)
+	w := storesql.Sessions(dialect, f)
+	rows, err := q.q.QueryContext(ctx, `SELECT `+sessionCols+` FROM sessions`+w.SQL()+` ORDER BY created_at, id`, w.Args()...)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -471,12 +408,12 @@ func (q queries) ListSessions(ctx context.Context, f bay.SessionQuery) ([]*bay.S
 
 // InsertSession inserts s. An existing id wraps ErrConflict; an unknown sandbox ErrNotFound.
 func (q *txn) InsertSession(ctx context.Context, s *bay.Session) error {
-	cj, err := containersJSON(s.Containers)
+	cj, rt, cid, ep, err := storesql.SessionColumns(s)
 	if err != nil {
-		return fmt.Errorf("insert session %s: encode containers: %w", s.ID, err)
+		return fmt.Errorf("insert session %s: %w", s.ID, err)
 	}
 	_, err = q.exec(ctx, qInsertSession,
-		s.ID, s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj, string(s.DesiredState),
+		s.ID, s.SandboxID, s.ProfileID, rt, cid, ep, cj, string(s.DesiredState),
 		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt),
 		s.RuntimeToken)
 	if err != nil {
@@ -487,12 +424,12 @@ func (q *txn) InsertSession(ctx context.Context, s *bay.Session) error {
 
 // UpdateSession writes every field of s; a missing row wraps ErrNotFound.
 func (q *txn) UpdateSession(ctx context.Context, s *bay.Session) error {
-	cj, err := containersJSON(s.Containers)
+	cj, rt, cid, ep, err := storesql.SessionColumns(s)
 	if err != nil {
-		return fmt.Errorf("update session %s: encode containers: %w", s.ID, err)
+		return fmt.Errorf("update session %s: %w", s.ID, err)
 	}
 	res, err := q.exec(ctx, qUpdateSession,
-		s.SandboxID, s.ProfileID, s.RuntimeType, s.ContainerID, s.Endpoint, cj, string(s.DesiredState),
+		s.SandboxID, s.ProfileID, rt, cid, ep, cj, string(s.DesiredState),
 		string(s.ObservedState), s.InstanceID, micros(s.CreatedAt), nullMicros(s.StartedAt), nullMicros(s.LastObservedAt),
 		s.RuntimeToken, s.ID)
 	return mustAffect(res, err, "update session %s", s.ID)
@@ -536,25 +473,12 @@ func (q queries) GetCargo(ctx context.Context, id string) (*bay.Cargo, error) {
 
 // ListCargos returns the matching cargos ordered by id.
 func (q queries) ListCargos(ctx context.Context, f bay.CargoQuery) ([]*bay.Cargo, error) {
-	w := &where{}
-	if f.Owner != "" {
-		w.add("owner = ?", f.Owner)
-	}
-	if f.Managed != nil {
-		w.add("managed = ?", boolInt(*f.Managed))
-	}
-	if f.ManagedBySandboxID != "" {
-		w.add("managed_by_sandbox_id = ?", f.ManagedBySandboxID)
-	}
-	if f.AfterID != "" {
-		w.add("id > ?", f.AfterID)
-	}
-	query := `SELECT ` + cargoCols + ` FROM cargos` + w.sql() + ` ORDER BY id`
+	w := storesql.Cargos(dialect, f)
+	query := `SELECT ` + cargoCols + ` FROM cargos` + w.SQL() + ` ORDER BY id`
 	if f.Limit > 0 {
-		query += ` LIMIT ?`
-		w.args = append(w.args, f.Limit)
+		query += ` LIMIT ` + w.Arg(f.Limit)
 	}
-	rows, err := q.q.QueryContext(ctx, query, w.args...)
+	rows, err := q.q.QueryContext(ctx, query, w.Args()...)
 	if err != nil {
 		return nil, fmt.Errorf("list cargos: %w", err)
 	}
@@ -641,52 +565,6 @@ func (q queries) GetExecution(ctx context.Context, id string) (*bay.Execution, e
 	return e, nil
 }
 
-// likeEscaper escapes LIKE's wildcards and the escape character itself.
-var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-
-func executionWhere(f bay.ExecutionQuery) *where {
-	w := &where{}
-	if f.Owner != "" {
-		w.add("owner = ?", f.Owner)
-	}
-	if f.SandboxID != "" {
-		w.add("sandbox_id = ?", f.SandboxID)
-	}
-	if f.ExecType != "" {
-		w.add("exec_type = ?", f.ExecType)
-	}
-	if f.SuccessOnly {
-		w.add("success = 1")
-	}
-	var tagConds []string
-	var tagArgs []any
-	for _, t := range f.Tags {
-		if t == "" {
-			continue
-		}
-		tagConds = append(tagConds, `bay_lower(tags) LIKE ? ESCAPE '\'`)
-		tagArgs = append(tagArgs, "%"+likeEscaper.Replace(strings.ToLower(t))+"%")
-	}
-	if len(tagConds) > 0 {
-		w.add("("+strings.Join(tagConds, " OR ")+")", tagArgs...)
-	}
-	if f.HasNotes != nil {
-		if *f.HasNotes {
-			w.add("(notes IS NOT NULL AND notes <> '')")
-		} else {
-			w.add("(notes IS NULL OR notes = '')")
-		}
-	}
-	if f.HasDescription != nil {
-		if *f.HasDescription {
-			w.add("(description IS NOT NULL AND description <> '')")
-		} else {
-			w.add("(description IS NULL OR description = '')")
-		}
-	}
-	return w
-}
-
 // ListExecutions returns one page (newest first: created_at DESC, id DESC; Limit 0 = no limit)
 // and the total number of matches. Outside a transaction both come from one snapshot.
 func (q queries) ListExecutions(ctx context.Context, f bay.ExecutionQuery) ([]*bay.Execution, int, error) {
@@ -698,18 +576,18 @@ func (q queries) ListExecutions(ctx context.Context, f bay.ExecutionQuery) ([]*b
 		defer tx.Rollback()
 		return queries{q: tx, tx: tx, stmts: q.stmts}.ListExecutions(ctx, f)
 	}
-	w := executionWhere(f)
+	w := storesql.Executions(dialect, f)
 	var total int
-	if err := q.q.QueryRowContext(ctx, `SELECT count(*) FROM execution_history`+w.sql(), w.args...).Scan(&total); err != nil {
+	if err := q.q.QueryRowContext(ctx, `SELECT count(*) FROM execution_history`+w.SQL(), w.Args()...).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("list executions: count: %w", err)
 	}
 	limit := int64(-1)
 	if f.Limit > 0 {
 		limit = int64(f.Limit)
 	}
-	args := append(w.args, limit, max(f.Offset, 0))
-	rows, err := q.q.QueryContext(ctx, `SELECT `+executionCols+` FROM execution_history`+w.sql()+
-		` ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?`, args...)
+	query := `SELECT ` + executionCols + ` FROM execution_history` + w.SQL() +
+		` ORDER BY created_at DESC, id DESC LIMIT ` + w.Arg(limit) + ` OFFSET ` + w.Arg(max(f.Offset, 0))
+	rows, err := q.q.QueryContext(ctx, query, w.Args()...)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list executions: %w", err)
 	}

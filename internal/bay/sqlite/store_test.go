@@ -33,6 +33,15 @@ func TestConformanceFile(t *testing.T) {
 	})
 }
 
+// TestConformanceShared runs the concurrency cases on two Stores opened on one file, as two
+// bays sharing it would.
+func TestConformanceShared(t *testing.T) {
+	storetest.RunShared(t, func(t *testing.T) (bay.Store, bay.Store) {
+		path := filepath.Join(t.TempDir(), "bay.db")
+		return openFile(t, path), openFile(t, path)
+	})
+}
+
 func TestConformanceMemory(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) bay.Store { return openFile(t, MemoryPath) })
 }
@@ -141,7 +150,7 @@ func TestMigrationPolicy(t *testing.T) {
 	next := len(ms) + 1
 	extra := fstest.MapFS{}
 	for _, m := range ms {
-		extra["migrations/"+m.name] = &fstest.MapFile{Data: []byte(m.sql)}
+		extra["migrations/"+m.Name] = &fstest.MapFile{Data: []byte(m.SQL)}
 	}
 	extra["migrations/"+pad(next)+"_extra.sql"] = &fstest.MapFile{Data: []byte(`CREATE TABLE extra (x INTEGER);`)}
 	ms2, err := loadMigrations(extra)

@@ -17,6 +17,9 @@ import (
 // Run runs the suite. newStore must return an empty, migrated store for the calling (sub)test
 // and close it with t.Cleanup. Every subtest gets its own store.
 func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
+	for _, tc := range concurrencyTests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, []bay.Store{newStore(t)}) })
+	}
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s bay.Store)
@@ -37,12 +40,12 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 		{"Idempotency", testIdempotency},
 		{"APIKeys", testAPIKeys},
 		{"ClaimWarmSandbox", testClaimWarmSandbox},
-		{"ClaimWarmSandboxRace", testClaimWarmSandboxRace},
 		{"Leases", testLeases},
 		{"TxRollbackOnError", testTxRollbackOnError},
 		{"TxRollbackOnPanic", testTxRollbackOnPanic},
 		{"TxSeesOwnWrites", testTxSeesOwnWrites},
-		{"TxSerialisesReadModifyWrite", testTxSerialised},
+		{"FailedStatementKeepsTxUsable", testFailedStatementKeepsTxUsable},
+		{"ExecutionArbitraryBytes", testExecutionArbitraryBytes},
 		{"TxCancelledContext", testTxCancelledContext},
 		{"TimePrecision", testTimePrecision},
 	}
@@ -51,6 +54,32 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 			tc.fn(t, newStore(t))
 		})
 	}
+}
+
+// RunShared runs the concurrency cases against two stores opened on ONE database, as two bays
+// sharing it would (two processes, or two pools): goroutines alternate between them, and the
+// guarantees (one claimer per warm sandbox, serialised read-modify-write, one lease holder, one
+// idempotency record) must hold across both. newPair returns two stores on the same empty,
+// migrated database, closed with t.Cleanup.
+func RunShared(t *testing.T, newPair func(t *testing.T) (bay.Store, bay.Store)) {
+	for _, tc := range concurrencyTests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := newPair(t)
+			tc.fn(t, []bay.Store{a, b})
+		})
+	}
+}
+
+// concurrencyTests run goroutine i on stores[i%len(stores)]; stores share one database.
+var concurrencyTests = []struct {
+	name string
+	fn   func(t *testing.T, stores []bay.Store)
+}{
+	{"ClaimWarmSandboxRace", testClaimWarmSandboxRace},
+	{"TxSerialisesReadModifyWrite", testTxSerialised},
+	{"ParallelStaleUpdates", testParallelStaleUpdates},
+	{"ParallelLeaseAcquire", testParallelLeaseAcquire},
+	{"ParallelIdempotencyPuts", testParallelIdempotencyPuts},
 }
 
 // base is a fixed instant with microsecond digits, so round trips are exact.
@@ -376,11 +405,12 @@ func testSandboxCursorPaging(t *testing.T, s bay.Store) {
 func testSessionRoundTrip(t *testing.T, s bay.Store) {
 	ctx := t.Context()
 	insertSandboxes(t, s, plainSandbox("sandbox-s", "alice"))
-	single := &bay.Session{ID: "sess-1", SandboxID: "sandbox-s", ProfileID: "python-default", RuntimeType: "ship",
-		ContainerID: "c1", Endpoint: "http://172.18.0.5:8123", DesiredState: bay.SessionRunning,
+	single := &bay.Session{ID: "sess-1", SandboxID: "sandbox-s", ProfileID: "python-default",
+		Containers:    []bay.SessionContainer{{Name: "ship", ContainerID: "c1", Endpoint: "http://172.18.0.5:8123", Status: "running", RuntimeType: "ship", Capabilities: []string{"python"}}},
+		DesiredState:  bay.SessionRunning,
 		ObservedState: bay.SessionStarting, InstanceID: "bay-1", CreatedAt: at(0), StartedAt: ptr(at(1)),
 		LastObservedAt: ptr(at(2)), RuntimeToken: "0123abcd"}
-	multi := &bay.Session{ID: "sess-2", SandboxID: "sandbox-s", ProfileID: "browser", RuntimeType: "ship",
+	multi := &bay.Session{ID: "sess-2", SandboxID: "sandbox-s", ProfileID: "browser",
 		Containers: []bay.SessionContainer{
 			{Name: "ship", ContainerID: "c2", Endpoint: "http://a:8123", Status: "running", RuntimeType: "ship", Capabilities: []string{"python", "shell"}},
 			{Name: "gull", ContainerID: "c3", Endpoint: "http://b:8115", Status: "running", RuntimeType: "gull", Capabilities: []string{"browser"}},
@@ -403,9 +433,12 @@ func testSessionRoundTrip(t *testing.T, s bay.Store) {
 		}
 		equal(t, "session", fmtSession(got), fmtSession(want))
 	}
-	got, _ := s.GetSession(ctx, "sess-1")
-	if got.Containers != nil {
-		t.Fatalf("single-container session has containers %v, want nil", got.Containers)
+	noInstance := &bay.Session{ID: "sess-4", SandboxID: "sandbox-s", ProfileID: "p",
+		DesiredState: bay.SessionRunning, ObservedState: bay.SessionStarting, CreatedAt: at(3)}
+	mustTx(t, s, func(tx bay.Tx) error { return tx.InsertSession(ctx, noInstance) })
+	got, _ := s.GetSession(ctx, "sess-4")
+	if got.Containers != nil || got.Primary() != nil {
+		t.Fatalf("a session without an instance has containers %v, want nil", got.Containers)
 	}
 	_, err := s.GetSession(ctx, "sess-missing")
 	wantCode(t, err, bay.ErrNotFound)
@@ -422,8 +455,7 @@ func testSessionRoundTrip(t *testing.T, s bay.Store) {
 }
 
 func fmtSession(s *bay.Session) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%s|%s|%#v|%s|%s|%s|%s|%s|%s|%s", s.ID, s.SandboxID, s.ProfileID, s.RuntimeType,
-		s.ContainerID, s.Endpoint, s.Containers, s.DesiredState, s.ObservedState, s.InstanceID, fmtTime(&s.CreatedAt),
+	return fmt.Sprintf("%s|%s|%s|%#v|%s|%s|%s|%s|%s|%s|%s", s.ID, s.SandboxID, s.ProfileID, s.Containers, s.DesiredState, s.ObservedState, s.InstanceID, fmtTime(&s.CreatedAt),
 		fmtTime(s.StartedAt), fmtTime(s.LastObservedAt), s.RuntimeToken)
 }
 
@@ -463,9 +495,9 @@ func testSessionUpdateDeleteList(t *testing.T, s bay.Store) {
 	wantIDs(t, "running of 1", ids(bay.SessionQuery{SandboxID: "sandbox-1", ObservedState: bay.SessionRunning}), []string{"sess-a", "sess-c"})
 
 	upd := sessions[1]
-	upd.ObservedState, upd.ContainerID, upd.Endpoint = bay.SessionRunning, "cid", "http://x:8123"
+	upd.ObservedState = bay.SessionRunning
 	upd.StartedAt, upd.LastObservedAt = ptr(at(2)), ptr(at(3))
-	upd.Containers = []bay.SessionContainer{{Name: "ship", Capabilities: []string{}}}
+	upd.Containers = []bay.SessionContainer{{Name: "ship", ContainerID: "cid", Endpoint: "http://x:8123", Capabilities: []string{}}}
 	upd.RuntimeToken = "feedface"
 	mustTx(t, s, func(tx bay.Tx) error { return tx.UpdateSession(ctx, upd) })
 	got, _ := s.GetSession(ctx, upd.ID)
@@ -940,8 +972,9 @@ func testClaimWarmSandbox(t *testing.T, s bay.Store) {
 	}
 }
 
-func testClaimWarmSandboxRace(t *testing.T, s bay.Store) {
+func testClaimWarmSandboxRace(t *testing.T, stores []bay.Store) {
 	ctx := t.Context()
+	s := stores[0]
 	const available, claimers = 5, 16
 	var sbs []*bay.Sandbox
 	for i := range available {
@@ -957,9 +990,10 @@ func testClaimWarmSandboxRace(t *testing.T, s bay.Store) {
 	)
 	for i := range claimers {
 		owner := fmt.Sprintf("owner-%d", i)
+		st := stores[i%len(stores)]
 		wg.Go(func() {
 			<-start
-			err := s.Tx(ctx, func(tx bay.Tx) error {
+			err := st.Tx(ctx, func(tx bay.Tx) error {
 				sb, err := tx.ClaimWarmSandbox(ctx, bay.WarmClaim{ProfileID: "py", Owner: owner, Now: at(100)})
 				if err != nil {
 					return err
@@ -1117,14 +1151,16 @@ func testTxSeesOwnWrites(t *testing.T, s bay.Store) {
 	})
 }
 
-func testTxSerialised(t *testing.T, s bay.Store) {
+func testTxSerialised(t *testing.T, stores []bay.Store) {
 	ctx := t.Context()
+	s := stores[0]
 	insertSandboxes(t, s, plainSandbox("sandbox-rmw", "alice"))
 	const n = 20
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n {
+		st := stores[i%len(stores)]
 		wg.Go(func() {
-			err := s.Tx(ctx, func(tx bay.Tx) error {
+			err := st.Tx(ctx, func(tx bay.Tx) error {
 				sb, err := tx.GetSandbox(ctx, "sandbox-rmw")
 				if err != nil {
 					return err
@@ -1189,4 +1225,161 @@ func testTimePrecision(t *testing.T, s bay.Store) {
 			t.Fatalf("zero time read back as %v", got.CreatedAt)
 		}
 	}
+}
+
+// race runs one Tx per writer at once, writer i on stores[i%len(stores)], and returns the
+// index of the one that succeeded; it fails t unless exactly one did and every other one's
+// error wraps ErrConflict.
+func race(t *testing.T, stores []bay.Store, writers int, fn func(i int, tx bay.Tx) error) int {
+	t.Helper()
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range writers {
+		st := stores[i%len(stores)]
+		wg.Go(func() {
+			<-start
+			errs[i] = st.Tx(t.Context(), func(tx bay.Tx) error { return fn(i, tx) })
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("writers %d and %d both succeeded", winner, i)
+		case err == nil:
+			winner = i
+		case !bay.IsConflict(err):
+			t.Fatalf("writer %d: %v, want success or a conflict", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("none of %d writers succeeded", writers)
+	}
+	return winner
+}
+
+// testParallelStaleUpdates: many writers hold the same version of one sandbox; exactly one
+// update wins, the others wrap ErrConflict, and the row carries the winner's write.
+func testParallelStaleUpdates(t *testing.T, stores []bay.Store) {
+	ctx := t.Context()
+	insertSandboxes(t, stores[0], plainSandbox("sandbox-v", "alice"))
+	sbs := make([]*bay.Sandbox, 16)
+	for i := range sbs {
+		sb, err := stores[i%len(stores)].GetSandbox(ctx, "sandbox-v")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.WarmInstanceID = fmt.Sprint("writer-", i)
+		sbs[i] = sb
+	}
+	w := race(t, stores, len(sbs), func(i int, tx bay.Tx) error { return tx.UpdateSandbox(ctx, sbs[i]) })
+	got, _ := stores[0].GetSandbox(ctx, "sandbox-v")
+	if sbs[w].Version != 2 || got.Version != 2 || got.WarmInstanceID != sbs[w].WarmInstanceID {
+		t.Fatalf("stored version %d by %q, winner's version %d; want 2 by %q", got.Version, got.WarmInstanceID,
+			sbs[w].Version, sbs[w].WarmInstanceID)
+	}
+}
+
+// errLeaseTaken makes a losing lease acquisition a conflict, so that race can count winners.
+var errLeaseTaken = fmt.Errorf("lease held by another: %w", bay.ErrConflict)
+
+// testParallelLeaseAcquire: many holders race for one free lease; exactly one gets it.
+func testParallelLeaseAcquire(t *testing.T, stores []bay.Store) {
+	ctx := t.Context()
+	holder := func(i int) string { return fmt.Sprint("bay-", i) }
+	w := race(t, stores, 16, func(i int, tx bay.Tx) error {
+		ok, err := tx.AcquireLease(ctx, "gc", holder(i), at(0), time.Minute)
+		if err == nil && !ok {
+			err = errLeaseTaken
+		}
+		return err
+	})
+	// The holder renews; nobody else can take it before it expires.
+	for i, st := range stores {
+		var ok bool
+		mustTx(t, st, func(tx bay.Tx) (err error) {
+			ok, err = tx.AcquireLease(ctx, "gc", holder(w), at(30+i), time.Minute)
+			return err
+		})
+		if !ok {
+			t.Fatalf("holder %s could not renew", holder(w))
+		}
+		mustTx(t, st, func(tx bay.Tx) (err error) {
+			ok, err = tx.AcquireLease(ctx, "gc", "intruder", at(31+i), time.Minute)
+			return err
+		})
+		if ok {
+			t.Fatalf("another holder took %s's unexpired lease", holder(w))
+		}
+	}
+}
+
+// testParallelIdempotencyPuts: many requests put a record under one key at once; exactly one
+// is stored, the others wrap ErrConflict.
+func testParallelIdempotencyPuts(t *testing.T, stores []bay.Store) {
+	ctx := t.Context()
+	fp := func(i int) string { return fmt.Sprint("fp-", i) }
+	w := race(t, stores, 16, func(i int, tx bay.Tx) error {
+		return tx.PutIdempotency(ctx, &bay.IdempotencyRecord{Owner: "alice", Key: "k", Fingerprint: fp(i),
+			StatusCode: 201, Response: []byte(fp(i)), CreatedAt: at(0), ExpiresAt: at(3600)})
+	})
+	got, err := stores[len(stores)-1].GetIdempotency(ctx, "alice", "k")
+	if err != nil || got.Fingerprint != fp(w) || string(got.Response) != fp(w) {
+		t.Fatalf("stored record %+v (%v), want the winner's %s", got, err, fp(w))
+	}
+}
+
+// testFailedStatementKeepsTxUsable: a write refused with ErrConflict or ErrNotFound inside a Tx
+// leaves the transaction usable; fn may handle the error and carry on, and its other writes
+// commit.
+func testFailedStatementKeepsTxUsable(t *testing.T, s bay.Store) {
+	ctx := t.Context()
+	insertSandboxes(t, s, plainSandbox("sandbox-1", "alice"))
+	mustTx(t, s, func(tx bay.Tx) error {
+		wantCode(t, tx.InsertSandbox(ctx, plainSandbox("sandbox-1", "bob")), bay.ErrConflict)
+		wantCode(t, tx.InsertSession(ctx, &bay.Session{ID: "sess-x", SandboxID: "sandbox-unknown", ProfileID: "p",
+			DesiredState: bay.SessionPending, ObservedState: bay.SessionPending, CreatedAt: at(0)}), bay.ErrNotFound)
+		if err := tx.InsertCargo(ctx, cargo("ws-1", "alice", false, "")); err != nil {
+			return err
+		}
+		wantCode(t, tx.InsertCargo(ctx, cargo("ws-1", "alice", false, "")), bay.ErrConflict)
+		stale := plainSandbox("sandbox-1", "carol")
+		stale.Version = 7
+		wantCode(t, tx.UpdateSandbox(ctx, stale), bay.ErrConflict)
+		if err := tx.InsertSession(ctx, &bay.Session{ID: "sess-1", SandboxID: "sandbox-1", ProfileID: "p",
+			DesiredState: bay.SessionPending, ObservedState: bay.SessionPending, CreatedAt: at(0)}); err != nil {
+			return err
+		}
+		wantCode(t, tx.InsertSession(ctx, &bay.Session{ID: "sess-1", SandboxID: "sandbox-1", ProfileID: "p",
+			DesiredState: bay.SessionPending, ObservedState: bay.SessionPending, CreatedAt: at(0)}), bay.ErrConflict)
+		return tx.InsertSandbox(ctx, plainSandbox("sandbox-2", "alice"))
+	})
+	for _, id := range []string{"sandbox-1", "sandbox-2"} {
+		if sb, err := s.GetSandbox(ctx, id); err != nil || sb.Owner != "alice" {
+			t.Fatalf("%s after the transaction: %+v, %v", id, sb, err)
+		}
+	}
+	if _, err := s.GetCargo(ctx, "ws-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetSession(ctx, "sess-1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testExecutionArbitraryBytes: a program's code, output and error may hold NUL bytes and
+// invalid UTF-8; they round-trip unchanged.
+func testExecutionArbitraryBytes(t *testing.T, s bay.Store) {
+	ctx := t.Context()
+	e := &bay.Execution{ID: "exec-b", Owner: "alice", SandboxID: "sandbox-1", ExecType: "shell",
+		Code: "printf 'a\\0b'\x00", Output: ptr("a\x00b\xff\xfe end"), Error: ptr("\x00"), CreatedAt: at(0)}
+	mustTx(t, s, func(tx bay.Tx) error { return tx.InsertExecution(ctx, e) })
+	got, err := s.GetExecution(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equal(t, "execution", fmtExecution(got), fmtExecution(e))
 }

@@ -164,7 +164,7 @@ func (l *testLifecycle) EnsureRunning(ctx context.Context, id string) (*bay.Sess
 	}
 	if sb.CurrentSessionID != "" {
 		if s, err := l.store.GetSession(ctx, sb.CurrentSessionID); err == nil {
-			if c, ok := l.drv.Container(s.ContainerID); ok && c.State == bay.ContainerRunning {
+			if c, ok := l.drv.Container(s.Primary().ContainerID); ok && c.State == bay.ContainerRunning {
 				return s, l.touch(ctx, id, s.ID)
 			}
 		}
@@ -176,16 +176,15 @@ func (l *testLifecycle) EnsureRunning(ctx context.Context, id string) (*bay.Sess
 	if err != nil {
 		return nil, err
 	}
-	cid, err := l.drv.CreateContainer(ctx, bay.ContainerSpec{Name: bay.ContainerName(sess.ID), Image: "ship:latest",
-		RuntimePort: 8123, VolumeRef: cargo.DriverRef, MountPath: "/workspace",
-		Labels: map[string]string{bay.LabelSessionID: sess.ID, bay.LabelSandboxID: id}})
+	inst, err := l.drv.CreateInstance(ctx, bay.InstanceSpec{Name: bay.InstanceName(sess.ID),
+		VolumeRef: cargo.DriverRef, MountPath: "/workspace",
+		Labels:     map[string]string{bay.LabelSessionID: sess.ID, bay.LabelSandboxID: id},
+		Containers: []bay.ContainerSpec{{Name: "ship", RuntimeType: bay.RuntimeShip, Image: "ship:latest", Port: 8123}}})
 	if err != nil {
 		return nil, err
 	}
-	if sess.Endpoint, err = l.drv.StartContainer(ctx, cid); err != nil {
-		return nil, err
-	}
-	sess.ContainerID = cid
+	c := inst.Containers[0]
+	sess.Containers = []bay.SessionContainer{{Name: c.Name, ContainerID: c.ID, Endpoint: c.Endpoint, Status: "running", RuntimeType: c.RuntimeType}}
 	err = l.store.Tx(ctx, func(tx bay.Tx) error {
 		if sb.CurrentSessionID != "" {
 			if err := tx.DeleteSession(ctx, sb.CurrentSessionID); err != nil {
@@ -241,7 +240,7 @@ func (l *testLifecycle) ReclaimSandbox(ctx context.Context, pin bay.Pin) (bool, 
 	}
 	var errs []error
 	for _, s := range sessions {
-		errs = append(errs, l.drv.RemoveContainer(ctx, s.ContainerID))
+		errs = append(errs, l.drv.DestroyInstance(ctx, bay.InstanceName(s.ID)))
 	}
 	if c, err := l.store.GetCargo(ctx, sb.CargoID); err == nil {
 		errs = append(errs, l.drv.DeleteVolume(ctx, c.DriverRef))
@@ -255,4 +254,34 @@ func (l *testLifecycle) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.created
+}
+
+// claim hands an available warm sandbox of profileID to owner the way the lifecycle service's
+// create does (one transaction, a fresh idle deadline, the caller's TTL) and tells the pool;
+// ok is false when none is available or the profile has no pool.
+func (e *env) claim(p *warmpool.Pool, profileID, owner string, ttl *time.Duration) (*bay.Sandbox, bool, error) {
+	if !p.WarmPoolEnabled(profileID) {
+		return nil, false, nil
+	}
+	n := now()
+	idle := n.Add(30 * time.Minute)
+	c := bay.WarmClaim{ProfileID: profileID, Owner: owner, Now: n, IdleExpiresAt: &idle}
+	if ttl != nil && *ttl > 0 {
+		exp := n.Add(*ttl)
+		c.ExpiresAt = &exp
+	}
+	var sb *bay.Sandbox
+	err := e.store.Tx(e.ctx, func(tx bay.Tx) error {
+		var err error
+		sb, err = tx.ClaimWarmSandbox(e.ctx, c)
+		return err
+	})
+	if bay.IsNotFound(err) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	p.Claimed(e.ctx, sb)
+	return sb, true, nil
 }

@@ -7,10 +7,10 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
-// Enqueue queues a sandbox for warm-up and reports whether it was queued. A warm sandbox is
-// started and then made available; any other sandbox (a cold create) is just started, so that
-// its first call finds it ready. A sandbox already queued or being warmed is not queued twice;
-// a full queue drops per DropPolicy. It never blocks.
+// Enqueue queues a warm sandbox for warm-up and reports whether it was queued: it is started
+// and then made available. A sandbox claimed by the time a worker picks it up is skipped. A
+// sandbox already queued or being warmed is not queued twice; a full queue drops per
+// DropPolicy. It never blocks.
 func (p *Pool) Enqueue(sandboxID string) bool {
 	p.qmu.Lock()
 	defer p.qmu.Unlock()
@@ -115,14 +115,7 @@ func (p *Pool) warm(ctx context.Context, id string) {
 		return
 	}
 	if !sb.IsWarm {
-		// Eager start of a cold-created (or just claimed) sandbox; failures are retried by
-		// its first call.
-		wctx, cancel := context.WithTimeout(ctx, p.cfg.WarmupTimeout)
-		defer cancel()
-		if _, err := p.lc.EnsureRunning(wctx, id); err != nil && ctx.Err() == nil {
-			p.log.Info("eager start failed; the first call will retry", "sandbox_id", id, "err", err)
-		}
-		return
+		return // claimed meanwhile: its first call starts it
 	}
 	pc, ok := p.profiles[sb.ProfileID]
 	if !ok || sb.WarmState != bay.WarmPending {

@@ -1,5 +1,7 @@
 // Package warmpool keeps pre-started ("warm") sandboxes per profile so that a create without a
-// cargo gets a running sandbox at once (contract section 6.3/6.4, without defects 6, 7 and 27).
+// cargo gets a running sandbox at once. Unlike the reference's pool, a claimed sandbox gets a
+// fresh idle deadline, a failed warm-up never holds a slot for ever, and a bay only ever
+// removes its own warm sandboxes.
 //
 // For every profile with a pool size > 0 the pool keeps that many warm sandboxes (owner
 // "warm-pool", IsWarm, managed cargo, no TTL) either warming up (WarmState "") or available.
@@ -71,8 +73,7 @@ type ProfileConfig struct {
 
 // Config configures the pool. Zero values take the defaults noted.
 type Config struct {
-	// Enabled: when false, Run only serves eager warm-ups of cold creates (Enqueue) and keeps
-	// no pool.
+	// Enabled: when false, Run keeps no pool.
 	Enabled bool
 	// InstanceID is this bay's instance id: holder of the warm leases, WarmInstanceID of the
 	// warm sandboxes it creates (default "bay").
@@ -257,38 +258,6 @@ func (p *Pool) Claimed(_ context.Context, sb *bay.Sandbox) {
 	case p.refill <- struct{}{}:
 	default:
 	}
-}
-
-// Claim atomically hands an available warm sandbox of profileID to owner, with a fresh idle
-// deadline and the caller's TTL (nil or <= 0: none), and triggers a refill. ok is false when
-// none is available (or the profile has no pool). The lifecycle service claims inside its
-// own create transaction instead; this is the same operation for other callers.
-func (p *Pool) Claim(ctx context.Context, profileID, owner string, ttl *time.Duration) (*bay.Sandbox, bool, error) {
-	pc, ok := p.profiles[profileID]
-	if !ok {
-		return nil, false, nil
-	}
-	now := p.now()
-	idle := now.Add(pc.IdleTimeout)
-	claim := bay.WarmClaim{ProfileID: profileID, Owner: owner, Now: now, IdleExpiresAt: &idle}
-	if ttl != nil && *ttl > 0 {
-		exp := now.Add(*ttl)
-		claim.ExpiresAt = &exp
-	}
-	var sb *bay.Sandbox
-	err := p.store.Tx(ctx, func(tx bay.Tx) error {
-		var err error
-		sb, err = tx.ClaimWarmSandbox(ctx, claim)
-		return err
-	})
-	if bay.IsNotFound(err) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("claim warm sandbox of profile %s: %w", profileID, err)
-	}
-	p.Claimed(ctx, sb)
-	return sb, true, nil
 }
 
 // Run starts the workers, reconciles the warm sandboxes left by a previous run (re-warming
@@ -482,7 +451,7 @@ func (p *Pool) requeue(ctx context.Context, sb *bay.Sandbox, now time.Time) {
 	p.Enqueue(sb.ID)
 }
 
-// alive probes an available warm sandbox's container. A probe that fails for another reason
+// alive probes an available warm sandbox's instance. A probe that fails for another reason
 // than "not found" counts as alive (the engine may be briefly unreachable).
 func (p *Pool) alive(ctx context.Context, sb *bay.Sandbox) bool {
 	if sb.CurrentSessionID == "" {
@@ -497,17 +466,17 @@ func (p *Pool) alive(ctx context.Context, sb *bay.Sandbox) bool {
 	if err != nil {
 		return true
 	}
-	if sess.ContainerID == "" || sess.ObservedState != bay.SessionRunning {
+	if !sess.Ready() {
 		return false
 	}
-	info, err := p.drv.InspectContainer(cctx, sess.ContainerID)
+	inst, err := p.drv.InspectInstance(cctx, bay.InstanceName(sess.ID))
 	if bay.IsNotFound(err) {
 		return false
 	}
 	if err != nil {
 		return true
 	}
-	return info.State == bay.ContainerRunning
+	return inst.Running() && len(inst.Containers) == len(sess.Containers)
 }
 
 // setState moves a warm sandbox from one warm state to another if it is still warm, not

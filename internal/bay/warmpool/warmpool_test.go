@@ -44,7 +44,7 @@ func TestFillsPool(t *testing.T) {
 	})
 }
 
-// A claim gets a fresh idle deadline (defect 6) and the caller's TTL; the pool refills.
+// A claim gets a fresh idle deadline (not the warm-up's) and the caller's TTL; the pool refills.
 func TestClaimFreshIdleDeadlineAndRefill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
@@ -55,7 +55,7 @@ func TestClaimFreshIdleDeadlineAndRefill(t *testing.T) {
 		time.Sleep(25 * time.Minute) // long after the warm-up, close to the warm-up's idle deadline
 		ttl := 10 * time.Minute
 		at := now()
-		sb, ok, err := p.Claim(e.ctx, profile, "alice", &ttl)
+		sb, ok, err := e.claim(p, profile, "alice", &ttl)
 		if err != nil || !ok {
 			t.Fatalf("claim: %v %v", ok, err)
 		}
@@ -70,7 +70,7 @@ func TestClaimFreshIdleDeadlineAndRefill(t *testing.T) {
 		if n := len(e.warm()[bay.WarmAvailable]); n != 2 {
 			t.Fatalf("after refill: %d available, want 2", n)
 		}
-		if _, ok, _ := p.Claim(e.ctx, "python-data", "alice", nil); ok {
+		if _, ok, _ := e.claim(p, "python-data", "alice", nil); ok {
 			t.Fatal("claimed from a profile without a pool")
 		}
 	})
@@ -91,7 +91,7 @@ func TestConcurrentClaimsAreExclusive(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {
-				sb, ok, err := p.Claim(e.ctx, profile, "bob", nil)
+				sb, ok, err := e.claim(p, profile, "bob", nil)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -147,7 +147,7 @@ func TestRotation(t *testing.T) {
 }
 
 // Failed warm-ups are retried with exponential backoff; after MaxAttempts the sandbox is
-// deleted and replaced, so it never holds a slot (defect 7).
+// deleted and replaced, so it never holds a slot.
 func TestBackoffThenReplace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
@@ -224,7 +224,7 @@ func TestReconcileDeadContainer(t *testing.T) {
 		synctest.Wait()
 		victim := e.warm()[bay.WarmAvailable][0]
 		sess, _ := e.store.GetSession(e.ctx, victim.CurrentSessionID)
-		e.drv.Vanish(sess.ContainerID)
+		e.drv.Vanish(sess.Primary().ContainerID)
 
 		time.Sleep(time.Minute)
 		synctest.Wait()
@@ -251,7 +251,7 @@ func TestRestartReusesWarmSandboxes(t *testing.T) {
 			t.Fatalf("shutdown deleted warm sandboxes: %d left", len(w))
 		}
 		sess, _ := e.store.GetSession(e.ctx, w[0].CurrentSessionID)
-		e.drv.Kill(sess.ContainerID) // died while bay was down
+		e.drv.Kill(sess.Primary().ContainerID) // died while bay was down
 
 		e.start(e.pool(nil))
 		synctest.Wait()
@@ -332,7 +332,8 @@ func TestAdoptsWarmingSandboxOfDeadBay(t *testing.T) {
 	})
 }
 
-// Enqueue eagerly starts a cold-created sandbox; duplicates and a full queue are dropped.
+// Enqueue drops duplicates and, when full, the newest or the oldest; a sandbox claimed before
+// its warm-up ran is left alone.
 func TestEnqueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t)
@@ -345,12 +346,12 @@ func TestEnqueue(t *testing.T) {
 			t.Fatal("drop_oldest: the oldest must make room")
 		}
 
-		cold, err := e.lc.CreateWarmSandbox(e.ctx, profile, instance)
+		claimed, err := e.lc.CreateWarmSandbox(e.ctx, profile, instance)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = e.store.Tx(e.ctx, func(tx bay.Tx) error {
-			sb, _ := tx.GetSandbox(e.ctx, cold.ID)
+			sb, _ := tx.GetSandbox(e.ctx, claimed.ID)
 			sb.IsWarm, sb.Owner = false, "alice"
 			return tx.UpdateSandbox(e.ctx, sb)
 		})
@@ -359,13 +360,10 @@ func TestEnqueue(t *testing.T) {
 		}
 		p2 := e.pool(func(c *warmpool.Config) { c.Enabled = false })
 		e.start(p2)
-		p2.Enqueue(cold.ID)
+		p2.Enqueue(claimed.ID)
 		synctest.Wait()
-		if got, _ := e.store.GetSandbox(e.ctx, cold.ID); got.CurrentSessionID == "" || len(e.lc.calls(cold.ID)) != 1 {
-			t.Fatalf("cold sandbox not started: %+v", got)
-		}
-		if e.lc.count() != 1 {
-			t.Fatal("a disabled pool created warm sandboxes")
+		if got, _ := e.store.GetSandbox(e.ctx, claimed.ID); got.CurrentSessionID != "" || len(e.lc.calls(claimed.ID)) != 0 {
+			t.Fatalf("a claimed sandbox was started by the pool: %+v", got)
 		}
 	})
 }

@@ -6,7 +6,6 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
 	"github.com/shipyard-dev/shipyard/internal/ship/shell"
 	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
@@ -122,28 +122,9 @@ func (s *Server) Handler() http.Handler {
 // Bearer token or as the password of Basic credentials (what Go's client sends for a URL with
 // user info). Without AuthToken it requires nothing.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.AuthToken == "" {
-		return next
-	}
-	want := []byte(s.AuthToken)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == shipapi.PathHealth || subtle.ConstantTimeCompare([]byte(requestToken(r)), want) == 1 {
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="ship"`)
+	return runtimekit.RequireToken(next, s.AuthToken, shipapi.PathHealth, `Bearer realm="ship"`, func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, apierr.New(shipapi.CodeUnauthorized, "Missing or wrong runtime token"))
 	})
-}
-
-func requestToken(r *http.Request) string {
-	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return t
-	}
-	if _, p, ok := r.BasicAuth(); ok {
-		return p
-	}
-	return ""
 }
 
 // acquireHeavy waits for n heavy-operation slots (see Server.HeavyOps).

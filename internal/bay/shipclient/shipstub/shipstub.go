@@ -1,7 +1,9 @@
 // Package shipstub is an in-memory stand-in for the Ship runtime API, for tests of bay's ship
 // client, lifecycle service and HTTP layer. It keeps files in a map, runs no code (python and
 // shell calls echo their input unless a handler is scripted), and answers errors in Ship's
-// shape ({"detail", "code"}). Use New to get an httptest server.
+// shape ({"detail", "code"}). Like ship it refuses every call but /health without a runtime
+// token (401 unauthorized): any non-empty token, or exactly Token when set. The contract tests
+// of internal/bay/shipclient hold it to the real ship. Use New to get an httptest server.
 package shipstub
 
 import (
@@ -30,6 +32,14 @@ type Stub struct {
 	Shell func(req shipapi.ExecShellRequest) (int, any)
 	// Unhealthy makes /health answer 503.
 	Unhealthy atomic.Bool
+	// Token, when set, is the only runtime token accepted; otherwise any non-empty one is.
+	Token string
+	// Fault, when set, is asked first for every request but /health and /meta: ok answers
+	// the request with status and {"detail", "code"}.
+	Fault func(r *http.Request) (status int, code, detail string, ok bool)
+	// Block, when set, is called after reading a /shell/exec request, before answering it (a
+	// test holds a call open).
+	Block func(r *http.Request)
 
 	// TermClosed counts terminal sessions that ended.
 	TermClosed atomic.Int64
@@ -80,6 +90,17 @@ func decode(r *http.Request, v any) bool { return json.NewDecoder(r.Body).Decode
 
 func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.Requests.Add(1)
+	if r.URL.Path != shipapi.PathHealth && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ship"`)
+		fail(w, http.StatusUnauthorized, shipapi.CodeUnauthorized, "Missing or wrong runtime token")
+		return
+	}
+	if s.Fault != nil && r.URL.Path != shipapi.PathHealth && r.URL.Path != shipapi.PathMeta {
+		if status, code, detail, ok := s.Fault(r); ok {
+			fail(w, status, code, detail)
+			return
+		}
+	}
 	switch r.URL.Path {
 	case shipapi.PathTerminal:
 		s.terminal(w, r)
@@ -114,6 +135,9 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !decode(r, &req) {
 			fail(w, 400, shipapi.CodeBadRequest, "bad body")
 			return
+		}
+		if s.Block != nil {
+			s.Block(r)
 		}
 		if s.Shell != nil {
 			st, v := s.Shell(req)
@@ -215,6 +239,19 @@ func (s *Stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		fail(w, 404, shipapi.CodeNotFound, "no route")
 	}
+}
+
+// authorized reports whether the request carries the runtime token as ship accepts it: a
+// Bearer token or the password of Basic credentials.
+func (s *Stub) authorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		_, tok, _ = r.BasicAuth()
+	}
+	if s.Token != "" {
+		return tok == s.Token
+	}
+	return tok != ""
 }
 
 // terminal is an echo terminal: every message comes back prefixed with "cols x rows: " of the

@@ -7,6 +7,8 @@
 //	PUT  /file?path=P     write the body to P (absolute path in the container)
 //	GET  /file?path=P     read P
 //	POST /exit?code=N     reply, then exit with code N (default 0)
+//	GET  /fetch?url=U     GET U from inside the container; 200 with its status code, 502 when
+//	                      it cannot be reached (2 s)
 //
 // It listens on :$PORT, default :8123.
 package main
@@ -52,6 +54,16 @@ func main() {
 			return
 		}
 		_, _ = w.Write(data)
+	})
+	mux.HandleFunc("GET /fetch", func(w http.ResponseWriter, r *http.Request) {
+		c := &http.Client{Timeout: 2 * time.Second}
+		resp, err := c.Get(r.URL.Query().Get("url"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		resp.Body.Close()
+		writeJSON(w, map[string]any{"status": resp.StatusCode})
 	})
 	mux.HandleFunc("POST /exit", func(w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.URL.Query().Get("code"))

@@ -1,0 +1,408 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// An instance on the engine is one container per spec container, every one labelled
+// bay.instance=<instance name>. A single-container instance's container is named like the
+// instance and joins the sandbox network. A multi-container instance also gets a bridge of its
+// own, "<instance>-net", on which its containers reach each other by name; each of them joins the
+// sandbox network too, so that bay reaches it the same way.
+
+// containerSpec is what createContainer needs for one container.
+type containerSpec struct {
+	Name        string
+	Image       string
+	Hostname    string
+	Env         map[string]string
+	Labels      map[string]string
+	VolumeRef   string // cargo volume, mounted read-write at MountPath
+	MountPath   string
+	Mounts      []bay.Mount
+	RuntimePort int
+	NanoCPUs    int64
+	MemoryBytes int64
+	PidsLimit   int64 // 0 = the driver's default
+	ShmBytes    int64 // 0 = the engine's default
+	User        string
+	CapAdd      []string
+	Network     string // extra network to join ("" = the driver's)
+}
+
+// containerInfo is what the engine reports about one container.
+type containerInfo struct {
+	ID        string
+	Name      string
+	Image     string
+	State     bay.ContainerState
+	Labels    map[string]string
+	CreatedAt time.Time
+	Endpoint  string
+}
+
+// networkInfo is what the engine reports about one network.
+type networkInfo struct {
+	Name      string
+	ID        string
+	Labels    map[string]string
+	CreatedAt time.Time
+}
+
+// singleHostname is the hostname of a single-container instance's container.
+const singleHostname = "sandbox"
+
+var containerNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+
+func validateInstance(spec bay.InstanceSpec) error {
+	if spec.Name == "" {
+		return errors.New("instance without a name")
+	}
+	if len(spec.Containers) == 0 {
+		return errors.New("instance without containers")
+	}
+	switch spec.Network.Mode {
+	case "", bay.NetworkIsolated:
+	default:
+		return fmt.Errorf("network mode %q is not supported", spec.Network.Mode)
+	}
+	seen := map[string]bool{}
+	for _, c := range spec.Containers {
+		if !containerNameRE.MatchString(c.Name) {
+			return fmt.Errorf("container name %q: want lowercase letters, digits and '-', at most 32", c.Name)
+		}
+		if seen[c.Name] {
+			return fmt.Errorf("container name %q used twice", c.Name)
+		}
+		seen[c.Name] = true
+		for _, cp := range c.CapAdd {
+			if !slices.Contains(bay.AddableCaps, strings.TrimPrefix(strings.ToUpper(cp), "CAP_")) {
+				return fmt.Errorf("container %s: capability %s may not be added", c.Name, cp)
+			}
+		}
+	}
+	return nil
+}
+
+// instanceNetwork is the bridge of a multi-container instance.
+func instanceNetwork(instance string) string { return instance + "-net" }
+
+// containerName is the engine name of container c of an instance.
+func containerName(instance string, multi bool, c string) string {
+	if !multi {
+		return instance
+	}
+	return instance + "-" + c
+}
+
+// CreateInstance creates every container of spec, starts them in parallel and returns their
+// endpoints. Any failure (or ctx ending) destroys what was made, on a detached context, before
+// the error is returned.
+func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (inst bay.Instance, err error) {
+	if err := validateInstance(spec); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+	}
+	multi := len(spec.Containers) > 1
+	labels := maps.Clone(spec.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[bay.LabelInstance] = spec.Name
+	labels[bay.LabelManaged] = "true"
+
+	// On failure, remove what this call made, including a container whose create may still
+	// complete at the engine after ctx ended (removeContainer waits for it), but never the
+	// holder of a name that turned out to be in use.
+	var made []string
+	madeNet := ""
+	defer func() {
+		if err == nil {
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
+		defer cancel()
+		d.rollbackInstance(dctx, spec.Name, made, madeNet)
+	}()
+
+	network := ""
+	if multi {
+		network = instanceNetwork(spec.Name)
+		if err := d.createNetwork(ctx, network, labels); err != nil {
+			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+		}
+		madeNet = network
+	}
+	inst = bay.Instance{Name: spec.Name, Labels: labels, CreatedAt: time.Now().UTC()}
+	for i, c := range spec.Containers {
+		cs := containerSpec{
+			Name:        containerName(spec.Name, multi, c.Name),
+			Image:       c.Image,
+			Hostname:    singleHostname,
+			Env:         c.Env,
+			Labels:      maps.Clone(labels),
+			VolumeRef:   spec.VolumeRef,
+			MountPath:   spec.MountPath,
+			Mounts:      c.Mounts,
+			RuntimePort: c.Port,
+			NanoCPUs:    c.Limits.NanoCPUs,
+			MemoryBytes: c.Limits.MemoryBytes,
+			PidsLimit:   c.Limits.PidsLimit,
+			ShmBytes:    c.Limits.ShmBytes,
+			User:        c.User,
+			CapAdd:      c.CapAdd,
+			Network:     network,
+		}
+		if multi {
+			cs.Hostname = c.Name
+		}
+		cs.Labels[bay.LabelContainerName] = c.Name
+		cs.Labels[bay.LabelRuntimeType] = c.RuntimeType
+		cs.Labels[bay.LabelContainerSlot] = strconv.Itoa(i)
+		id, err := d.createContainer(ctx, cs)
+		if err != nil {
+			if !bay.IsConflict(err) {
+				made = append(made, cs.Name)
+			}
+			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+		}
+		made = append(made, id)
+		inst.Containers = append(inst.Containers, bay.InstanceContainer{
+			Name: c.Name, RuntimeType: c.RuntimeType, ID: id, State: bay.ContainerCreated,
+		})
+	}
+
+	errs := make([]error, len(inst.Containers))
+	var wg sync.WaitGroup
+	for i := range inst.Containers {
+		wg.Go(func() {
+			ep, err := d.startContainer(ctx, inst.Containers[i].ID)
+			if err != nil {
+				errs[i] = fmt.Errorf("container %s: %w", inst.Containers[i].Name, err)
+				return
+			}
+			inst.Containers[i].Endpoint, inst.Containers[i].State = ep, bay.ContainerRunning
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: start: %w", spec.Name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+	}
+	d.log.Debug("instance created", "instance", spec.Name, "containers", len(inst.Containers))
+	return inst, nil
+}
+
+// rollbackInstance removes the containers (ids or names) and the network a failed create made.
+func (d *Driver) rollbackInstance(ctx context.Context, name string, made []string, network string) {
+	var wg sync.WaitGroup
+	for _, id := range made {
+		wg.Go(func() {
+			if err := d.removeContainer(ctx, id); err != nil {
+				d.log.Error("rollback: remove half-created container", "instance", name, "container", id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	if network != "" {
+		if err := d.removeNetwork(ctx, network); err != nil {
+			d.log.Error("rollback: remove the instance network", "instance", name, "network", network, "err", err)
+		}
+	}
+}
+
+// objects are an instance's engine objects.
+type objects struct {
+	containers []containerInfo
+	networks   []networkInfo
+}
+
+// instanceObjects finds the objects of one instance: those labelled with its name, and a
+// container or network named exactly like it (created by a bay that labelled single-container
+// sessions differently). The container list is unfiltered: the engine's filters resolve
+// through an index that a container joins only once its create has finished, and a create
+// still under way must be found.
+func (d *Driver) instanceObjects(ctx context.Context, name string) (objects, error) {
+	var o objects
+	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{All: true})
+	if err != nil {
+		return o, fmt.Errorf("list containers: %w", classify(err))
+	}
+	for _, c := range res.Items {
+		info := d.summaryInfo(c)
+		if c.Labels[bay.LabelInstance] == name || (c.Labels[bay.LabelInstance] == "" && info.Name == name) {
+			o.containers = append(o.containers, info)
+		}
+	}
+	nets, err := d.listNetworks(ctx, map[string]string{bay.LabelInstance: name})
+	if err != nil {
+		return o, err
+	}
+	o.networks = nets
+	return o, nil
+}
+
+// InspectInstance returns the instance's containers as the engine has them now.
+func (d *Driver) InspectInstance(ctx context.Context, name string) (bay.Instance, error) {
+	if name == "" {
+		return bay.Instance{}, errors.New("inspect instance: empty name")
+	}
+	list, err := d.listContainers(ctx, map[string]string{bay.LabelInstance: name})
+	if err != nil {
+		return bay.Instance{}, fmt.Errorf("inspect instance %s: %w", name, err)
+	}
+	if len(list) == 0 {
+		return bay.Instance{}, fmt.Errorf("inspect instance %s: %w", name, bay.ErrNotFound)
+	}
+	return assemble(name, list, nil), nil
+}
+
+// DestroyInstance removes the instance's containers in parallel (each waited for, including
+// one whose create is still under way), then its network.
+func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
+	if name == "" {
+		// An empty name would match every unlabelled container.
+		return errors.New("destroy instance: empty name")
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, RemoveTimeout)
+		defer cancel()
+	}
+	o, err := d.instanceObjects(ctx, name)
+	if err != nil {
+		return fmt.Errorf("destroy instance %s: %w", name, err)
+	}
+	// The single container's name is known even before the engine lists it.
+	ids := map[string]bool{name: true}
+	for _, c := range o.containers {
+		ids[c.ID] = true
+	}
+	errs := make(chan error, len(ids))
+	var wg sync.WaitGroup
+	for id := range ids {
+		wg.Go(func() { errs <- d.removeContainer(ctx, id) })
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	if err := errors.Join(all...); err != nil {
+		return fmt.Errorf("destroy instance %s: %w", name, err)
+	}
+	for _, n := range o.networks {
+		if err := d.removeNetwork(ctx, n.Name); err != nil {
+			return fmt.Errorf("destroy instance %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// ListInstances lists the instances with objects carrying all the given labels; objects without
+// an instance label (made by an older bay) count as an instance named like the object.
+func (d *Driver) ListInstances(ctx context.Context, labels map[string]string) ([]bay.Instance, error) {
+	cs, err := d.listContainers(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := d.listNetworks(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string][]containerInfo{}
+	netsByName := map[string][]networkInfo{}
+	for _, c := range cs {
+		n := cmpOr(c.Labels[bay.LabelInstance], c.Name)
+		byName[n] = append(byName[n], c)
+	}
+	for _, nw := range ns {
+		n := cmpOr(nw.Labels[bay.LabelInstance], nw.Name)
+		netsByName[n] = append(netsByName[n], nw)
+		if _, ok := byName[n]; !ok {
+			byName[n] = nil
+		}
+	}
+	out := make([]bay.Instance, 0, len(byName))
+	for _, n := range slices.Sorted(maps.Keys(byName)) {
+		out = append(out, assemble(n, byName[n], netsByName[n]))
+	}
+	return out, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// assemble builds an Instance from its objects: containers in slot order, labels and creation
+// time from the oldest object.
+func assemble(name string, cs []containerInfo, ns []networkInfo) bay.Instance {
+	slices.SortFunc(cs, func(a, b containerInfo) int {
+		sa, _ := strconv.Atoi(a.Labels[bay.LabelContainerSlot])
+		sb, _ := strconv.Atoi(b.Labels[bay.LabelContainerSlot])
+		if sa != sb {
+			return sa - sb
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	inst := bay.Instance{Name: name}
+	take := func(labels map[string]string, t time.Time) {
+		if inst.CreatedAt.IsZero() || t.Before(inst.CreatedAt) {
+			inst.CreatedAt, inst.Labels = t, labels
+		}
+	}
+	for _, c := range cs {
+		take(c.Labels, c.CreatedAt)
+		cname := cmpOr(c.Labels[bay.LabelContainerName], c.Labels[bay.LabelRuntimeType])
+		inst.Containers = append(inst.Containers, bay.InstanceContainer{
+			Name: cmpOr(cname, c.Name), RuntimeType: cmpOr(c.Labels[bay.LabelRuntimeType], bay.RuntimeShip),
+			ID: c.ID, State: c.State, Endpoint: c.Endpoint,
+		})
+	}
+	for _, n := range ns {
+		take(n.Labels, n.CreatedAt)
+	}
+	return inst
+}
+
+// WatchDeaths follows the engine's "die" events of containers carrying the labels.
+func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died func(instance string)) error {
+	f := labelFilters(labels)
+	f.Add("type", "container")
+	f.Add("event", "die")
+	res := d.cli.Events(ctx, client.EventsListOptions{Filters: f})
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-res.Err:
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch container deaths: %w", classify(err))
+		case m := <-res.Messages:
+			attrs := m.Actor.Attributes
+			if name := cmpOr(attrs[bay.LabelInstance], attrs["name"]); name != "" {
+				died(name)
+			}
+		}
+	}
+}

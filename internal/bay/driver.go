@@ -1,0 +1,183 @@
+package bay
+
+import (
+	"context"
+	"time"
+)
+
+// This file is the whole driver contract: what bay asks of a container platform (the Docker
+// engine, Kubernetes) and what it may rely on in return. The unit of compute is an *instance*:
+// everything one session of a sandbox runs — one or more runtime containers sharing the
+// sandbox's cargo volume, their network, and its policy — created and started all-or-nothing
+// and destroyed as one. Docker realises an instance as containers (plus a network of their own
+// when there are several); Kubernetes as one Pod. The services above never name containers,
+// networks or hostnames: they hand in an InstanceSpec and get endpoints back.
+
+// ContainerState is a driver-neutral container state.
+type ContainerState string
+
+const (
+	ContainerCreated  ContainerState = "created"
+	ContainerRunning  ContainerState = "running"
+	ContainerExited   ContainerState = "exited"
+	ContainerRemoving ContainerState = "removing"
+	ContainerPaused   ContainerState = "paused"
+)
+
+// Mount is an extra host folder mounted into a container (a skill, read-only).
+type Mount struct {
+	Source   string // host path
+	Target   string // absolute path in the container
+	ReadOnly bool
+}
+
+// NetworkMode says what an instance may reach.
+type NetworkMode string
+
+const (
+	// NetworkIsolated: the instance's containers reach each other (by container name) and
+	// nothing of other instances; what lies beyond (the host, private ranges, the internet) is
+	// the host guard's and, later, the egress policy's to decide.
+	NetworkIsolated NetworkMode = "isolated"
+)
+
+// NetworkPolicy is an instance's network policy. The zero value is NetworkIsolated.
+type NetworkPolicy struct {
+	Mode NetworkMode
+}
+
+// Limits bound one container. Zero values take the driver's defaults (no CPU or memory limit,
+// the driver's pids limit).
+type Limits struct {
+	NanoCPUs    int64
+	MemoryBytes int64
+	PidsLimit   int64
+	// ShmBytes sizes /dev/shm (a browser needs more than the engine's 64 MiB); 0 = default.
+	ShmBytes int64
+}
+
+// ContainerSpec is one container of an instance. Every driver hardens every container
+// whatever the spec says: all capabilities dropped but CapAdd, no-new-privileges, never
+// privileged, the given non-root user, runtime ports reachable by bay only.
+type ContainerSpec struct {
+	// Name is unique within the instance (lowercase letters, digits, '-'); the instance's
+	// other containers reach this one by it.
+	Name        string
+	RuntimeType string // RuntimeShip, RuntimeGull: which runtime client talks to it
+	Image       string // must exist on the platform (there is no registry)
+	Env         map[string]string
+	Port        int // the runtime's HTTP port in the container
+	Limits      Limits
+	User        string   // "uid:gid"; "" = the driver's default (1000:1000)
+	CapAdd      []string // capabilities the runtime needs on top of none (e.g. SETUID)
+	Mounts      []Mount
+}
+
+// AddableCaps are the only capabilities a ContainerSpec may add back (CapAdd, without the CAP_
+// prefix): what a runtime needs to run user processes under another uid and signal them.
+// Drivers refuse any other.
+var AddableCaps = []string{"SETUID", "SETGID", "KILL"}
+
+// InstanceSpec is everything a driver needs to run one session.
+type InstanceSpec struct {
+	// Name identifies the instance on the platform (unique; derived from the session id).
+	// The driver derives the names of the objects it creates from it.
+	Name string
+	// Labels are written on every object of the instance; ListInstances filters on them.
+	Labels map[string]string
+	// VolumeRef is the cargo volume (a driver ref from CreateVolume), mounted read-write at
+	// MountPath in every container. It must exist.
+	VolumeRef string
+	MountPath string
+	// Containers are started together; the first is the primary (at least one).
+	Containers []ContainerSpec
+	Network    NetworkPolicy
+}
+
+// InstanceContainer is what a driver reports about one container of an instance.
+type InstanceContainer struct {
+	Name        string
+	RuntimeType string
+	ID          string // the platform's id, for logs and operators
+	State       ContainerState
+	// Endpoint is the runtime's base URL as bay reaches it ("http://10.1.2.3:8123"); "" unless
+	// the container runs and is reachable.
+	Endpoint string
+}
+
+// Instance is what a driver reports about an instance.
+type Instance struct {
+	Name      string
+	Labels    map[string]string
+	CreatedAt time.Time
+	// Containers are in spec order. An instance whose creation was interrupted (a bay killed
+	// mid-create) may have fewer than its spec, or none and only leftovers such as a network:
+	// it is still listed, so that it can be destroyed.
+	Containers []InstanceContainer
+}
+
+// Running reports whether the instance has containers and every one of them runs: a session
+// whose sidecar died is dead as a whole.
+func (i Instance) Running() bool {
+	if len(i.Containers) == 0 {
+		return false
+	}
+	for _, c := range i.Containers {
+		if c.State != ContainerRunning {
+			return false
+		}
+	}
+	return true
+}
+
+// Driver runs instances and keeps cargo volumes. Every method is bounded by ctx. Errors wrap
+// ErrNotFound / ErrConflict where those apply and are otherwise unclassified (internal).
+// Implementations: internal/bay/docker (the real engine) and internal/bay/fake (scriptable);
+// both pass internal/bay/drivertest.
+type Driver interface {
+	// Ping checks that the platform is reachable.
+	Ping(ctx context.Context) error
+
+	// CreateVolume creates a named volume with labels and returns its driver ref. Creating a
+	// volume that already exists with the same name succeeds (idempotent retry).
+	CreateVolume(ctx context.Context, name string, labels map[string]string) (ref string, err error)
+	// DeleteVolume removes a volume; a missing volume is success; a volume still in use by a
+	// container wraps ErrConflict.
+	DeleteVolume(ctx context.Context, ref string) error
+	// InspectVolume returns the volume or an error wrapping ErrNotFound.
+	InspectVolume(ctx context.Context, ref string) (VolumeInfo, error)
+	// ListVolumes lists volumes carrying all the given labels.
+	ListVolumes(ctx context.Context, labels map[string]string) ([]VolumeInfo, error)
+
+	// CreateInstance creates and starts every container of spec and returns the instance with
+	// an endpoint per container. It is all-or-nothing: on any failure, or when ctx ends, it
+	// removes what it made (on a context of its own) before returning the error. A name in use
+	// wraps ErrConflict; a missing volume ErrNotFound; a missing image is an unclassified error
+	// that names the image and says how to build it. It does not wait for the runtimes to
+	// answer: readiness is the runtime clients' business.
+	CreateInstance(ctx context.Context, spec InstanceSpec) (Instance, error)
+	// InspectInstance returns the instance as the platform has it now, or an error wrapping
+	// ErrNotFound when nothing of it exists.
+	InspectInstance(ctx context.Context, name string) (Instance, error)
+	// DestroyInstance removes everything of the instance, including parts whose creation is
+	// still under way, and returns once they are gone (a missing instance is success). Bounded
+	// by ctx: well under a second on an idle engine, longer under load, so callers give it a
+	// generous detached deadline.
+	DestroyInstance(ctx context.Context, name string) error
+	// ListInstances lists the instances (whole or partial) carrying all the given labels.
+	ListInstances(ctx context.Context, labels map[string]string) ([]Instance, error)
+	// WatchDeaths calls died with the name of every instance one of whose containers stops
+	// running (exits, is killed, is OOM-killed), among the instances carrying all the given
+	// labels, until ctx ends (nil) or the platform's event stream fails (its error; the caller
+	// watches again). died runs on the watcher's goroutine and must not block. Deaths are
+	// hints that make the next call re-check the instance at once: a missed one only waits
+	// for the next liveness probe.
+	WatchDeaths(ctx context.Context, labels map[string]string, died func(instance string)) error
+}
+
+// VolumeInfo is what a driver reports about one volume.
+type VolumeInfo struct {
+	Name      string
+	Labels    map[string]string
+	CreatedAt time.Time
+}

@@ -1,0 +1,81 @@
+// Package runtimekit holds the small pieces the two sandbox runtime daemons
+// (ship and gull) share: environment editing for the processes they start,
+// build facts read from the environment, and reading the runtime token of a
+// request. Standard library only.
+package runtimekit
+
+import (
+	"crypto/subtle"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+)
+
+// WithoutEnv returns env without the variables named keys.
+func WithoutEnv(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env))
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); !slices.Contains(keys, k) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// WithEnv returns env with the given KEY=VALUE pairs set (replacing).
+func WithEnv(env []string, kv ...string) []string {
+	keys := make([]string, len(kv))
+	for i, n := range kv {
+		keys[i], _, _ = strings.Cut(n, "=")
+	}
+	return append(WithoutEnv(env, keys...), kv...)
+}
+
+// EnvOr is the value of variable k, or def when it is unset or empty.
+func EnvOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// EnvPtr is the value of variable k, or nil when it is unset or empty.
+func EnvPtr(k string) *string {
+	if v := os.Getenv(k); v != "" {
+		return &v
+	}
+	return nil
+}
+
+// RequestToken is the runtime token a request carries: a Bearer token, or
+// the password of Basic credentials (what Go's client sends for a URL with
+// user info); "" without either.
+func RequestToken(r *http.Request) string {
+	if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return t
+	}
+	if _, p, ok := r.BasicAuth(); ok {
+		return p
+	}
+	return ""
+}
+
+// RequireToken wraps next so that every request but those for the path open
+// (the readiness probe) carries token (see RequestToken); the others get the
+// WWW-Authenticate challenge and deny's answer. An empty token requires
+// nothing (a runtime started by hand).
+func RequireToken(next http.Handler, token, open, challenge string, deny http.HandlerFunc) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == open || subtle.ConstantTimeCompare([]byte(RequestToken(r)), want) == 1 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		deny(w, r)
+	})
+}
