@@ -14,6 +14,22 @@ const DefaultPort = 8123
 // Without it ship requires nothing (a runtime started by hand on a host).
 const EnvAuthToken = "SHIP_AUTH_TOKEN"
 
+// EnvSandboxUser names the environment variable ("uid:gid", the image sets 1000:1000) that asks
+// ship to separate privileges when it is started as root: it switches to its own system user
+// keeping only CAP_SETUID, CAP_SETGID and CAP_KILL and runs all user code as this user with no
+// capability. Started as another user ship runs everything as that user; without the variable
+// ship never changes its user.
+const EnvSandboxUser = "SHIP_SANDBOX_USER"
+
+// EnvProfileEnvKeys names the environment variable in which bay lists, comma-separated, the
+// variables of the sandbox profile's environment. Ship writes them to ProfileEnvFile at start
+// as `export KEY='value'` lines, so a shell that does not inherit ship's environment (a login
+// shell of another tool, a cron job) can source them.
+const EnvProfileEnvKeys = "SHIP_PROFILE_ENV_KEYS"
+
+// ProfileEnvFile is the file, relative to the workspace, ship writes the profile's environment to.
+const ProfileEnvFile = ".bay_env.sh"
+
 // DefaultWorkspace is the workspace mount path inside a sandbox container.
 const DefaultWorkspace = "/workspace"
 
@@ -49,20 +65,30 @@ type ErrorResponse struct {
 	Code string `json:"code,omitempty"`
 }
 
-// Error codes carried in ErrorResponse.Code.
+// Error codes carried in ErrorResponse.Code. They are stable: clients (bay) branch on them, so
+// a code is never renamed or reused for another meaning; new codes may be added. The HTTP status
+// of each is fixed and given here. A shell cwd gets the codes of a file API path (its detail
+// starts with "cwd: "): access_denied when it leads outside the workspace (a symlink
+// included), not_found, not_directory, invalid_path.
 const (
-	CodeBadRequest    = "bad_request"     // 400: malformed body or arguments
+	CodeBadRequest    = "bad_request"     // 400: malformed body or arguments (a truncated upload included)
 	CodeNotFound      = "not_found"       // 404: file, directory, process or kernel missing
-	CodeAccessDenied  = "access_denied"   // 403: path escapes the workspace
-	CodeIsDirectory   = "is_directory"    // 400: a directory where a file is expected
+	CodeAccessDenied  = "access_denied"   // 403: path escapes the workspace, or the sandbox user may not access it
+	CodeIsDirectory   = "is_directory"    // 400: a directory where a file is expected (the path "." included)
 	CodeNotDirectory  = "not_directory"   // 400: a file where a directory is expected
+	CodeInvalidPath   = "invalid_path"    // 400: NUL byte, a name over 255 bytes, a path over 4095 bytes
 	CodeInvalidUTF8   = "invalid_utf8"    // 400: text read of a binary file
-	CodeTooLarge      = "too_large"       // 413: upload over the size limit
+	CodeTooLarge      = "too_large"       // 413: request body or upload over the size limit
+	CodeFileTooLarge  = "file_too_large"  // 413: text read (read_file) of more than its limit; download the file instead (PathFSDownload)
 	CodeConflict      = "conflict"        // 400: edit_file ambiguity (multiple matches etc.)
 	CodeKernelDied    = "kernel_died"     // 500 on exec: kernel died during the call and was restarted
 	CodeKernelStartup = "kernel_starting" // 503: kernel not ready in time
 	CodeInternal      = "internal_error"  // 500
 	CodeUnauthorized  = "unauthorized"    // 401: missing or wrong runtime token (EnvAuthToken)
+	// CodeResourcesExhausted (503): the sandbox ran out of processes (its pids limit) and ship
+	// could not start the kernel or a command even after killing every process of the sandbox
+	// user. A response that succeeded only after that clean-up says so in its Notice instead.
+	CodeResourcesExhausted = "resources_exhausted"
 )
 
 // HealthResponse is GET /health.
@@ -245,8 +271,21 @@ type ExecPythonResponse struct {
 	ExecutionCount *int         `json:"execution_count"`
 	Output         PythonOutput `json:"output"`
 	Error          *string      `json:"error"`
-	// TimedOut is set when the cell was interrupted after its timeout (kernel state kept).
+	// TimedOut is set when the cell was interrupted after its timeout (kernel state kept,
+	// unless KernelRestarted).
 	TimedOut bool `json:"timed_out,omitempty"`
+	// KernelRestarted is set when the kernel was restarted during or since the previous call (a
+	// cell ignoring the interrupt after its timeout, or a dead kernel): every variable and
+	// import of the session is gone. KernelNotice says why. Set on the call that caused the
+	// restart and on the next one.
+	KernelRestarted bool   `json:"kernel_restarted,omitempty"`
+	KernelNotice    string `json:"kernel_notice,omitempty"`
+	// TextTruncated and ImagesTruncated are set when output was cut at ship's limits.
+	TextTruncated   bool `json:"text_truncated,omitempty"`
+	ImagesTruncated bool `json:"images_truncated,omitempty"`
+	// Notice reports what ship did on its own to run the call, e.g. that it killed every
+	// process of the sandbox user because the pids limit was reached.
+	Notice string `json:"notice,omitempty"`
 }
 
 type KernelStatusResponse struct {
@@ -284,6 +323,8 @@ type ExecShellResponse struct {
 	StdoutTruncated bool    `json:"stdout_truncated,omitempty"`
 	StderrTruncated bool    `json:"stderr_truncated,omitempty"`
 	TimedOut        bool    `json:"timed_out,omitempty"`
+	// Notice: see ExecPythonResponse.Notice.
+	Notice string `json:"notice,omitempty"`
 }
 
 // ProcessInfo describes one background process.

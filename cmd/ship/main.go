@@ -1,6 +1,13 @@
 // Command ship is the runtime daemon inside every sandbox container (:8123):
-// filesystem, IPython kernel, shell, terminal. It runs as the unprivileged
-// user that starts it and needs no root.
+// filesystem, IPython kernel, shell, terminal.
+//
+// Started as root with SHIP_SANDBOX_USER=1000:1000 (the image sets it; bay
+// starts the container as root with every capability dropped but CAP_SETUID,
+// CAP_SETGID and CAP_KILL, and no-new-privileges), ship first switches to its
+// own system user (uid 999, "ship") keeping only those three capabilities,
+// and runs all user code as the sandbox user with none: see
+// internal/ship/privsep. Otherwise it runs everything as the user that started
+// it (no separation; for use by hand and host tests).
 package main
 
 import (
@@ -10,9 +17,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship"
+	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 	"github.com/shipyard-dev/shipyard/internal/ship/version"
 )
 
@@ -34,6 +45,10 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxStdoutBytes, "max-stdout-bytes", cfg.MaxStdoutBytes, "stdout bytes kept per shell command")
 	fs.IntVar(&cfg.MaxStderrBytes, "max-stderr-bytes", cfg.MaxStderrBytes, "stderr bytes kept per shell command")
 	fs.BoolVar(&cfg.NoKernel, "no-kernel", false, "do not start the kernel at boot (it starts on the first /ipython call)")
+	fs.Int64Var(&cfg.MaxReadBytes, "max-read-bytes", cfg.MaxReadBytes, "largest text one read_file returns (413 file_too_large above)")
+	shipUID := fs.Int("ship-uid", privsep.ShipUID, "uid (and gid) ship switches to when it separates privileges")
+	sandboxUser := fs.String("sandbox-user", os.Getenv(shipapi.EnvSandboxUser),
+		"uid:gid user code runs as; started as root with it, ship separates privileges (env "+shipapi.EnvSandboxUser+")")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -48,8 +63,39 @@ func run(args []string) error {
 		return fmt.Errorf("log level: %w", err)
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	sandbox, err := sandboxUserFor(*sandboxUser, *shipUID)
+	if err != nil {
+		return err
+	}
+	if sandbox != nil {
+		if err := privsep.Drop(*shipUID, *shipUID, privsep.Kept); err != nil {
+			return fmt.Errorf("separate privileges (the container needs CAP_SETUID, CAP_SETGID and CAP_KILL): %w", err)
+		}
+		cfg.Sandbox = sandbox
+		cfg.Log.Info("privileges separated", "ship_uid", *shipUID, "sandbox_uid", sandbox.UID, "sandbox_user", sandbox.Name)
+	} else if *sandboxUser != "" {
+		cfg.Log.Info("not started as root: everything runs as this user, without privilege separation", "uid", os.Geteuid())
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return ship.New(cfg).Run(ctx)
+}
+
+// sandboxUserFor parses spec ("uid:gid") and returns the sandbox user when ship
+// must separate privileges: spec is set and ship runs as root.
+func sandboxUserFor(spec string, shipUID int) (*privsep.User, error) {
+	if spec == "" || os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, g, ok := strings.Cut(spec, ":")
+	uid, err1 := strconv.Atoi(u)
+	gid, err2 := strconv.Atoi(g)
+	if !ok || err1 != nil || err2 != nil || uid <= 0 || gid <= 0 {
+		return nil, fmt.Errorf("sandbox user %q: want uid:gid, both above 0", spec)
+	}
+	if shipUID <= 0 || shipUID == uid {
+		return nil, fmt.Errorf("ship uid %d must be above 0 and differ from the sandbox uid %d", shipUID, uid)
+	}
+	return privsep.Sandbox(uid, gid), nil
 }

@@ -6,6 +6,7 @@
 # live system with ROOT=/ (see Dockerfile.registry), hence `chroot "$root"`.
 #
 # Result: user shipyard (uid/gid 1000, HOME=/workspace, /bin/bash, no sudo),
+# ship's system user ship (uid/gid 999, no login),
 # /workspace owned by 1000:1000 (a fresh named volume copies this ownership, so
 # the workspace is writable with no root step), /tmp 1777, /opt/shipyard for
 # built-in skills, ship (/usr/local/bin/ship -> /opt/shipyard/bin/ship) and a
@@ -22,6 +23,17 @@ if ! grep -q '^shipyard:' "$root/etc/passwd"; then
 	echo 'shipyard:x:1000:' >>"$root/etc/group"
 	if [ -f "$root/etc/shadow" ]; then echo 'shipyard:!:::::::' >>"$root/etc/shadow"; fi
 	if [ -f "$root/etc/gshadow" ]; then echo 'shipyard:!::' >>"$root/etc/gshadow"; fi
+fi
+
+# Ship's own system user: ship starts as root with CAP_SETUID, CAP_SETGID and
+# CAP_KILL only, switches to this user at once and runs user code as shipyard
+# (internal/ship/privsep), so user code cannot read its memory or environment
+# nor signal it.
+if ! grep -q '^ship:' "$root/etc/passwd"; then
+	echo 'ship:x:999:999::/nonexistent:/usr/sbin/nologin' >>"$root/etc/passwd"
+	echo 'ship:x:999:' >>"$root/etc/group"
+	if [ -f "$root/etc/shadow" ]; then echo 'ship:!:::::::' >>"$root/etc/shadow"; fi
+	if [ -f "$root/etc/gshadow" ]; then echo 'ship:!::' >>"$root/etc/gshadow"; fi
 fi
 
 install -d -m 0755 -o 1000 -g 1000 "$root/workspace"

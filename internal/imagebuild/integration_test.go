@@ -156,6 +156,19 @@ type sandbox struct {
 // volume at /workspace.
 func startSandbox(t *testing.T, image string) *sandbox {
 	t.Helper()
+	pids, mem := int64(256), int64(2<<30)
+	return runSandbox(t, image, &container.Config{User: "1000:1000"}, &container.HostConfig{
+		CapDrop:     []string{"ALL"},
+		SecurityOpt: []string{"no-new-privileges"},
+		NetworkMode: "none",
+		Resources:   container.Resources{PidsLimit: &pids, Memory: mem},
+	})
+}
+
+// runSandbox creates and starts a container of image with cfg and hc, a fresh named volume at
+// /workspace and the test label, all removed when the test ends.
+func runSandbox(t *testing.T, image string, cfg *container.Config, hc *container.HostConfig) *sandbox {
+	t.Helper()
 	e := shared.engine
 	ctx := t.Context()
 	labels := map[string]string{"dev.shipyard.test": "imagebuild"}
@@ -170,21 +183,10 @@ func startSandbox(t *testing.T, image string) *sandbox {
 			t.Errorf("remove volume %s: %v", vol, err)
 		}
 	})
-	pids, mem := int64(256), int64(2<<30)
+	cfg.Labels = labels
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeVolume, Source: vol, Target: "/workspace"})
 	c, err := e.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Name:  randomName("shipyard-imagetest-"),
-		Image: image,
-		Config: &container.Config{
-			User:   "1000:1000",
-			Labels: labels,
-		},
-		HostConfig: &container.HostConfig{
-			CapDrop:     []string{"ALL"},
-			SecurityOpt: []string{"no-new-privileges"},
-			NetworkMode: "none",
-			Mounts:      []mount.Mount{{Type: mount.TypeVolume, Source: vol, Target: "/workspace"}},
-			Resources:   container.Resources{PidsLimit: &pids, Memory: mem},
-		},
+		Name: randomName("shipyard-imagetest-"), Image: image, Config: cfg, HostConfig: hc,
 	})
 	if err != nil {
 		t.Fatalf("create container: %v", err)
@@ -296,7 +298,7 @@ func checkCommon(t *testing.T, img Result) *sandbox {
 	if _, ok := cfg.ExposedPorts["8123/tcp"]; !ok {
 		t.Errorf("exposed ports %v", cfg.ExposedPorts)
 	}
-	for _, env := range []string{"LANG=C.UTF-8", "HOME=/workspace", "SHIP_IMAGE=" + img.ContentTag} {
+	for _, env := range []string{"LANG=C.UTF-8", "HOME=/workspace", "SHIP_IMAGE=" + img.ContentTag, "SHIP_SANDBOX_USER=1000:1000"} {
 		if !slices.Contains(cfg.Env, env) {
 			t.Errorf("env lacks %s: %q", env, cfg.Env)
 		}
@@ -315,6 +317,9 @@ func checkCommon(t *testing.T, img Result) *sandbox {
 	}
 	if got := s.ok("id"); got != "uid=1000(shipyard) gid=1000(shipyard) groups=1000(shipyard)" {
 		t.Errorf("id = %q", got)
+	}
+	if got := s.ok("getent", "passwd", "ship"); got != "ship:x:999:999::/nonexistent:/usr/sbin/nologin" {
+		t.Errorf("ship's system user: %q", got)
 	}
 	if got := s.ok("cat", "/proc/1/comm"); got != "tini" {
 		t.Errorf("pid 1 is %q, want tini", got)

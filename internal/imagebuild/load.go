@@ -62,15 +62,20 @@ type archiveManifest struct {
 }
 
 // finalConfig derives the final image config from the root filesystem image:
-// its runtime configuration plus SHIP_IMAGE and the labels.
+// its runtime configuration plus SHIP_IMAGE, SHIP_SANDBOX_USER and the labels.
 func finalConfig(plan Plan, base image.InspectResponse, layerDiffID string, now time.Time) (archiveConfig, error) {
 	if base.Config == nil || len(base.RootFS.Layers) == 0 {
 		return archiveConfig{}, fmt.Errorf("root filesystem image %s has no config or layers", plan.RootfsTag)
 	}
 	cfg := *base.Config
-	env := plan.Flavour.spec().imageEnv
-	cfg.Env = slices.DeleteFunc(slices.Clone(cfg.Env), func(e string) bool { return strings.HasPrefix(e, env+"=") })
-	cfg.Env = append(cfg.Env, env+"="+plan.ContentTag)
+	spec := plan.Flavour.spec()
+	cfg.Env = slices.DeleteFunc(slices.Clone(cfg.Env), func(e string) bool {
+		return strings.HasPrefix(e, spec.imageEnv+"=") || strings.HasPrefix(e, "SHIP_SANDBOX_USER=")
+	})
+	cfg.Env = append(cfg.Env, spec.imageEnv+"="+plan.ContentTag)
+	if spec.sandboxUser != "" {
+		cfg.Env = append(cfg.Env, "SHIP_SANDBOX_USER="+spec.sandboxUser)
+	}
 	labels := maps.Clone(cfg.Labels)
 	if labels == nil {
 		labels = map[string]string{}

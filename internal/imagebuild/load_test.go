@@ -120,7 +120,7 @@ func TestWriteArchive(t *testing.T) {
 	if c.User != "1000:1000" || c.WorkingDir != "/workspace" || !slices.Equal(c.Cmd, []string{"/usr/local/bin/ship"}) {
 		t.Errorf("config lost the runtime settings: %+v", c)
 	}
-	if !slices.Equal(c.Env, []string{"LANG=C.UTF-8", "SHIP_IMAGE=" + p.ContentTag}) {
+	if !slices.Equal(c.Env, []string{"LANG=C.UTF-8", "SHIP_IMAGE=" + p.ContentTag, "SHIP_SANDBOX_USER=1000:1000"}) {
 		t.Errorf("env %q", c.Env)
 	}
 	if c.Labels[LabelContentTag] != p.ContentTag || c.Labels[LabelRootfsHash] != p.RootfsHash || c.Labels[LabelShipSHA256] != p.ShipSHA256 {

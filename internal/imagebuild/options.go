@@ -54,13 +54,19 @@ type flavourSpec struct {
 	filesDir string   // recipe dir copied to /opt/shipyard ("" for none)
 	skills   string   // recipe dir copied to /opt/shipyard/skills
 	changes  []string // runtime configuration of the imported root filesystem
+	// sandboxUser is the image's SHIP_SANDBOX_USER and runtimeCaps its LabelRuntimeCaps: set
+	// for the flavours whose runtime separates privileges (ship), empty for the others.
+	sandboxUser string
+	runtimeCaps string
 }
 
 var flavourSpecs = map[Flavour]flavourSpec{
 	FlavourFull: {repo: ImageRepo, tag: "ship:latest", lists: []string{"base", "full"}, hook: hookPath,
-		daemon: "ship", binary: DefaultShipBinary, imageEnv: "SHIP_IMAGE", filesDir: filesDir, skills: skillsDir, changes: rootfsChanges},
+		daemon: "ship", binary: DefaultShipBinary, imageEnv: "SHIP_IMAGE", filesDir: filesDir, skills: skillsDir, changes: rootfsChanges,
+		sandboxUser: SandboxUser, runtimeCaps: RuntimeCaps},
 	FlavourBase: {repo: ImageRepo, tag: "ship:base", lists: []string{"base"}, hook: hookPath,
-		daemon: "ship", binary: DefaultShipBinary, imageEnv: "SHIP_IMAGE", filesDir: filesDir, skills: skillsDir, changes: rootfsChanges},
+		daemon: "ship", binary: DefaultShipBinary, imageEnv: "SHIP_IMAGE", filesDir: filesDir, skills: skillsDir, changes: rootfsChanges,
+		sandboxUser: SandboxUser, runtimeCaps: RuntimeCaps},
 	FlavourGull: {repo: GullImageRepo, tag: "gull:latest", lists: []string{"gull"}, hook: gullHookPath,
 		daemon: "gull", binary: DefaultGullBinary, imageEnv: "GULL_IMAGE", skills: gullSkillsDir, changes: gullRootfsChanges},
 }
@@ -114,6 +120,12 @@ const (
 	// LabelHotPathsKey names the hot paths' content (the root filesystem hash): images that
 	// share it share the driver's cache (docker.LabelHotPathsKey).
 	LabelHotPathsKey = "dev.shipyard.image.hot-paths-key"
+	// LabelRuntimeCaps says the image's runtime separates privileges (internal/ship/privsep):
+	// started as root (user 0:0) with every capability dropped but the ones listed
+	// (comma-separated) and no-new-privileges, ship switches to its own user keeping only those
+	// and runs all user code as 1000:1000 with none. A driver that honours it starts the
+	// container that way; started as 1000:1000 the runtime works without the separation.
+	LabelRuntimeCaps = "dev.shipyard.image.runtime-caps"
 )
 
 // Engine is the part of the Docker Engine API the builder uses;

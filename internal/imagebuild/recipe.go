@@ -29,7 +29,7 @@ import (
 // same recipe files, so that the content tags change too.
 const (
 	rootfsFormat = "shipyard-rootfs/1"
-	imageFormat  = "shipyard-image/3"
+	imageFormat  = "shipyard-image/4"
 )
 
 // Recipe paths inside Options.Recipe.
@@ -150,6 +150,8 @@ func newPlan(opts Options) (Plan, error) {
 	}
 	h.field("ship", p.ShipSHA256)
 	h.field("hot-paths", p.HotPaths())
+	h.field("sandbox-user", spec.sandboxUser)
+	h.field("runtime-caps", spec.runtimeCaps)
 	p.ContentHash = h.sum()
 	p.ContentTag = spec.repo + ":" + string(p.Flavour) + "-" + p.ContentHash[:12]
 	return p, nil
@@ -377,7 +379,7 @@ func contextName(recipePath string, spec flavourSpec) string {
 // skills and the matplotlibrc under /opt/shipyard.
 const dockerfileTemplate = `FROM {{.RootfsTag}}
 COPY shipyard/ {{.ShipyardDir}}/
-ENV SHIP_IMAGE={{.ContentTag}}
+ENV SHIP_IMAGE={{.ContentTag}}{{.SandboxEnv}}
 LABEL {{.Labels}}
 `
 
@@ -400,6 +402,7 @@ func (p Plan) Dockerfile() string {
 		"RootfsTag":   p.RootfsTag,
 		"ContentTag":  p.ContentTag,
 		"ShipyardDir": shipyardDir,
+		"SandboxEnv":  p.sandboxEnv(),
 		"Labels":      p.labelArgs(),
 	})
 	if err != nil {
@@ -436,6 +439,23 @@ func (p Plan) HotPaths() string {
 	return strings.Join(paths, ",")
 }
 
+// sandboxEnv is the ENV addition of the flavour's sandbox user ("" for none).
+func (p Plan) sandboxEnv() string {
+	if u := p.Flavour.spec().sandboxUser; u != "" {
+		return " SHIP_SANDBOX_USER=" + u
+	}
+	return ""
+}
+
+// SandboxUser is the image's SHIP_SANDBOX_USER: started as root with it, ship
+// separates privileges and runs user code as this uid:gid (the user shipyard
+// of the hook).
+const SandboxUser = "1000:1000"
+
+// RuntimeCaps is the LabelRuntimeCaps value: the capabilities ship keeps to start user code as
+// 1000:1000 (SETUID, SETGID) and to signal it (KILL).
+const RuntimeCaps = "SETUID,SETGID,KILL"
+
 // Labels are set on the final image.
 func (p Plan) Labels() map[string]string {
 	l := map[string]string{
@@ -448,6 +468,10 @@ func (p Plan) Labels() map[string]string {
 		LabelSuite:       p.Suite,
 		LabelContentTag:  p.ContentTag,
 		LabelBuilderVers: imageFormat,
+		LabelRuntimeCaps: p.Flavour.spec().runtimeCaps,
+	}
+	if l[LabelRuntimeCaps] == "" {
+		delete(l, LabelRuntimeCaps)
 	}
 	if l[LabelHotPaths] == "" {
 		delete(l, LabelHotPaths)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
 )
 
 func TestMetaHealthStat(t *testing.T) {
@@ -154,6 +155,12 @@ func names(b map[string]any) []string {
 	return out
 }
 
+// A name over 255 bytes and a path of 4201 characters: client mistakes (invalid_path).
+var (
+	longName = strings.Repeat("n", 256)
+	deepPath = strings.Repeat("abcdefghi/", 420) + "x"
+)
+
 func TestFilesystemErrors(t *testing.T) {
 	d := newDaemon(t)
 	outside := t.TempDir()
@@ -173,6 +180,16 @@ func TestFilesystemErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.MkdirAll(filepath.Join(d.workspace, "adir"), 0o755)
+	big := filepath.Join(d.workspace, "big-sparse.txt")
+	if f, err := os.Create(big); err != nil {
+		t.Fatal(err)
+	} else {
+		f.Close()
+	}
+	defer os.Remove(big)
+	if err := os.Truncate(big, workspace.MaxTextBytes+1); err != nil {
+		t.Fatal(err)
+	}
 
 	cases := []struct {
 		name, path string
@@ -203,6 +220,20 @@ func TestFilesystemErrors(t *testing.T) {
 		{"bad encoding", "/fs/read_file", map[string]any{"path": "binary.bin", "encoding": "latin-1"}, 400, shipapi.CodeBadRequest},
 		{"bad mode bits", "/fs/create_file", map[string]any{"path": "m", "mode": 70000}, 400, shipapi.CodeBadRequest},
 		{"exec bad type", "/ipython/exec", map[string]any{"code": 1}, 400, shipapi.CodeBadRequest},
+		{"read dot", "/fs/read_file", map[string]any{"path": "."}, 400, shipapi.CodeIsDirectory},
+		{"write dot", "/fs/write_file", map[string]any{"path": ".", "content": "x"}, 400, shipapi.CodeIsDirectory},
+		{"write dir", "/fs/write_file", map[string]any{"path": "adir", "content": "x"}, 400, shipapi.CodeIsDirectory},
+		{"write abs root", "/fs/write_file", map[string]any{"path": d.workspace, "content": "x"}, 400, shipapi.CodeIsDirectory},
+		{"create dir", "/fs/create_file", map[string]any{"path": "adir/", "content": "x"}, 400, shipapi.CodeIsDirectory},
+		{"edit dir", "/fs/edit_file", map[string]any{"path": "adir", "old_string": "a", "new_string": "b"}, 400, shipapi.CodeIsDirectory},
+		{"read long name", "/fs/read_file", map[string]any{"path": longName}, 400, shipapi.CodeInvalidPath},
+		{"write long name", "/fs/write_file", map[string]any{"path": "adir/" + longName, "content": "x"}, 400, shipapi.CodeInvalidPath},
+		{"list long name", "/fs/list_dir", map[string]any{"path": longName}, 400, shipapi.CodeInvalidPath},
+		{"delete long name", "/fs/delete_file", map[string]any{"path": longName}, 400, shipapi.CodeInvalidPath},
+		{"4201-character path", "/fs/write_file", map[string]any{"path": deepPath, "content": "x"}, 400, shipapi.CodeInvalidPath},
+		{"NUL in path", "/fs/read_file", map[string]any{"path": "a\x00b"}, 400, shipapi.CodeInvalidPath},
+		{"read over the limit", "/fs/read_file", map[string]any{"path": "big-sparse.txt"}, 413, shipapi.CodeFileTooLarge},
+		{"shell cwd long", "/shell/exec", map[string]any{"command": "pwd", "cwd": longName}, 400, shipapi.CodeInvalidPath},
 		{"shell bad type", "/shell/exec", map[string]any{"command": []string{"ls"}}, 400, shipapi.CodeBadRequest},
 	}
 	for _, c := range cases {

@@ -1,14 +1,17 @@
 package ship_test
 
 import (
+	"bytes"
 	"encoding/base64"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/shiptest"
@@ -200,5 +203,83 @@ func TestKernelDeathAndRestart(t *testing.T) {
 	st, b = d.py(t, "print('w' in globals())", 60)
 	if st != 200 || text(b) != "False" {
 		t.Fatalf("after restart %d %v", st, b)
+	}
+}
+
+// TestPythonCellIgnoringInterrupt: a cell that ignores SIGINT outlives its timeout; ship
+// restarts the kernel, and both that answer and the next one say the state is lost.
+func TestPythonCellIgnoringInterrupt(t *testing.T) {
+	d := newDaemon(t)
+	d.py(t, "keep = 1", 30)
+	st, b := d.py(t, "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", 1)
+	if st != 200 || b["success"] != false || b["timed_out"] != true || b["kernel_restarted"] != true ||
+		!strings.Contains(b["kernel_notice"].(string), "state") || !strings.Contains(b["error"].(string), "restarted") {
+		t.Fatalf("timeout of a cell ignoring SIGINT: %d %v", st, b)
+	}
+	st, b = d.py(t, "print(keep)", 60)
+	if st != 200 || b["kernel_restarted"] != true || !strings.Contains(b["kernel_notice"].(string), "did not stop when interrupted") ||
+		!strings.Contains(b["error"].(string), "NameError") {
+		t.Fatalf("next call does not say the kernel was restarted: %d %v", st, b)
+	}
+	st, b = d.py(t, "print(2)", 30)
+	if st != 200 || b["kernel_restarted"] != nil || b["kernel_notice"] != nil || text(b) != "2" {
+		t.Fatalf("the notice is given once more than needed: %d %v", st, b)
+	}
+}
+
+// TestPythonKernelDeathIsReportedNext: a kernel that dies between calls (killed from outside)
+// is restarted by ship, and the next call is told that its state is gone.
+func TestPythonKernelDeathIsReportedNext(t *testing.T) {
+	d := newDaemon(t)
+	d.py(t, "keep = 1", 30)
+	_, st := d.call(t, "GET", "/ipython/kernel/status", nil)
+	pid := int(st["pid"].(float64))
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "kernel restarted", func() bool {
+		_, st := d.call(t, "GET", "/ipython/kernel/status", nil)
+		return st["status"] == "alive" && int(st["pid"].(float64)) != pid
+	})
+	_, b := d.py(t, "print('keep' in globals())", 60)
+	if text(b) != "False" || b["kernel_restarted"] != true || !strings.Contains(b["kernel_notice"].(string), "died") {
+		t.Fatalf("next call after the kernel died: %v", b)
+	}
+}
+
+// TestPythonOutputCap: text output beyond ship's limit (1 MiB) is dropped and flagged.
+func TestPythonOutputCap(t *testing.T) {
+	d := newDaemon(t)
+	st, b := d.py(t, "print('é' * (1 << 20))", 60)
+	if st != 200 || b["text_truncated"] != true || len(text(b)) > 1<<20 || len(text(b)) < 1<<19 || !utf8.ValidString(text(b)) {
+		t.Fatalf("capped output: %d %d bytes, truncated=%v", st, len(text(b)), b["text_truncated"])
+	}
+	st, b = d.py(t, "print('short')", 30)
+	if st != 200 || b["text_truncated"] != nil {
+		t.Fatalf("uncapped output flagged: %v", b)
+	}
+}
+
+// TestPythonFigureAfterError: an Agg figure shown with display() is a PNG image even after an
+// earlier cell raised.
+func TestPythonFigureAfterError(t *testing.T) {
+	d := newDaemon(t)
+	if st, b := d.post(t, "/ipython/kernel/restart", map[string]any{}); st != 200 {
+		t.Fatalf("restart %d %v", st, b)
+	}
+	if _, b := d.py(t, "1/0", 30); b["success"] != false {
+		t.Fatalf("1/0: %v", b)
+	}
+	st, b := d.py(t, "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.plot([1, 2, 3])\ndisplay(fig)", 60)
+	if st != 200 || b["success"] != true {
+		t.Fatalf("figure %d %v", st, b)
+	}
+	if imgs := images(t, b); len(imgs) != 1 || !bytes.HasPrefix(imgs[0], []byte("\x89PNG")) {
+		t.Fatalf("figure after an error: %d images, text %q", len(imgs), text(b))
+	}
+	// The formatter is registered without importing matplotlib in the kernel.
+	d.post(t, "/ipython/kernel/restart", map[string]any{})
+	if _, b := d.py(t, "import sys\nprint('matplotlib' in sys.modules)", 30); text(b) != "False" {
+		t.Fatalf("a fresh kernel imported matplotlib: %v", b)
 	}
 }

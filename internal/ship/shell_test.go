@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 )
 
 // procsWithArg lists pids whose command line contains arg.
@@ -56,10 +58,22 @@ func TestShellExec(t *testing.T) {
 	if st != 200 || b["stdout"] != "a bc" {
 		t.Fatalf("shell=false %d %v", st, b)
 	}
-	for _, cwd := range []string{"../", "/etc"} {
+	// A cwd that is not a directory inside the workspace is a client mistake, as a path of the
+	// file API is: lexically outside, through a symlink leading outside, missing, or a file.
+	os.Symlink("/etc", filepath.Join(d.workspace, "etc-link"))
+	os.WriteFile(filepath.Join(d.workspace, "plain.txt"), []byte("x"), 0o644)
+	for cwd, want := range map[string]struct {
+		status int
+		code   string
+	}{
+		"../": {403, shipapi.CodeAccessDenied}, "/etc": {403, shipapi.CodeAccessDenied},
+		"etc-link": {403, shipapi.CodeAccessDenied}, "etc-link/ssl": {403, shipapi.CodeAccessDenied},
+		"missing": {404, shipapi.CodeNotFound}, "plain.txt": {400, shipapi.CodeNotDirectory},
+		strings.Repeat("n", 256): {400, shipapi.CodeInvalidPath},
+	} {
 		st, b = d.post(t, "/shell/exec", map[string]any{"command": "pwd", "cwd": cwd})
-		if st != 200 || b["success"] != false || b["return_code"].(float64) != -1 || !strings.HasPrefix(b["error"].(string), "403: Access denied") {
-			t.Fatalf("cwd %q: %d %v", cwd, st, b)
+		if st != want.status || b["code"] != want.code || !strings.HasPrefix(b["detail"].(string), "cwd: ") {
+			t.Fatalf("cwd %q: %d %v, want %d %s", cwd, st, b, want.status, want.code)
 		}
 	}
 	// Output beyond the cap is dropped and flagged.

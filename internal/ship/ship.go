@@ -11,12 +11,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/jupyter"
+	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 	"github.com/shipyard-dev/shipyard/internal/ship/pty"
 	"github.com/shipyard-dev/shipyard/internal/ship/shell"
 	"github.com/shipyard-dev/shipyard/internal/ship/skills"
@@ -33,6 +35,13 @@ type Config struct {
 	MaxUploadBytes int64  // default 10 GiB
 	MaxStdoutBytes int    // per shell command; default 1 MiB
 	MaxStderrBytes int    // per shell command; default 1 MiB
+	// MaxReadBytes bounds the text one read_file returns (file_too_large
+	// above); default 64 MiB. The text is streamed, never held in memory.
+	MaxReadBytes int64
+	// Sandbox is the user that user code (kernel, shells, terminals) runs as
+	// and that ship acts as on the workspace, when ship runs as another user
+	// (cmd/ship sets it after privsep.Drop); nil: ship's own user.
+	Sandbox *privsep.User
 	// NoKernel skips starting the kernel at boot; it then starts on the
 	// first /ipython call.
 	NoKernel bool
@@ -60,6 +69,7 @@ func DefaultConfig() Config {
 		MaxUploadBytes:     10 << 30,
 		MaxStdoutBytes:     1 << 20,
 		MaxStderrBytes:     1 << 20,
+		MaxReadBytes:       workspace.MaxTextBytes,
 		KernelStartTimeout: 60 * time.Second,
 		ShutdownTimeout:    10 * time.Second,
 		AuthToken:          os.Getenv(shipapi.EnvAuthToken),
@@ -80,6 +90,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxUploadBytes <= 0 {
 		errs = append(errs, errors.New("max upload bytes must be positive"))
+	}
+	if c.MaxReadBytes <= 0 {
+		errs = append(errs, errors.New("max read bytes must be positive"))
 	}
 	if c.MaxStdoutBytes <= 0 || c.MaxStderrBytes <= 0 {
 		errs = append(errs, errors.New("stdout/stderr caps must be positive"))
@@ -116,6 +129,21 @@ func (m *Main) Addr() string { return m.addr }
 // before the kernel counted as ready: +0.6-0.8 s on every kernel start.)
 const kernelMPLBackend = "module://matplotlib_inline.backend_inline"
 
+// kernelInitCode runs once in every new kernel. It registers a PNG formatter
+// for matplotlib figures by type name, so `display(fig)` shows a figure as an
+// image whatever the backend and whatever ran before (the inline backend
+// registers its formatters only on some paths: after a cell had raised, a
+// figure of the Agg backend came back as text). Registering by name imports
+// nothing: matplotlib is loaded only when a cell uses it.
+const kernelInitCode = `def _ship_register_figure_png():
+    def png(fig):
+        from IPython.core.pylabtools import print_figure
+        return print_figure(fig, "png")
+    get_ipython().display_formatter.formatters["image/png"].for_type_by_name("matplotlib.figure", "Figure", png)
+_ship_register_figure_png()
+del _ship_register_figure_png
+`
+
 // Run serves until ctx ends, then shuts down gracefully: it stops accepting,
 // lets requests finish (bounded), closes terminals, kills background
 // processes and shuts the kernel down.
@@ -130,10 +158,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log := base.With("component", "ship")
 
-	if err := os.MkdirAll(cfg.Workspace, 0o755); err != nil {
+	if err := cfg.Sandbox.Do(func() error { return os.MkdirAll(cfg.Workspace, 0o755) }); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
-	ws, err := workspace.Open(cfg.Workspace)
+	ws, err := workspace.OpenAs(cfg.Workspace, cfg.Sandbox)
 	if err != nil {
 		return err
 	}
@@ -143,22 +171,32 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		log.Warn("cannot read built-in skills", "dir", cfg.SkillsDir, "err", err)
 	}
-	if err := skills.Install(ws.Root(), cfg.SkillsDir, skillList); err != nil {
+	if err := ws.Do(func() error { return skills.Install(ws.Root(), cfg.SkillsDir, skillList) }); err != nil {
 		log.Warn("cannot install built-in skills", "err", err)
+	}
+	if err := writeProfileEnv(ws, os.Getenv(shipapi.EnvProfileEnvKeys), os.LookupEnv, log); err != nil {
+		log.Warn("cannot write the profile environment file", "file", shipapi.ProfileEnvFile, "err", err)
 	}
 
 	// The kernel, shells and terminals do not inherit the runtime token (code in the sandbox
 	// has no use for it; the token only guards ship from other sandboxes and host users).
 	env := runtimekit.WithoutEnv(os.Environ(), shipapi.EnvAuthToken)
 	kernelEnv := runtimekit.WithEnv(env, "PYDEVD_DISABLE_FILE_VALIDATION=1", "MPLBACKEND="+kernelMPLBackend)
+	var onExhausted func() string
+	if cfg.Sandbox != nil {
+		onExhausted = func() string { return shell.Exhausted(cfg.Sandbox, log) }
+	}
 	km := jupyter.NewManager(jupyter.ManagerConfig{
 		Kernel: jupyter.KernelConfig{
 			Python:         cfg.Python,
 			Dir:            ws.Dir(),
 			Env:            kernelEnv,
+			InitCode:       kernelInitCode,
 			HeartbeatEvery: 5 * time.Second,
+			User:           cfg.Sandbox,
 		},
 		StartTimeout: cfg.KernelStartTimeout,
+		OnExhausted:  onExhausted,
 		Log:          base.With("component", "kernel"),
 	})
 	if !cfg.NoKernel {
@@ -169,12 +207,14 @@ func (m *Main) Run(ctx context.Context) error {
 		MaxStdout: cfg.MaxStdoutBytes,
 		MaxStderr: cfg.MaxStderrBytes,
 		Env:       env,
+		User:      cfg.Sandbox,
 		Log:       base.With("component", "shell"),
 	})
 	term := &pty.Handler{
-		Dir: ws.Dir(),
-		Env: runtimekit.WithEnv(env, "HOME="+ws.Dir(), "SHELL=/bin/bash"),
-		Log: base.With("component", "terminal"),
+		Dir:  ws.Dir(),
+		Env:  runtimekit.WithEnv(env, "HOME="+ws.Dir(), "SHELL=/bin/bash"),
+		User: cfg.Sandbox,
+		Log:  base.With("component", "terminal"),
 	}
 
 	meta := shipapi.MetaResponse{
@@ -197,6 +237,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Meta:           meta,
 		Version:        version.Version,
 		MaxUploadBytes: cfg.MaxUploadBytes,
+		MaxReadBytes:   cfg.MaxReadBytes,
 		Log:            base.With("component", "http"),
 		Started:        time.Now(),
 		AuthToken:      cfg.AuthToken,
@@ -246,4 +287,49 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	log.Info("ship stopped")
 	return nil
+}
+
+// writeProfileEnv writes shipapi.ProfileEnvFile in the workspace (as the
+// sandbox user, mode 0644): one `export KEY='value'` line per key listed in
+// keys (comma-separated) that lookup finds. Keys that are not shell names and
+// the runtime token are skipped. Without keys it writes nothing.
+func writeProfileEnv(ws *workspace.Workspace, keys string, lookup func(string) (string, bool), log *slog.Logger) error {
+	if strings.TrimSpace(keys) == "" {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteString("# The sandbox profile's environment, written by ship at start.\n")
+	for k := range strings.SplitSeq(keys, ",") {
+		k = strings.TrimSpace(k)
+		switch {
+		case k == "":
+			continue
+		case !isShellName(k) || k == shipapi.EnvAuthToken:
+			log.Warn("profile environment: key skipped", "key", k)
+			continue
+		}
+		v, ok := lookup(k)
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
+	}
+	_, err := ws.CreateFile(shipapi.ProfileEnvFile, b.String(), 0o644)
+	return err
+}
+
+// isShellName reports whether k is a valid shell variable name.
+func isShellName(k string) bool {
+	for i, c := range k {
+		if c != '_' && !(c >= 'A' && c <= 'Z') && !(c >= 'a' && c <= 'z') && !(i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return k != ""
+}
+
+// shellQuote quotes s for a POSIX shell: in single quotes, each single quote
+// inside closing the quotes, escaped, and reopening them.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship"
+	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 	"github.com/shipyard-dev/shipyard/internal/ship/shiptest"
 )
 
@@ -82,6 +84,21 @@ func runMain(m *testing.M) int {
 	// cache live outside it (/opt/shipyard/mplconfig there).
 	os.Setenv("HOME", ws)
 	os.Setenv("MPLCONFIGDIR", filepath.Join(tmp, "mplconfig"))
+	if os.Geteuid() == 0 {
+		// As in a sandbox: user code runs as uid 1000 and the file API acts as it. (Ship itself
+		// stays root here: only the binary drops its own privileges, see cmd/ship.)
+		cfg.Sandbox = privsep.Sandbox(1000, 1000)
+		must(os.Chmod(tmp, 0o755))
+		must(os.MkdirAll(filepath.Join(tmp, "mplconfig"), 0o755))
+		for _, p := range []string{ws, filepath.Join(tmp, "mplconfig")} {
+			must(filepath.WalkDir(p, func(p string, _ fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				return os.Lchown(p, 1000, 1000)
+			}))
+		}
+	}
 	md := ship.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,8 +77,32 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = *req.Limit
 	}
-	res, err := s.Workspace.ReadFile(req.Path, offset, limit)
-	s.reply(w, r, shipapi.ReadFileResponse{Content: res.Content, Path: res.Abs, Size: res.Size}, err)
+	t, err := s.Workspace.ReadText(req.Path, offset, limit, s.MaxReadBytes)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer t.Close()
+	if t.Len() > s.HeavyBytes {
+		release, err := s.acquireHeavy(r.Context(), 1)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer release()
+	}
+	// The content is streamed from the file into the JSON answer
+	// (shipapi.ReadFileResponse, same field order), never held in memory.
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = io.WriteString(w, `{"content":`)
+	if err := t.WriteJSON(w); err != nil {
+		// The status is sent; cut the answer so the client sees broken JSON.
+		s.Log.Warn("read_file: streaming failed", "path", t.Abs, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+	tail, _ := json.Marshal(t.Abs)
+	fmt.Fprintf(w, `,"path":%s,"size":%d}`+"\n", tail, t.Size)
 }
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
@@ -171,9 +196,16 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		}
 		switch part.FormName() {
 		case shipapi.UploadPathField:
-			b, err := io.ReadAll(io.LimitReader(part, 4097))
-			if err != nil || len(b) > 4096 {
-				s.writeError(w, r, apierr.New(shipapi.CodeBadRequest, "invalid file_path field"))
+			// Read past the longest valid path so the workspace reports a
+			// too long one precisely (invalid_path).
+			const maxField = 16 << 10
+			b, err := io.ReadAll(io.LimitReader(part, maxField+1))
+			if err != nil {
+				s.writeError(w, r, apierr.Wrap(shipapi.CodeBadRequest, err, "malformed multipart body"))
+				return
+			}
+			if len(b) > maxField {
+				s.writeError(w, r, apierr.Newf(shipapi.CodeInvalidPath, "file_path is longer than %d bytes", maxField))
 				return
 			}
 			target = string(b)

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
@@ -43,6 +45,18 @@ type Server struct {
 	MaxUploadBytes int64
 	// MaxJSONBytes bounds JSON request bodies (write_file content included).
 	MaxJSONBytes int64
+	// MaxReadBytes bounds the text one read_file returns (file_too_large above:
+	// download instead); default workspace.MaxTextBytes. The text is streamed.
+	MaxReadBytes int64
+	// HeavyOps bounds how many heavy operations run at once (default 2): JSON
+	// bodies over HeavyBytes (they are decoded in memory), edit_file (it loads
+	// the file) and read_file answers over HeavyBytes. Others wait for a slot,
+	// so ship's memory does not grow with the number of callers. A JSON body
+	// over a quarter of MaxJSONBytes, or of unknown length, takes every slot:
+	// decoding it costs about three times its size.
+	HeavyOps   int
+	HeavyBytes int64
+	heavy      *semaphore.Weighted
 	// DefaultPythonTimeout applies when a request has none.
 	DefaultPythonTimeout time.Duration
 	Log                  *slog.Logger
@@ -59,6 +73,16 @@ func (s *Server) Handler() http.Handler {
 	if s.DefaultPythonTimeout == 0 {
 		s.DefaultPythonTimeout = 30 * time.Second
 	}
+	if s.MaxReadBytes == 0 {
+		s.MaxReadBytes = workspace.MaxTextBytes
+	}
+	if s.HeavyOps <= 0 {
+		s.HeavyOps = 2
+	}
+	if s.HeavyBytes <= 0 {
+		s.HeavyBytes = 1 << 20
+	}
+	s.heavy = semaphore.NewWeighted(int64(s.HeavyOps))
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"message": "Ship API is running"})
@@ -67,20 +91,20 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+shipapi.PathStat, s.stat)
 	mux.HandleFunc("GET "+shipapi.PathMeta, s.meta)
 
-	mux.HandleFunc("POST "+shipapi.PathFSCreate, s.createFile)
+	mux.HandleFunc("POST "+shipapi.PathFSCreate, s.heavyBody(s.createFile))
 	mux.HandleFunc("POST "+shipapi.PathFSRead, s.readFile)
-	mux.HandleFunc("POST "+shipapi.PathFSWrite, s.writeFile)
-	mux.HandleFunc("POST "+shipapi.PathFSEdit, s.editFile)
+	mux.HandleFunc("POST "+shipapi.PathFSWrite, s.heavyBody(s.writeFile))
+	mux.HandleFunc("POST "+shipapi.PathFSEdit, s.heavyAlways(s.editFile))
 	mux.HandleFunc("POST "+shipapi.PathFSDelete, s.deleteFile)
 	mux.HandleFunc("POST "+shipapi.PathFSList, s.listDir)
 	mux.HandleFunc("POST "+shipapi.PathFSUpload, s.upload)
 	mux.HandleFunc("GET "+shipapi.PathFSDownload, s.download)
 
-	mux.HandleFunc("POST "+shipapi.PathPythonExec, s.execPython)
+	mux.HandleFunc("POST "+shipapi.PathPythonExec, s.heavyBody(s.execPython))
 	mux.HandleFunc("GET "+shipapi.PathKernelStatus, s.kernelStatus)
 	mux.HandleFunc("POST "+shipapi.PathKernelRestart, s.kernelRestart)
 
-	mux.HandleFunc("POST "+shipapi.PathShellExec, s.execShell)
+	mux.HandleFunc("POST "+shipapi.PathShellExec, s.heavyBody(s.execShell))
 	mux.HandleFunc("GET "+shipapi.PathShellProcs, s.listProcesses)
 	mux.HandleFunc("GET "+shipapi.PathShellProcs+"/{id}", s.getProcess)
 	mux.HandleFunc("POST "+shipapi.PathShellProcs+"/{id}"+shipapi.PathShellProcKillSuffix, s.killProcess)
@@ -103,20 +127,63 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// acquireHeavy waits for n heavy-operation slots (see Server.HeavyOps).
+func (s *Server) acquireHeavy(ctx context.Context, n int64) (release func(), err error) {
+	n = min(n, int64(s.HeavyOps))
+	if err := s.heavy.Acquire(ctx, n); err != nil {
+		return nil, apierr.Wrap(shipapi.CodeInternal, err, "request cancelled while waiting for other large operations")
+	}
+	return func() { s.heavy.Release(n) }, nil
+}
+
+// heavyBody runs h in heavy-operation slots when the request body is over
+// HeavyBytes or of unknown length: one slot, or all of them for a body over a
+// quarter of MaxJSONBytes or of unknown length.
+func (s *Server) heavyBody(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		switch n := r.ContentLength; {
+		case n >= 0 && n <= s.HeavyBytes:
+			h(w, r)
+		case n >= 0 && n <= s.MaxJSONBytes/4:
+			s.heavyN(1, h)(w, r)
+		default:
+			s.heavyN(int64(s.HeavyOps), h)(w, r)
+		}
+	}
+}
+
+// heavyAlways runs h in one heavy-operation slot.
+func (s *Server) heavyAlways(h http.HandlerFunc) http.HandlerFunc { return s.heavyN(1, h) }
+
+func (s *Server) heavyN(n int64, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		release, err := s.acquireHeavy(r.Context(), n)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		defer release()
+		h(w, r)
+	}
+}
+
 // statusOf is the one code -> HTTP status table.
 var statusOf = map[string]int{
-	shipapi.CodeBadRequest:    http.StatusBadRequest,
-	shipapi.CodeNotFound:      http.StatusNotFound,
-	shipapi.CodeAccessDenied:  http.StatusForbidden,
-	shipapi.CodeIsDirectory:   http.StatusBadRequest,
-	shipapi.CodeNotDirectory:  http.StatusBadRequest,
-	shipapi.CodeInvalidUTF8:   http.StatusBadRequest,
-	shipapi.CodeTooLarge:      http.StatusRequestEntityTooLarge,
-	shipapi.CodeConflict:      http.StatusBadRequest,
-	shipapi.CodeKernelDied:    http.StatusInternalServerError,
-	shipapi.CodeKernelStartup: http.StatusServiceUnavailable,
-	shipapi.CodeInternal:      http.StatusInternalServerError,
-	shipapi.CodeUnauthorized:  http.StatusUnauthorized,
+	shipapi.CodeBadRequest:         http.StatusBadRequest,
+	shipapi.CodeNotFound:           http.StatusNotFound,
+	shipapi.CodeAccessDenied:       http.StatusForbidden,
+	shipapi.CodeIsDirectory:        http.StatusBadRequest,
+	shipapi.CodeInvalidPath:        http.StatusBadRequest,
+	shipapi.CodeFileTooLarge:       http.StatusRequestEntityTooLarge,
+	shipapi.CodeResourcesExhausted: http.StatusServiceUnavailable,
+	shipapi.CodeNotDirectory:       http.StatusBadRequest,
+	shipapi.CodeInvalidUTF8:        http.StatusBadRequest,
+	shipapi.CodeTooLarge:           http.StatusRequestEntityTooLarge,
+	shipapi.CodeConflict:           http.StatusBadRequest,
+	shipapi.CodeKernelDied:         http.StatusInternalServerError,
+	shipapi.CodeKernelStartup:      http.StatusServiceUnavailable,
+	shipapi.CodeInternal:           http.StatusInternalServerError,
+	shipapi.CodeUnauthorized:       http.StatusUnauthorized,
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrClosed is returned by calls on a closed client.
@@ -213,6 +214,9 @@ type Result struct {
 	Text           string
 	Images         []string // base64 image/png
 	Error          string   // traceback, ANSI stripped
+	// TextTruncated and ImagesTruncated say output was dropped at the limits.
+	TextTruncated   bool
+	ImagesTruncated bool
 }
 
 // Execution is a running execute_request.
@@ -224,6 +228,29 @@ type Execution struct {
 	res      Result
 	gotReply bool
 	gotIdle  bool
+	// Output limits (0: none): text bytes and base64 image bytes kept.
+	maxText, maxImages int
+	imageBytes         int
+}
+
+// Limit bounds the output kept: maxText bytes of text and maxImages bytes of
+// base64 images; what is dropped beyond them sets the Truncated flags.
+func (e *Execution) Limit(maxText, maxImages int) { e.maxText, e.maxImages = maxText, maxImages }
+
+// addText appends s to the text output within the limit.
+func (e *Execution) addText(s string) {
+	if e.maxText > 0 {
+		room := e.maxText - e.text.Len()
+		if room < len(s) {
+			e.res.TextTruncated = true
+			cut := max(room, 0)
+			for cut > 0 && !utf8.RuneStart(s[cut]) {
+				cut-- // never split a character
+			}
+			s = s[:cut]
+		}
+	}
+	e.text.WriteString(s)
 }
 
 // Execute sends an execute_request; collect its output with Wait.
@@ -295,9 +322,9 @@ func (mb mimeBundle) str(k string) (string, bool) {
 
 func (e *Execution) appendBlock(s string) {
 	if e.text.Len() > 0 && !strings.HasSuffix(e.text.String(), "\n") {
-		e.text.WriteByte('\n')
+		e.addText("\n")
 	}
-	e.text.WriteString(s)
+	e.addText(s)
 }
 
 func (e *Execution) handle(m *Message) {
@@ -307,7 +334,7 @@ func (e *Execution) handle(m *Message) {
 			Text string `json:"text"`
 		}
 		if json.Unmarshal(m.Content, &c) == nil {
-			e.text.WriteString(c.Text)
+			e.addText(c.Text)
 		}
 	case "execute_result", "display_data":
 		var c struct {
@@ -318,7 +345,13 @@ func (e *Execution) handle(m *Message) {
 		}
 		img, hasImg := c.Data.str("image/png")
 		if hasImg {
-			e.res.Images = append(e.res.Images, strings.TrimSpace(img))
+			img = strings.TrimSpace(img)
+			if e.maxImages > 0 && e.imageBytes+len(img) > e.maxImages {
+				e.res.ImagesTruncated = true
+			} else {
+				e.imageBytes += len(img)
+				e.res.Images = append(e.res.Images, img)
+			}
 		}
 		if txt, ok := c.Data.str("text/plain"); ok && (m.Header.MsgType == "execute_result" || !hasImg) {
 			e.appendBlock(txt)

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 )
 
 // KernelConfig describes how to launch a kernel process.
@@ -33,6 +35,9 @@ type KernelConfig struct {
 	Log           *slog.Logger
 	// HeartbeatEvery is the heartbeat period; 0 disables the heartbeat.
 	HeartbeatEvery time.Duration
+	// User is the sandbox user the kernel runs as (nil: ship's own user). Its
+	// private directory (connection file, IPYTHONDIR) belongs to that user.
+	User *privsep.User
 }
 
 // Kernel is one running kernel process and its client.
@@ -68,8 +73,11 @@ func StartKernel(ctx context.Context, cfg KernelConfig) (*Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "ship-kernel-")
-	if err != nil {
+	var dir string
+	if err := cfg.User.Do(func() (err error) {
+		dir, err = os.MkdirTemp("", "ship-kernel-")
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("kernel connection dir: %w", err)
 	}
 	k := &Kernel{cfg: cfg, dir: dir, ci: ci, exited: make(chan struct{}), stop: make(chan struct{})}
@@ -80,11 +88,14 @@ func StartKernel(ctx context.Context, cfg KernelConfig) (*Kernel, error) {
 	}
 	cf := filepath.Join(dir, "kernel.json")
 	b, _ := json.Marshal(ci)
-	if err := os.WriteFile(cf, b, 0o600); err != nil {
-		return fail(fmt.Errorf("write connection file: %w", err))
-	}
-	env, err := kernelEnv(cfg.Env, dir)
-	if err != nil {
+	var env []string
+	if err := cfg.User.Do(func() (err error) {
+		if err := os.WriteFile(cf, b, 0o600); err != nil {
+			return fmt.Errorf("write connection file: %w", err)
+		}
+		env, err = kernelEnv(cfg.Env, dir)
+		return err
+	}); err != nil {
 		return fail(err)
 	}
 	// No IPython history database: with it every execute_request with
@@ -96,6 +107,7 @@ func StartKernel(ctx context.Context, cfg KernelConfig) (*Kernel, error) {
 	// Own process group: ipykernel's interrupt handler signals its whole
 	// group, and we signal/kill the group (the kernel's children too).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cfg.User.Apply(cmd.SysProcAttr)
 	stderr := &tailBuffer{max: 4096}
 	cmd.Stderr = stderr
 	cmd.Stdout = stderr
@@ -229,7 +241,7 @@ func (k *Kernel) cleanup() {
 	if k.Client != nil {
 		k.Client.Close()
 	}
-	os.RemoveAll(k.dir)
+	_ = k.cfg.User.Do(func() error { return os.RemoveAll(k.dir) })
 }
 
 // heartbeat kills the kernel after three missed heartbeats in a row (a hung

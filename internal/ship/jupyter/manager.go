@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
@@ -29,7 +31,16 @@ type ManagerConfig struct {
 	// InterruptGrace is how long a timed-out cell may take to stop after the
 	// interrupt before the kernel is restarted.
 	InterruptGrace time.Duration
-	Log            *slog.Logger
+	// OnExhausted, when set, is called when the kernel cannot start because
+	// the sandbox ran out of processes (its pids limit); it should free them
+	// and return a notice saying what it did. The start is then tried once
+	// more.
+	OnExhausted func() string
+	// MaxText and MaxImageBytes bound the output kept per execution (text
+	// bytes, base64 image bytes in all); defaults 1 MiB and 16 MiB.
+	MaxText       int
+	MaxImageBytes int
+	Log           *slog.Logger
 }
 
 // Manager owns the one kernel of a ship: it starts it (in the background),
@@ -46,6 +57,27 @@ type Manager struct {
 	cur      *slot // guarded by mu; nil before the first start
 	restarts int   // guarded by mu
 	closed   bool  // guarded by mu
+	// lost says why the kernel was restarted without being asked to (it died,
+	// or a cell ignored the interrupt); the next response reports it, then it
+	// is cleared. Guarded by mu.
+	lost string
+}
+
+// noticeLost records why the kernel state was lost; the first reason stands.
+// Callers hold m.mu.
+func (m *Manager) noticeLostLocked(why string) {
+	if m.lost == "" {
+		m.lost = why
+	}
+}
+
+// takeLost returns and clears the pending notice of a lost kernel state.
+func (m *Manager) takeLost() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	why := m.lost
+	m.lost = ""
+	return why
 }
 
 // slot is one start attempt and, once ready, its kernel.
@@ -72,6 +104,12 @@ func NewManager(cfg ManagerConfig) *Manager {
 	}
 	if cfg.Kernel.Log == nil {
 		cfg.Kernel.Log = cfg.Log
+	}
+	if cfg.MaxText <= 0 {
+		cfg.MaxText = 1 << 20
+	}
+	if cfg.MaxImageBytes <= 0 {
+		cfg.MaxImageBytes = 16 << 20
 	}
 	return &Manager{cfg: cfg, log: cfg.Log, sem: make(chan struct{}, 1)}
 }
@@ -123,6 +161,7 @@ func (m *Manager) run(ctx context.Context, s *slot) {
 	}
 	m.log.Warn("kernel died, restarting it", "pid", k.PID(), "exit", k.ExitErr())
 	k.Kill() // release sockets and files; the process is already gone
+	m.noticeLostLocked(fmt.Sprintf("The Python kernel died (%v) and was restarted: its state (variables, imports, definitions) is lost.", k.ExitErr()))
 	m.restarts++
 	m.startLocked(true)
 }
@@ -164,6 +203,21 @@ func (m *Manager) Status() shipapi.KernelStatusResponse {
 // kernel returns the current kernel, starting one if needed and waiting
 // (bounded by ctx and StartTimeout) while it starts.
 func (m *Manager) kernel(ctx context.Context) (*slot, error) {
+	for attempt := 0; ; attempt++ {
+		s, err := m.kernelOnce(ctx)
+		// A restart ship made on its own (the kernel had died) may have failed
+		// for a passing reason, e.g. it was killed with every other process of
+		// the sandbox user: the caller asked for nothing, so try once more.
+		if err == nil || attempt > 0 || s == nil || !s.restart || apierr.CodeOf(err) == shipapi.CodeResourcesExhausted {
+			return s, err
+		}
+		m.log.Warn("kernel restart failed, starting it again", "err", err)
+	}
+}
+
+// kernelOnce is one attempt of kernel. On a failed start it also returns the
+// failed slot.
+func (m *Manager) kernelOnce(ctx context.Context) (*slot, error) {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -190,9 +244,41 @@ func (m *Manager) kernel(ctx context.Context) (*slot, error) {
 			m.cur = nil
 		}
 		m.mu.Unlock()
-		return nil, apierr.Wrap(shipapi.CodeInternal, s.err, "Kernel failed to start: "+s.err.Error())
+		if exhausted(s.err) {
+			return s, apierr.Wrap(shipapi.CodeResourcesExhausted, s.err,
+				"Kernel failed to start: the sandbox has no process left (pids limit reached)")
+		}
+		return s, apierr.Wrap(shipapi.CodeInternal, s.err, "Kernel failed to start: "+s.err.Error())
 	}
 	return s, nil
+}
+
+// exhausted reports whether a kernel start failed for lack of processes or
+// threads (the sandbox's pids limit): fork failing with EAGAIN, or Python
+// failing to create its threads.
+func exhausted(err error) bool {
+	if errors.Is(err, syscall.EAGAIN) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "can't start new thread") || strings.Contains(msg, "Resource temporarily unavailable") ||
+		strings.Contains(msg, "resource temporarily unavailable")
+}
+
+// kernelHealing is kernel, except that a start that failed because the
+// sandbox ran out of processes is retried once after OnExhausted freed them;
+// notice then says what was done.
+func (m *Manager) kernelHealing(ctx context.Context) (s *slot, notice string, err error) {
+	s, err = m.kernel(ctx)
+	if err == nil || m.cfg.OnExhausted == nil || apierr.CodeOf(err) != shipapi.CodeResourcesExhausted {
+		return s, "", err
+	}
+	notice = m.cfg.OnExhausted()
+	s, err = m.kernel(ctx)
+	if err != nil && apierr.CodeOf(err) == shipapi.CodeResourcesExhausted {
+		err = apierr.Wrap(shipapi.CodeResourcesExhausted, err, apierr.MessageOf(err)+". "+notice)
+	}
+	return s, notice, err
 }
 
 // Exec runs code in the kernel. Calls are serialised. A timeout interrupts
@@ -207,16 +293,32 @@ func (m *Manager) Exec(ctx context.Context, code string, timeout time.Duration, 
 	}
 	defer func() { <-m.sem }()
 
-	s, err := m.kernel(ctx)
+	s, notice, err := m.kernelHealing(ctx)
 	if err != nil {
 		return shipapi.ExecPythonResponse{}, err
 	}
+	// A restart before this call is reported now; one this call causes
+	// (timeout) is reported in its answer and again in the next.
+	lost := m.takeLost()
+	resp, err := m.exec(ctx, s, code, timeout, silent)
+	if err != nil {
+		return resp, err
+	}
+	resp.Notice = notice
+	if lost != "" && !resp.KernelRestarted {
+		resp.KernelRestarted, resp.KernelNotice = true, lost
+	}
+	return resp, nil
+}
+
+func (m *Manager) exec(ctx context.Context, s *slot, code string, timeout time.Duration, silent bool) (shipapi.ExecPythonResponse, error) {
 	k := s.k
 	ex, err := k.Client.Execute(code, silent)
 	if err != nil {
 		return shipapi.ExecPythonResponse{}, m.deadOr(s, err)
 	}
 	defer ex.Close()
+	ex.Limit(m.cfg.MaxText, m.cfg.MaxImageBytes)
 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	err = ex.Wait(tctx, k.Exited())
@@ -236,9 +338,13 @@ func (m *Manager) Exec(ctx context.Context, code string, timeout time.Duration, 
 		if err != nil && !errors.Is(err, errAborted) {
 			// The cell ignored the interrupt: only a restart frees the kernel.
 			m.log.Warn("cell did not stop after interrupt, restarting kernel", "err", err)
-			k.Kill()
-			msg := fmt.Sprintf("Code execution timed out after %s and did not stop when interrupted; the kernel was restarted (state lost)", secs(timeout))
-			return shipapi.ExecPythonResponse{Success: false, Error: &msg, TimedOut: true, Output: output(ex.Result())}, nil
+			why := fmt.Sprintf("A cell timed out after %s seconds and did not stop when interrupted, so the Python kernel was restarted: its state (variables, imports, definitions) is lost.", secs(timeout))
+			m.restartLost(s, why)
+			msg := fmt.Sprintf("Code execution timed out after %s seconds and did not stop when interrupted; the kernel was restarted (state lost)", secs(timeout))
+			r := ex.Result()
+			return shipapi.ExecPythonResponse{Success: false, Error: &msg, TimedOut: true, Output: output(r),
+				TextTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated,
+				KernelRestarted: true, KernelNotice: why}, nil
 		}
 	default:
 		if errors.Is(err, context.Canceled) {
@@ -252,9 +358,11 @@ func (m *Manager) Exec(ctx context.Context, code string, timeout time.Duration, 
 	}
 	r := ex.Result()
 	resp := shipapi.ExecPythonResponse{
-		Success:        r.Status == "ok" && r.Error == "" && !timedOut,
-		ExecutionCount: r.ExecutionCount,
-		Output:         output(r),
+		Success:         r.Status == "ok" && r.Error == "" && !timedOut,
+		ExecutionCount:  r.ExecutionCount,
+		Output:          output(r),
+		TextTruncated:   r.TextTruncated,
+		ImagesTruncated: r.ImagesTruncated,
 	}
 	if timedOut {
 		msg := fmt.Sprintf("Code execution timed out after %s seconds", secs(timeout))
@@ -266,6 +374,24 @@ func (m *Manager) Exec(ctx context.Context, code string, timeout time.Duration, 
 		resp.Error = &msg
 	}
 	return resp, nil
+}
+
+// restartLost replaces the kernel of s, which must go (a cell ignores
+// interrupts), with a new one at once, so the next call waits for the new
+// kernel instead of meeting the dead one; why is reported to the next call.
+func (m *Manager) restartLost(s *slot, why string) {
+	m.mu.Lock()
+	s.retired = true // its watcher must not start another one
+	m.mu.Unlock()
+	s.k.Kill()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.cur != s {
+		return
+	}
+	m.noticeLostLocked(why)
+	m.restarts++
+	m.startLocked(true)
 }
 
 func secs(d time.Duration) string {

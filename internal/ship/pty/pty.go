@@ -1,6 +1,6 @@
 // Package pty serves interactive terminals over WebSocket: one PTY per
-// connection running a login bash (`bash -l`) in the workspace as the user
-// ship runs as.
+// connection running a login bash (`bash -l`) in the workspace as the
+// sandbox user.
 //
 // Wire: PTY output is sent as binary frames (raw bytes; the reference sent
 // UTF-8 text with replacement, which corrupted binary output). Client text
@@ -14,6 +14,7 @@ package pty
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"os"
@@ -28,6 +29,7 @@ import (
 	"github.com/creack/pty"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 )
 
 // Handler serves GET /term/ws?cols=80&rows=24.
@@ -37,6 +39,9 @@ type Handler struct {
 	Log *slog.Logger
 	// Shell is the program started; default "bash" with args "-l".
 	Shell []string
+	// User is the sandbox user the shell runs as (nil: ship's own user); the
+	// PTY is opened as that user too, so its device belongs to it.
+	User *privsep.User
 
 	wg sync.WaitGroup
 }
@@ -65,16 +70,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.wg.Add(1)
 	defer h.wg.Done()
 
-	argv := h.Shell
-	if len(argv) == 0 {
-		argv = []string{"bash", "-l"}
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = h.Dir
-	cmd.Env = append(append([]string(nil), h.Env...), "TERM=xterm-256color", "PWD="+h.Dir)
-	// pty.StartWithSize makes the shell a session leader with the PTY as its
-	// controlling terminal (Setsid, Setctty).
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: cols, Rows: rows})
+	cmd, ptmx, err := h.start(cols, rows)
 	if err != nil {
 		log.Error("start terminal shell", "err", err)
 		conn.Close(websocket.StatusInternalError, "cannot start shell")
@@ -136,6 +132,38 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log.Info("terminal closed", "pid", sid)
 }
 
+// start starts the shell on a new PTY. When the sandbox ran out of processes
+// (EAGAIN: its pids limit) it kills every process of the sandbox user and
+// tries once more.
+func (h *Handler) start(cols, rows uint16) (cmd *exec.Cmd, ptmx *os.File, err error) {
+	for attempt := 0; ; attempt++ {
+		argv := h.Shell
+		if len(argv) == 0 {
+			argv = []string{"bash", "-l"}
+		}
+		cmd = exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = h.Dir
+		cmd.Env = append(append([]string(nil), h.Env...), "TERM=xterm-256color", "PWD="+h.Dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		h.User.Apply(cmd.SysProcAttr)
+		// pty.StartWithSize makes the shell a session leader with the PTY as
+		// its controlling terminal (Setsid, Setctty).
+		err = h.User.Do(func() error {
+			var err error
+			ptmx, err = pty.StartWithSize(cmd, &pty.Winsize{Cols: cols, Rows: rows})
+			return err
+		})
+		if err == nil || attempt > 0 || h.User == nil || !errors.Is(err, syscall.EAGAIN) {
+			return cmd, ptmx, err
+		}
+		if n, kerr := h.User.KillAll(); kerr != nil {
+			return cmd, nil, errors.Join(err, kerr)
+		} else if h.Log != nil {
+			h.Log.Warn("pids limit reached: killed every process of the sandbox user", "killed", n)
+		}
+	}
+}
+
 // isResize applies data as a resize message if it is one.
 func isResize(data []byte, ptmx *os.File) bool {
 	trimmed := strings.TrimSpace(string(data))
@@ -166,36 +194,25 @@ func killSession(sid int) {
 
 // SessionPIDs lists the processes whose session id is sid.
 func SessionPIDs(sid int) []int {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	privsep.EachProcess(func(pid int, dir string) {
+		b, err := os.ReadFile(dir + "/stat")
 		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
+			return
 		}
 		// Fields after the parenthesised command: state ppid pgrp session ...
 		s := string(b)
 		i := strings.LastIndexByte(s, ')')
 		if i < 0 {
-			continue
+			return
 		}
 		f := strings.Fields(s[i+1:])
-		if len(f) < 4 {
-			continue
-		}
-		if f[0] == "Z" {
-			continue // already dead, waiting to be reaped
+		if len(f) < 4 || f[0] == "Z" { // a zombie is already dead, waiting to be reaped
+			return
 		}
 		if got, err := strconv.Atoi(f[3]); err == nil && got == sid {
 			out = append(out, pid)
 		}
-	}
+	})
 	return out
 }

@@ -50,17 +50,20 @@ func newProcID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (r *Runner) startBackground(cmd *exec.Cmd, command string) (shipapi.ExecShellResponse, error) {
+func (r *Runner) startBackground(req shipapi.ExecShellRequest) (shipapi.ExecShellResponse, error) {
 	p := &Process{
-		command: command,
+		command: req.Command,
 		stdout:  &capBuffer{max: r.cfg.MaxStdout},
 		stderr:  &capBuffer{max: r.cfg.MaxStderr},
 		done:    make(chan struct{}),
 		status:  StatusRunning,
 	}
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	if err := cmd.Start(); err != nil {
-		return *failure("failed to start command: " + err.Error()), nil
+	cmd, notice, fail, err := r.start(req, func(c *exec.Cmd) { c.Stdout, c.Stderr = p.stdout, p.stderr })
+	if err != nil {
+		return shipapi.ExecShellResponse{}, err
+	}
+	if fail != nil {
+		return *fail, nil
 	}
 	p.pid = cmd.Process.Pid
 	p.started = time.Now()
@@ -93,7 +96,7 @@ func (r *Runner) startBackground(cmd *exec.Cmd, command string) (shipapi.ExecShe
 		r.prune()
 	}()
 	pid, id := p.pid, p.id
-	return shipapi.ExecShellResponse{Success: true, ReturnCode: 0, PID: &pid, ProcessID: &id}, nil
+	return shipapi.ExecShellResponse{Success: true, ReturnCode: 0, PID: &pid, ProcessID: &id, Notice: notice}, nil
 }
 
 // prune forgets finished processes older than KeepFinishedFor and all but

@@ -27,6 +27,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
+	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
 )
 
@@ -42,6 +43,10 @@ type Config struct {
 	// LOGNAME and LANG are set on top of it, then the request's env.
 	Env []string
 	Log *slog.Logger
+	// User is the sandbox user commands run as (nil: ship's own user). With
+	// it, a command that cannot start because the sandbox's pids limit is
+	// exhausted makes ship kill every process of that user and try once more.
+	User *privsep.User
 	// Keep* bound how many finished background processes are remembered.
 	KeepFinished    int
 	KeepFinishedFor time.Duration
@@ -78,35 +83,44 @@ func New(cfg Config) *Runner {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	name := os.Getenv("USER")
-	if u, err := user.Current(); err == nil {
+	if cfg.User != nil {
+		name = cfg.User.Name
+	} else if u, err := user.Current(); err == nil {
 		name = u.Username
 	}
 	return &Runner{cfg: cfg, user: name, reg: registry{procs: map[string]*Process{}}}
 }
 
-// prepare validates the request and builds the command. A non-nil
-// response is a failure to report with HTTP 200 (as the reference does).
-func (r *Runner) prepare(req shipapi.ExecShellRequest) (*exec.Cmd, *shipapi.ExecShellResponse, error) {
+// prepare validates the request and builds the command. A cwd that is not a
+// directory inside the workspace is an error with the code a path of the file
+// API would get.
+func (r *Runner) prepare(req shipapi.ExecShellRequest) (*exec.Cmd, error) {
 	if strings.TrimSpace(req.Command) == "" {
-		return nil, nil, apierr.New(shipapi.CodeBadRequest, "command must not be empty")
+		return nil, apierr.New(shipapi.CodeBadRequest, "command must not be empty")
 	}
 	if req.Timeout != nil && *req.Timeout <= 0 {
-		return nil, nil, apierr.New(shipapi.CodeBadRequest, "timeout must be a positive number of seconds")
+		return nil, apierr.New(shipapi.CodeBadRequest, "timeout must be a positive number of seconds")
 	}
 	ws := r.cfg.Workspace
 	dir := ws.Dir()
 	if req.Cwd != nil && *req.Cwd != "" {
 		rel, err := ws.Rel(*req.Cwd)
 		if err == nil {
-			var fi os.FileInfo
-			if fi, err = ws.Root().Stat(rel); err != nil {
-				err = ws.Classify(rel, err)
-			} else if !fi.IsDir() {
-				err = apierr.New(shipapi.CodeNotDirectory, "cwd is not a directory: "+ws.Abs(rel))
-			}
+			err = ws.Do(func() error {
+				fi, err := ws.Root().Stat(rel)
+				if err != nil {
+					return ws.Classify(rel, err)
+				}
+				if !fi.IsDir() {
+					return apierr.New(shipapi.CodeNotDirectory, "not a directory: "+ws.Abs(rel))
+				}
+				return nil
+			})
 		}
 		if err != nil {
-			return nil, failure(cwdError(err)), nil
+			// The file API's code (access_denied for an escape, not_found, not_directory,
+			// invalid_path), so callers treat a cwd as they treat a path.
+			return nil, apierr.Wrap(apierr.CodeOf(err), err, "cwd: "+apierr.MessageOf(err))
 		}
 		dir = ws.Abs(rel)
 	}
@@ -116,27 +130,56 @@ func (r *Runner) prepare(req shipapi.ExecShellRequest) (*exec.Cmd, *shipapi.Exec
 	} else {
 		argv, err := SplitArgs(req.Command)
 		if err != nil {
-			return nil, nil, apierr.Wrap(shipapi.CodeBadRequest, err, "cannot split command: "+err.Error())
+			return nil, apierr.Wrap(shipapi.CodeBadRequest, err, "cannot split command: "+err.Error())
 		}
 		cmd = exec.Command(argv[0], argv[1:]...)
 	}
 	cmd.Dir = dir
 	cmd.Env = r.env(dir, req.Env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.cfg.User.Apply(cmd.SysProcAttr)
 	cmd.WaitDelay = r.cfg.PipeGrace
-	return cmd, nil, nil
+	return cmd, nil
 }
 
-// cwdError renders a cwd problem the way the reference did ("403: Access denied…").
-func cwdError(err error) string {
-	status := map[string]int{
-		shipapi.CodeAccessDenied: 403, shipapi.CodeNotFound: 404,
-		shipapi.CodeNotDirectory: 400, shipapi.CodeBadRequest: 400,
-	}[apierr.CodeOf(err)]
-	if status == 0 {
-		status = 500
+// start builds and starts the command of req, with wire connecting its
+// output. When the start fails because the sandbox ran out of processes
+// (EAGAIN from fork: its pids limit), it kills every process of the sandbox
+// user and tries once more; notice then says so. A start that fails for
+// another reason is reported in the response (resp non-nil), as the
+// reference did.
+func (r *Runner) start(req shipapi.ExecShellRequest, wire func(*exec.Cmd)) (cmd *exec.Cmd, notice string, resp *shipapi.ExecShellResponse, err error) {
+	for attempt := 0; ; attempt++ {
+		cmd, err = r.prepare(req)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		wire(cmd)
+		serr := cmd.Start()
+		if serr == nil {
+			return cmd, notice, nil, nil
+		}
+		if !errors.Is(serr, syscall.EAGAIN) {
+			return nil, "", failure("failed to start command: " + serr.Error()), nil
+		}
+		if attempt > 0 || r.cfg.User == nil {
+			return nil, "", nil, apierr.Wrap(shipapi.CodeResourcesExhausted, serr,
+				strings.TrimSpace("Cannot start the command: the sandbox has no process left (pids limit reached). "+notice))
+		}
+		notice = Exhausted(r.cfg.User, r.cfg.Log)
 	}
-	return fmt.Sprintf("%d: %s", status, apierr.MessageOf(err))
+}
+
+// Exhausted kills every process of the sandbox user after a start failed
+// for lack of processes, and returns the notice that says so.
+func Exhausted(u *privsep.User, log *slog.Logger) string {
+	n, err := u.KillAll()
+	if err != nil {
+		log.Error("pids limit reached; killing the sandbox user's processes failed", "err", err)
+		return fmt.Sprintf("The sandbox had reached its process limit and ship failed to kill the sandbox user's %d processes.", n)
+	}
+	log.Warn("pids limit reached: killed every process of the sandbox user", "killed", n)
+	return fmt.Sprintf("The sandbox had reached its process limit: ship killed all %d processes of the sandbox user (background processes, terminals and the Python kernel included, which restarts with its state lost) and tried again.", n)
 }
 
 func failure(msg string) *shipapi.ExecShellResponse {
@@ -196,25 +239,21 @@ func (r *Runner) timeout(req shipapi.ExecShellRequest) time.Duration {
 }
 
 // Exec runs a command in the foreground, or starts it in the background when
-// req.Background is set. Errors are bad requests; everything about the
-// command itself (including a cwd outside the workspace, timeouts and spawn
-// failures) is reported in the response.
+// req.Background is set. Errors are bad requests (an invalid cwd included)
+// and resources_exhausted; everything about the command itself (timeouts,
+// spawn failures) is reported in the response.
 func (r *Runner) Exec(ctx context.Context, req shipapi.ExecShellRequest) (shipapi.ExecShellResponse, error) {
-	cmd, fail, err := r.prepare(req)
+	if req.Background {
+		return r.startBackground(req)
+	}
+	stdout := &capBuffer{max: r.cfg.MaxStdout}
+	stderr := &capBuffer{max: r.cfg.MaxStderr}
+	cmd, notice, fail, err := r.start(req, func(c *exec.Cmd) { c.Stdout, c.Stderr = stdout, stderr })
 	if err != nil {
 		return shipapi.ExecShellResponse{}, err
 	}
 	if fail != nil {
 		return *fail, nil
-	}
-	if req.Background {
-		return r.startBackground(cmd, req.Command)
-	}
-	stdout := &capBuffer{max: r.cfg.MaxStdout}
-	stderr := &capBuffer{max: r.cfg.MaxStderr}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if err := cmd.Start(); err != nil {
-		return *failure("failed to start command: " + err.Error()), nil
 	}
 	pid := cmd.Process.Pid
 	done := make(chan error, 1)
@@ -237,6 +276,7 @@ func (r *Runner) Exec(ctx context.Context, req shipapi.ExecShellRequest) (shipap
 		return shipapi.ExecShellResponse{}, apierr.Wrap(shipapi.CodeInternal, ctx.Err(), "request cancelled")
 	}
 	resp := shipapi.ExecShellResponse{
+		Notice:          notice,
 		PID:             &pid,
 		Stdout:          stdout.String(),
 		Stderr:          stderr.String(),

@@ -1,7 +1,7 @@
 package workspace
 
 import (
-	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -17,8 +17,8 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
 )
 
-// MaxTextBytes bounds what a text operation (read, edit) loads into memory;
-// larger files must go through download.
+// MaxTextBytes bounds what edit_file loads into memory and is the default
+// bound of a text read (which streams); larger files must go through download.
 const MaxTextBytes = 64 << 20
 
 const dirPerm = 0o755
@@ -26,6 +26,10 @@ const dirPerm = 0o755
 // CreateFile writes content to p (parents created), replacing any file there,
 // and sets its permission bits to mode.
 func (w *Workspace) CreateFile(p, content string, mode fs.FileMode) (abs string, err error) {
+	return as(w, func() (string, error) { return w.createFile(p, content, mode) })
+}
+
+func (w *Workspace) createFile(p, content string, mode fs.FileMode) (abs string, err error) {
 	rel, err := w.Rel(p)
 	if err != nil {
 		return "", err
@@ -52,89 +56,17 @@ func (w *Workspace) CreateFile(p, content string, mode fs.FileMode) (abs string,
 	return w.Abs(rel), nil
 }
 
-// ReadResult is a text read.
-type ReadResult struct {
-	Content string
-	Abs     string
-	Size    int64 // bytes of the whole file
-}
-
-// ReadFile reads p as UTF-8 text. offset is the 1-based first line (0 means 1)
-// and limit the number of lines (negative: all); lines keep their endings.
-func (w *Workspace) ReadFile(p string, offset, limit int) (ReadResult, error) {
-	rel, err := w.Rel(p)
-	if err != nil {
-		return ReadResult{}, err
-	}
-	f, fi, err := w.openRegular(rel)
-	if err != nil {
-		return ReadResult{}, err
-	}
-	defer f.Close()
-	if offset < 1 {
-		offset = 1
-	}
-	var content []byte
-	if offset == 1 && limit < 0 {
-		if fi.Size() > MaxTextBytes {
-			return ReadResult{}, apierr.Newf(shipapi.CodeTooLarge, "file is larger than %d bytes; use offset/limit or /fs/download", MaxTextBytes)
-		}
-		content, err = io.ReadAll(io.LimitReader(f, MaxTextBytes+1))
-		if err != nil {
-			return ReadResult{}, w.Classify(rel, err)
-		}
-	} else {
-		content, err = readLines(f, offset, limit)
-		if err != nil {
-			return ReadResult{}, w.Classify(rel, err)
-		}
-	}
-	if len(content) > MaxTextBytes {
-		return ReadResult{}, apierr.Newf(shipapi.CodeTooLarge, "selected text is larger than %d bytes; use a smaller limit or /fs/download", MaxTextBytes)
-	}
-	if !utf8.Valid(content) {
-		return ReadResult{}, apierr.New(shipapi.CodeInvalidUTF8, "File is not valid UTF-8 text: "+w.Abs(rel)+" (use /fs/download for binary files)")
-	}
-	return ReadResult{Content: string(content), Abs: w.Abs(rel), Size: fi.Size()}, nil
-}
-
-// readLines returns lines [offset, offset+limit) (1-based) without reading
-// past the last one wanted.
-func readLines(r io.Reader, offset, limit int) ([]byte, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var out []byte
-	for line := 1; limit < 0 || line < offset+limit; line++ {
-		b, err := br.ReadSlice('\n')
-		// ReadSlice returns ErrBufferFull for long lines: keep reading the same line.
-		full := b
-		for errors.Is(err, bufio.ErrBufferFull) {
-			if line >= offset {
-				out = append(out, full...)
-				if len(out) > MaxTextBytes {
-					return out, nil
-				}
-			}
-			full, err = br.ReadSlice('\n')
-		}
-		if line >= offset {
-			out = append(out, full...)
-			if len(out) > MaxTextBytes {
-				return out, nil
-			}
-		}
-		if err == io.EOF {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 // WriteFile writes (appending if appendMode) content to p, creating parents,
 // and returns the absolute path and the resulting file size.
 func (w *Workspace) WriteFile(p, content string, appendMode bool) (abs string, size int64, err error) {
+	err = w.Do(func() error {
+		abs, size, err = w.writeFile(p, content, appendMode)
+		return err
+	})
+	return abs, size, err
+}
+
+func (w *Workspace) writeFile(p, content string, appendMode bool) (abs string, size int64, err error) {
 	rel, err := w.Rel(p)
 	if err != nil {
 		return "", 0, err
@@ -169,6 +101,14 @@ func (w *Workspace) EditFile(p, old, new string, all bool) (abs string, n int, s
 	if err != nil {
 		return "", 0, 0, err
 	}
+	err = w.Do(func() error {
+		abs, n, size, err = w.editFile(rel, old, new, all)
+		return err
+	})
+	return abs, n, size, err
+}
+
+func (w *Workspace) editFile(rel, old, new string, all bool) (abs string, n int, size int64, err error) {
 	if old == "" {
 		return "", 0, 0, apierr.New(shipapi.CodeBadRequest, "old_string must not be empty")
 	}
@@ -191,8 +131,7 @@ func (w *Workspace) EditFile(p, old, new string, all bool) (abs string, n int, s
 	if !utf8.Valid(data) {
 		return "", 0, 0, apierr.New(shipapi.CodeInvalidUTF8, "File is not valid UTF-8 text: "+w.Abs(rel))
 	}
-	text := string(data)
-	n = strings.Count(text, old)
+	n = bytes.Count(data, []byte(old))
 	switch {
 	case n == 0:
 		return "", 0, 0, apierr.New(shipapi.CodeBadRequest, "old_string not found in "+w.Abs(rel))
@@ -202,12 +141,13 @@ func (w *Workspace) EditFile(p, old, new string, all bool) (abs string, n int, s
 	if !all {
 		n = 1
 	}
-	out := strings.Replace(text, old, new, n)
+	out := bytes.Replace(data, []byte(old), []byte(new), n)
+	data = nil
 	wf, err := w.root.OpenFile(rel, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		return "", 0, 0, w.Classify(rel, err)
 	}
-	_, werr := wf.WriteString(out)
+	_, werr := wf.Write(out)
 	cerr := wf.Close()
 	if err := errors.Join(werr, cerr); err != nil {
 		return "", 0, 0, w.Classify(rel, err)
@@ -218,6 +158,10 @@ func (w *Workspace) EditFile(p, old, new string, all bool) (abs string, n int, s
 // Delete removes a file, a symlink (not its target) or a directory tree.
 // The workspace root itself is refused.
 func (w *Workspace) Delete(p string) (abs string, err error) {
+	return as(w, func() (string, error) { return w.delete(p) })
+}
+
+func (w *Workspace) delete(p string) (abs string, err error) {
 	rel, err := w.Rel(p)
 	if err != nil {
 		return "", err
@@ -242,6 +186,14 @@ func (w *Workspace) Delete(p string) (abs string, err error) {
 
 // List lists directory p: directories first, then by case-insensitive name.
 func (w *Workspace) List(p string, showHidden bool) (files []shipapi.FileInfo, abs string, err error) {
+	err = w.Do(func() error {
+		files, abs, err = w.list(p, showHidden)
+		return err
+	})
+	return files, abs, err
+}
+
+func (w *Workspace) list(p string, showHidden bool) (files []shipapi.FileInfo, abs string, err error) {
 	if p == "" {
 		p = "."
 	}
@@ -316,7 +268,11 @@ func (w *Workspace) OpenForDownload(p string) (*os.File, fs.FileInfo, string, er
 	if err != nil {
 		return nil, nil, "", err
 	}
-	f, fi, err := w.openRegular(rel)
+	var fi fs.FileInfo
+	f, err := as(w, func() (f *os.File, err error) {
+		f, fi, err = w.openRegular(rel)
+		return f, err
+	})
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -335,6 +291,10 @@ type Upload struct {
 // BeginUpload validates the target p, creates its parents and opens a
 // temporary file in the target directory.
 func (w *Workspace) BeginUpload(p string) (*Upload, error) {
+	return as(w, func() (*Upload, error) { return w.beginUpload(p) })
+}
+
+func (w *Workspace) beginUpload(p string) (*Upload, error) {
 	rel, err := w.Rel(p)
 	if err != nil {
 		return nil, err
@@ -362,6 +322,10 @@ func (w *Workspace) BeginUpload(p string) (*Upload, error) {
 
 // Commit closes the temporary file and renames it onto the target.
 func (u *Upload) Commit() (abs string, err error) {
+	return as(u.w, u.commit)
+}
+
+func (u *Upload) commit() (abs string, err error) {
 	if err := u.File.Close(); err != nil {
 		u.w.root.Remove(u.tmp)
 		return "", u.w.Classify(u.rel, err)
@@ -376,7 +340,7 @@ func (u *Upload) Commit() (abs string, err error) {
 // Abort discards the upload.
 func (u *Upload) Abort() {
 	u.File.Close()
-	u.w.root.Remove(u.tmp)
+	_ = u.w.Do(func() error { return u.w.root.Remove(u.tmp) })
 }
 
 func (w *Workspace) openRegular(rel string) (*os.File, fs.FileInfo, error) {

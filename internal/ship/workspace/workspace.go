@@ -9,7 +9,13 @@
 //     or the OS refused access;
 //   - not_found: the path does not exist;
 //   - is_directory / not_directory: the wrong kind of file;
-//   - bad_request: an empty path, a NUL byte, or another invalid argument.
+//   - invalid_path: a NUL byte, a name longer than MaxNameBytes or a path
+//     longer than MaxPathBytes;
+//   - bad_request: an empty path or another invalid argument.
+//
+// With a sandbox user (OpenAs), every operation runs with that user's
+// filesystem identity (privsep.User.Do): what it creates belongs to the
+// sandbox user, and the workspace's permissions apply as they do to user code.
 package workspace
 
 import (
@@ -24,6 +30,15 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
+	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
+)
+
+// Path limits of Linux: a name (one component) of at most 255 bytes and a
+// path of at most 4095 bytes. Longer ones are client mistakes (invalid_path),
+// not failures of the file system.
+const (
+	MaxNameBytes = 255
+	MaxPathBytes = 4095
 )
 
 // Workspace is an open workspace directory. It is safe for concurrent use.
@@ -31,10 +46,16 @@ type Workspace struct {
 	dir     string // absolute, as configured
 	realDir string // dir with symlinks resolved, also accepted as a prefix
 	root    *os.Root
+	user    *privsep.User // nil: operations run as ship's own user
 }
 
-// Open opens dir (which must exist) as the workspace.
-func Open(dir string) (*Workspace, error) {
+// Open opens dir (which must exist) as the workspace; operations run as
+// ship's own user.
+func Open(dir string) (*Workspace, error) { return OpenAs(dir, nil) }
+
+// OpenAs opens dir as the workspace; operations run with u's filesystem
+// identity (nil: ship's own).
+func OpenAs(dir string, u *privsep.User) (*Workspace, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", dir, err)
@@ -47,7 +68,22 @@ func Open(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open workspace root %s: %w", abs, err)
 	}
-	return &Workspace{dir: abs, realDir: real, root: root}, nil
+	return &Workspace{dir: abs, realDir: real, root: root, user: u}, nil
+}
+
+// Do runs fn as the sandbox user (see privsep.User.Do); every access to the
+// workspace by ship goes through it.
+func (w *Workspace) Do(fn func() error) error { return w.user.Do(fn) }
+
+// as runs fn under Do and returns its result.
+func as[T any](w *Workspace, fn func() (T, error)) (T, error) {
+	var out T
+	err := w.Do(func() error {
+		var err error
+		out, err = fn()
+		return err
+	})
+	return out, err
 }
 
 // Close releases the root handle.
@@ -67,7 +103,15 @@ func (w *Workspace) Rel(p string) (string, error) {
 		return "", apierr.New(shipapi.CodeBadRequest, "path must not be empty")
 	}
 	if strings.ContainsRune(p, 0) {
-		return "", apierr.New(shipapi.CodeBadRequest, "path contains a NUL byte")
+		return "", apierr.New(shipapi.CodeInvalidPath, "path contains a NUL byte")
+	}
+	if len(p) > MaxPathBytes {
+		return "", apierr.Newf(shipapi.CodeInvalidPath, "path is %d bytes long; at most %d are allowed", len(p), MaxPathBytes)
+	}
+	for name := range strings.SplitSeq(p, "/") {
+		if len(name) > MaxNameBytes {
+			return "", apierr.Newf(shipapi.CodeInvalidPath, "a name in the path is %d bytes long; at most %d are allowed", len(name), MaxNameBytes)
+		}
 	}
 	if path.IsAbs(p) {
 		c := path.Clean(p)
@@ -120,6 +164,8 @@ func (w *Workspace) Classify(rel string, err error) error {
 		return apierr.Wrap(shipapi.CodeIsDirectory, err, "Path is a directory: "+shown)
 	case errors.Is(err, syscall.ENOTDIR):
 		return apierr.Wrap(shipapi.CodeNotDirectory, err, "Not a directory: "+shown)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return apierr.Wrap(shipapi.CodeInvalidPath, err, "Path too long: "+shown)
 	case errors.Is(err, syscall.ELOOP):
 		return apierr.Wrap(shipapi.CodeBadRequest, err, "Too many levels of symbolic links: "+shown)
 	case errors.Is(err, fs.ErrPermission):

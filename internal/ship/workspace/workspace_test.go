@@ -1,6 +1,9 @@
 package workspace
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,10 +49,11 @@ func TestRel(t *testing.T) {
 			t.Errorf("Rel(%q): %v, want access denied", in, err)
 		}
 	}
-	for _, in := range []string{"", "a\x00b"} {
-		if _, err := w.Rel(in); apierr.CodeOf(err) != shipapi.CodeBadRequest {
-			t.Errorf("Rel(%q): %v, want bad request", in, err)
-		}
+	if _, err := w.Rel(""); apierr.CodeOf(err) != shipapi.CodeBadRequest {
+		t.Errorf("Rel(\"\"): %v, want bad request", err)
+	}
+	if _, err := w.Rel("a\x00b"); apierr.CodeOf(err) != shipapi.CodeInvalidPath {
+		t.Errorf("Rel with NUL: %v, want invalid_path", err)
 	}
 }
 
@@ -60,14 +64,14 @@ func TestSymlinkEscapeIsDenied(t *testing.T) {
 	os.Symlink(outside, filepath.Join(dir, "out"))
 	os.Symlink("../../..", filepath.Join(dir, "up"))
 	for _, p := range []string{"out/s", "up/etc/passwd"} {
-		if _, err := w.ReadFile(p, 1, -1); apierr.CodeOf(err) != shipapi.CodeAccessDenied {
+		if _, err := readText(w, p, 1, -1); apierr.CodeOf(err) != shipapi.CodeAccessDenied {
 			t.Errorf("ReadFile(%q): %v, want access denied", p, err)
 		}
 	}
 	// A symlink inside the workspace is followed.
 	os.WriteFile(filepath.Join(dir, "real.txt"), []byte("ok"), 0o644)
 	os.Symlink("real.txt", filepath.Join(dir, "link.txt"))
-	if r, err := w.ReadFile("link.txt", 1, -1); err != nil || r.Content != "ok" {
+	if r, err := readText(w, "link.txt", 1, -1); err != nil || r != "ok" {
 		t.Fatalf("inside link: %+v %v", r, err)
 	}
 	// Deleting an escaping link removes the link, never its target.
@@ -94,10 +98,74 @@ func TestReadLines(t *testing.T) {
 		{9, 1, ""},
 		{2, 0, ""},
 	} {
-		r, err := w.ReadFile("f", c.off, c.lim)
-		if err != nil || r.Content != c.want {
-			t.Errorf("offset %d limit %d: %d bytes, %v", c.off, c.lim, len(r.Content), err)
+		r, err := readText(w, "f", c.off, c.lim)
+		if err != nil || r != c.want {
+			t.Errorf("offset %d limit %d: %d bytes, %v", c.off, c.lim, len(r), err)
 		}
+	}
+	// Limits apply to the selected section, not to the file.
+	if _, err := w.ReadText("f", 2, 1, 1000); apierr.CodeOf(err) != shipapi.CodeFileTooLarge {
+		t.Errorf("long line over the limit: %v", err)
+	}
+	if r, err := w.ReadText("f", 3, 2, 4); err != nil || r.Len() != 3 {
+		t.Errorf("short lines under the limit: %v", err)
+	}
+	if _, err := w.ReadText("f", 1, -1, 1000); apierr.CodeOf(err) != shipapi.CodeFileTooLarge {
+		t.Errorf("whole file over the limit: %v", err)
+	}
+}
+
+// readText reads p through ReadText and WriteJSON, as read_file answers.
+func readText(w *Workspace, p string, offset, limit int) (string, error) {
+	t, err := w.ReadText(p, offset, limit, MaxTextBytes)
+	if err != nil {
+		return "", err
+	}
+	defer t.Close()
+	var b bytes.Buffer
+	if err := t.WriteJSON(&b); err != nil {
+		return "", err
+	}
+	var s string
+	if err := json.Unmarshal(b.Bytes(), &s); err != nil {
+		return "", fmt.Errorf("WriteJSON wrote invalid JSON %q: %w", b.String(), err)
+	}
+	return s, nil
+}
+
+func TestWriteJSONMatchesEncodingJSON(t *testing.T) {
+	w, dir := open(t)
+	// Every ASCII byte, escapes, multi-byte runes across the chunk boundary,
+	// U+2028/2029, and a file longer than one chunk.
+	var b strings.Builder
+	for c := range 0x80 {
+		b.WriteByte(byte(c))
+	}
+	b.WriteString(strings.Repeat("é", chunk/2-40))
+	b.WriteString("x日本語\u2028\u2029\"\\</>&")
+	b.WriteString(strings.Repeat("😀a", chunk/3))
+	want := b.String()
+	os.WriteFile(filepath.Join(dir, "t"), []byte(want), 0o644)
+	got, err := readText(w, "t", 1, -1)
+	if err != nil || got != want {
+		t.Fatalf("round trip: %d bytes (want %d), %v", len(got), len(want), err)
+	}
+	// Invalid UTF-8 is refused, even when it is the last byte.
+	os.WriteFile(filepath.Join(dir, "bin"), []byte(strings.Repeat("a", chunk)+"\xe6\x97"), 0o644)
+	if _, err := readText(w, "bin", 1, -1); apierr.CodeOf(err) != shipapi.CodeInvalidUTF8 {
+		t.Errorf("truncated rune at the end: %v", err)
+	}
+}
+
+func TestLongNamesAreInvalidPaths(t *testing.T) {
+	w, _ := open(t)
+	for _, p := range []string{strings.Repeat("n", 256), "a/" + strings.Repeat("n", 300) + "/b", strings.Repeat("ab/", 1400)} {
+		if _, _, err := w.WriteFile(p, "x", false); apierr.CodeOf(err) != shipapi.CodeInvalidPath {
+			t.Errorf("WriteFile(%d bytes): %v, want invalid_path", len(p), err)
+		}
+	}
+	if _, _, err := w.WriteFile(strings.Repeat("n", 255), "x", false); err != nil {
+		t.Errorf("a 255-byte name: %v", err)
 	}
 }
 

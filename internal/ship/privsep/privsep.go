@@ -1,0 +1,334 @@
+// Package privsep separates ship's privileges from the code it runs.
+//
+// In a sandbox container ship starts as root with only CAP_SETUID, CAP_SETGID
+// and CAP_KILL (the engine drops every other capability and sets
+// no-new-privileges). Drop then switches every thread of ship to its own
+// system user (uid ShipUID) keeping exactly those three capabilities, and
+// marks ship non-dumpable. User code (kernel, shells, terminals, background
+// processes) is started as the sandbox user (uid 1000) with no capability at
+// all, so it can neither read ship's /proc files (environ, mem: another uid,
+// and root-owned once ship is non-dumpable) nor signal it (another uid). Ship
+// keeps CAP_KILL to signal the process groups of user code and CAP_SETUID /
+// CAP_SETGID to start it as uid 1000 and to act on the workspace as uid 1000
+// (Do: setfsuid/setfsgid on a locked thread), so files it writes belong to the
+// sandbox user and the workspace's permissions apply to its file API exactly
+// as they apply to user code.
+//
+// When ship does not start as root (a developer running it by hand, or an
+// engine configured to start the container as uid 1000) there is nothing to
+// separate: a nil *User runs everything as ship's own user.
+package privsep
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Ship's own system user in the image (image/hooks/customize.sh).
+const (
+	ShipUID  = 999
+	ShipGID  = 999
+	ShipName = "ship"
+)
+
+// Kept lists the capabilities ship keeps after Drop: start user processes as
+// the sandbox user (SETUID, SETGID; also setfsuid/setfsgid) and signal them
+// (KILL).
+var Kept = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL}
+
+// User is the sandbox user that user code runs as while ship runs as another
+// user. A nil *User means no separation: everything runs as ship's own user.
+type User struct {
+	UID, GID int
+	Name     string // user name for USER/LOGNAME
+}
+
+// Credential is what a user process must be started with: the sandbox user,
+// no supplementary group. Nil for a nil User (inherit ship's).
+func (u *User) Credential() *syscall.Credential {
+	if u == nil {
+		return nil
+	}
+	return &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: []uint32{}}
+}
+
+// Apply sets attr's credential so the process starts as the sandbox user.
+// Ship's ambient capability set is empty (Drop clears it), so the process
+// holds no capability after execve.
+func (u *User) Apply(attr *syscall.SysProcAttr) {
+	if u == nil {
+		return
+	}
+	attr.Credential = u.Credential()
+	attr.AmbientCaps = nil
+}
+
+// Do runs fn with the filesystem identity (fsuid/fsgid) of the sandbox user on
+// a locked OS thread: files and directories fn creates belong to the sandbox
+// user and permission checks are those the sandbox user gets. fn must do its
+// system calls on the calling goroutine. Without separation fn just runs.
+func (u *User) Do(fn func() error) (err error) {
+	if u == nil {
+		return fn()
+	}
+	runtime.LockOSThread()
+	// Restore ship's identity however fn ends (a panic included). A thread
+	// whose identity cannot be restored stays locked to this goroutine and
+	// ends with it instead of running others.
+	defer func() {
+		if rerr := setfs(os.Geteuid(), os.Getegid()); rerr != nil {
+			err = errors.Join(err, rerr)
+			return
+		}
+		runtime.UnlockOSThread()
+	}()
+	if err := setfs(u.UID, u.GID); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// setfs sets the calling thread's fsgid and fsuid and checks that they took
+// (the calls report the previous value, not failure).
+func setfs(uid, gid int) error {
+	_, _ = unix.SetfsgidRetGid(gid)
+	_, _ = unix.SetfsuidRetUid(uid)
+	if g, _ := unix.SetfsgidRetGid(-1); g != gid {
+		return fmt.Errorf("setfsgid %d: still %d (CAP_SETGID missing?)", gid, g)
+	}
+	if u, _ := unix.SetfsuidRetUid(-1); u != uid {
+		return fmt.Errorf("setfsuid %d: still %d (CAP_SETUID missing?)", uid, u)
+	}
+	return nil
+}
+
+// Sandbox returns the sandbox user (uid/gid), named from /etc/passwd when
+// there is an entry.
+func Sandbox(uid, gid int) *User {
+	name := strconv.Itoa(uid)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	return &User{UID: uid, GID: gid, Name: name}
+}
+
+// Drop switches every thread of the process from root to uid/gid (no
+// supplementary groups) keeping only the capabilities in keep (effective and
+// permitted; inheritable and ambient empty), drops every other capability
+// from the bounding set when it may, and makes the process non-dumpable. It
+// must run before ship starts any goroutine that makes system calls, and only
+// in a binary without cgo (it needs syscall.AllThreadsSyscall).
+func Drop(uid, gid int, keep []uintptr) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("drop privileges: not running as root (euid %d)", os.Geteuid())
+	}
+	var mask [2]uint32
+	for _, c := range keep {
+		mask[c/32] |= 1 << (c % 32)
+	}
+	// The bounding set is per thread and needs CAP_SETPCAP to shrink, which
+	// an engine dropping all capabilities does not give; no-new-privileges
+	// makes it moot then.
+	if have, err := capEff(); err == nil && have&(1<<unix.CAP_SETPCAP) != 0 {
+		for c := uintptr(0); c <= 63; c++ {
+			if mask[c/32]&(1<<(c%32)) != 0 {
+				continue
+			}
+			if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAPBSET_DROP, c, 0); e != 0 && e != syscall.EINVAL {
+				return fmt.Errorf("drop capability %d from the bounding set: %w", c, e)
+			}
+		}
+	}
+	// Keep the permitted set across the uid change, on every thread.
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 1, 0); e != 0 {
+		return fmt.Errorf("prctl PR_SET_KEEPCAPS: %w", e)
+	}
+	// The syscall package applies these to every thread.
+	if err := syscall.Setgroups([]int{}); err != nil {
+		return fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setresgid(gid, gid, gid); err != nil {
+		return fmt.Errorf("setresgid %d: %w", gid, err)
+	}
+	if err := syscall.Setresuid(uid, uid, uid); err != nil {
+		return fmt.Errorf("setresuid %d: %w", uid, err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{
+		{Effective: mask[0], Permitted: mask[0]},
+		{Effective: mask[1], Permitted: mask[1]},
+	}
+	_, _, e := syscall.AllThreadsSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	runtime.KeepAlive(&hdr)
+	runtime.KeepAlive(&data)
+	if e != 0 {
+		return fmt.Errorf("capset: %w", e)
+	}
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 0, 0); e != 0 {
+		return fmt.Errorf("prctl PR_SET_KEEPCAPS 0: %w", e)
+	}
+	if _, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0); e != 0 && e != syscall.EINVAL {
+		return fmt.Errorf("clear ambient capabilities: %w", e)
+	}
+	// The uid change already made the process non-dumpable (fs.suid_dumpable
+	// is 0 by default); say it explicitly, it is what keeps /proc/<ship>
+	// root-owned.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl PR_SET_DUMPABLE: %w", err)
+	}
+	return Verify(uid, gid, uint64(mask[0])|uint64(mask[1])<<32)
+}
+
+// Verify checks every thread of the process: real, effective, saved and
+// filesystem ids uid/gid, effective and permitted capabilities exactly caps,
+// inheritable and ambient none.
+func Verify(uid, gid int, caps uint64) error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return fmt.Errorf("verify privileges: %w", err)
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/status")
+		if err != nil {
+			continue // the thread exited
+		}
+		st := ParseStatus(string(b))
+		want := map[string]string{
+			"Uid": fmt.Sprintf("%d %d %d %d", uid, uid, uid, uid), "Gid": fmt.Sprintf("%d %d %d %d", gid, gid, gid, gid),
+			"CapEff": fmt.Sprintf("%016x", caps), "CapPrm": fmt.Sprintf("%016x", caps),
+			"CapInh": "0000000000000000", "CapAmb": "0000000000000000", "Groups": "",
+		}
+		for k, v := range want {
+			if got := strings.Join(strings.Fields(st[k]), " "); got != v {
+				return fmt.Errorf("verify privileges: thread %s has %s %q, want %q", t.Name(), k, got, v)
+			}
+		}
+	}
+	return nil
+}
+
+// ParseStatus parses /proc/<pid>/status into its fields.
+func ParseStatus(s string) map[string]string {
+	out := map[string]string{}
+	for line := range strings.Lines(s) {
+		k, v, ok := strings.Cut(line, ":")
+		if ok {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+func capEff() (uint64, error) {
+	b, err := os.ReadFile("/proc/thread-self/status")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(ParseStatus(string(b))["CapEff"], 16, 64)
+}
+
+// KillAll SIGKILLs every process of the sandbox user and waits (up to about
+// a second) until none is left running; it returns how many there were. This
+// is how ship recovers when user code exhausted the sandbox's pids limit (a
+// fork bomb): no process can be started until they are gone.
+//
+// The signal is sent with kill(2) for pid -1 from a locked thread whose
+// effective uid is the sandbox user's and whose effective set lacks CAP_KILL,
+// so the kernel signals exactly the processes that user may signal (its own)
+// and none it is forking meanwhile escapes (fork waits while the kernel walks
+// the process list). Ship (another uid) and pid 1 are never hit. Without
+// separation (u nil) it does nothing: ship would be among the processes.
+func (u *User) KillAll() (int, error) {
+	if u == nil {
+		return 0, errors.New("kill all: no separate sandbox user")
+	}
+	before := len(u.Processes())
+	for round := 0; round < 20; round++ {
+		if err := u.killAllOnce(); err != nil {
+			return before, err
+		}
+		if len(u.Processes()) == 0 {
+			return before, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return before, fmt.Errorf("kill all: %d processes of uid %d still running", len(u.Processes()), u.UID)
+}
+
+func (u *User) killAllOnce() error {
+	runtime.LockOSThread()
+	var hdr = unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var saved [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &saved[0]); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("capget: %w", err)
+	}
+	euid := os.Geteuid()
+	// Only this thread: the syscall package would change every thread.
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(u.UID), ^uintptr(0)); e != 0 {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setresuid -1 %d -1: %w", u.UID, e)
+	}
+	lowered := saved
+	lowered[unix.CAP_KILL/32].Effective &^= 1 << (unix.CAP_KILL % 32)
+	err := unix.Capset(&hdr, &lowered[0])
+	if err == nil {
+		if got := unix.Geteuid(); got != u.UID {
+			err = fmt.Errorf("thread euid %d, want %d", got, u.UID)
+		} else if kerr := unix.Kill(-1, unix.SIGKILL); kerr != nil && kerr != unix.ESRCH {
+			err = fmt.Errorf("kill -1: %w", kerr)
+		}
+	}
+	// Restore the thread; if that fails it stays locked and ends with its
+	// goroutine instead of running others with the wrong identity.
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(euid), ^uintptr(0)); e != 0 {
+		return errors.Join(err, fmt.Errorf("restore euid %d: %w", euid, e))
+	}
+	if cerr := unix.Capset(&hdr, &saved[0]); cerr != nil {
+		return errors.Join(err, fmt.Errorf("restore capabilities: %w", cerr))
+	}
+	runtime.UnlockOSThread()
+	return err
+}
+
+// Processes lists the pids of the live (not zombie) processes of the sandbox
+// user, from /proc.
+func (u *User) Processes() []int {
+	var out []int
+	want := strconv.Itoa(u.UID)
+	EachProcess(func(pid int, dir string) {
+		b, err := os.ReadFile(dir + "/status")
+		if err != nil {
+			return
+		}
+		st := ParseStatus(string(b))
+		uid := strings.Fields(st["Uid"])
+		if len(uid) > 0 && uid[0] == want && !strings.HasPrefix(st["State"], "Z") {
+			out = append(out, pid)
+		}
+	})
+	return out
+}
+
+// EachProcess calls fn with the pid and the /proc directory of every process.
+func EachProcess(fn func(pid int, dir string)) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			fn(pid, "/proc/"+e.Name())
+		}
+	}
+}
