@@ -64,3 +64,36 @@ func containerIP(t *testing.T, cli *client.Client, sandboxID string) string {
 	t.Fatalf("sandbox %s has no IP address", sandboxID)
 	return ""
 }
+
+// User code cannot read the runtime's secrets nor stop it: ship runs under its own uid with
+// only the capabilities it needs to start user code as uid 1000 with none (bay starts the
+// container as the image's runtime-caps label asks).
+func TestRuntimeSecretsAreOutOfReach(t *testing.T) {
+	t.Parallel()
+	b := startBay(t, bayOptions{})
+	id := b.create(map[string]any{}, nil).Str("id")
+	out := b.shellOK(id, `id -u; grep CapEff /proc/self/status | tr -d '\t'
+ship=""; for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = ship ] && ship=${p#/proc/}; done
+echo ship=$ship
+cat /proc/1/environ >/dev/null 2>&1 && echo init-env-readable || echo init-env-denied
+cat /proc/$ship/environ >/dev/null 2>&1 && echo ship-env-readable || echo ship-env-denied
+head -c1 /proc/$ship/mem >/dev/null 2>&1 && echo ship-mem-readable || echo ship-mem-denied
+kill -STOP $ship 2>/dev/null && echo ship-stopped || echo ship-signal-denied
+env | grep -c AUTH_TOKEN || true`)
+	for _, want := range []string{"1000", "CapEff:0000000000000000", "init-env-denied", "ship-env-denied", "ship-mem-denied", "ship-signal-denied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("user code: want %q in:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ship=\n") || strings.HasSuffix(strings.TrimSpace(out), "1") {
+		t.Errorf("no ship process found, or a token in the shell's environment:\n%s", out)
+	}
+	py := b.pythonOK(id, "import os; print(os.getuid(), open('/proc/self/status').read().count('CapEff:\\t0000000000000000'))")
+	if py != "1000 1" {
+		t.Errorf("the kernel runs as %q, want uid 1000 without capabilities", py)
+	}
+	b.writeFile(id, "owned.txt", "x")
+	if got := b.shellOK(id, "stat -c %u:%g owned.txt"); got != "1000:1000" {
+		t.Errorf("a file written through the API is owned by %s, want 1000:1000", got)
+	}
+}

@@ -64,9 +64,18 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 		Config:     d.containerConfig(spec),
 		HostConfig: d.hostConfig(spec, primary),
 	}
-	var cached []mount.Mount
-	opts.Config.Image, cached = d.cache.imageForCreate(ctx, spec.Image)
-	opts.HostConfig.Mounts = append(opts.HostConfig.Mounts, cached...)
+	if res, err := d.cli.ImageInspect(ctx, spec.Image); err == nil { // a missing image: the create says so
+		var cached []mount.Mount
+		opts.Config.Image, cached = d.cache.imageForCreate(ctx, spec.Image, res)
+		opts.HostConfig.Mounts = append(opts.HostConfig.Mounts, cached...)
+		if caps := runtimeCaps(imageLabels(res)); len(caps) > 0 {
+			// The runtime separates privileges (its image says so): it starts as root holding
+			// only these capabilities, switches itself to its own user and runs user code as
+			// 1000:1000 with none. no-new-privileges and the dropped rest stay.
+			opts.Config.User = "0:0"
+			opts.HostConfig.CapAdd = mergeCaps(opts.HostConfig.CapAdd, caps)
+		}
+	}
 	if primary != "" {
 		// API 1.41 accepts one endpoint at create; a second network is connected below.
 		opts.NetworkingConfig = &network.NetworkingConfig{
@@ -97,6 +106,33 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 	}
 	d.log.Debug("container created", "container", spec.Name, "id", id, "image", spec.Image, "network", primary)
 	return id, nil
+}
+
+// LabelRuntimeCaps names, on an image, the capabilities its runtime keeps to start user code
+// under another uid (comma-separated): the image builder writes it on ship's images.
+const LabelRuntimeCaps = "dev.shipyard.image.runtime-caps"
+
+// runtimeCaps reads LabelRuntimeCaps, keeping only capabilities a spec may add.
+func runtimeCaps(labels map[string]string) []string {
+	var out []string
+	for _, c := range strings.Split(labels[LabelRuntimeCaps], ",") {
+		c = strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(c)), "CAP_")
+		if c != "" && slices.Contains(bay.AddableCaps, c) && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// mergeCaps is a with the capabilities of b it lacks.
+func mergeCaps(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, c := range b {
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // createError explains a failed create: a 404 is a missing image or a missing network.

@@ -847,3 +847,42 @@ func TestSandboxNetworkRace(t *testing.T) {
 		t.Fatalf("%d networks named %s remain, want 1", len(kept), name)
 	}
 }
+
+// The image builder's runtime-caps label is the one the driver reads.
+func TestRuntimeCapsLabelMatchesTheImageBuilder(t *testing.T) {
+	if docker.LabelRuntimeCaps != imagebuild.LabelRuntimeCaps {
+		t.Fatalf("driver label %q, image builder label %q", docker.LabelRuntimeCaps, imagebuild.LabelRuntimeCaps)
+	}
+}
+
+// An image whose runtime separates privileges (LabelRuntimeCaps) starts as root holding only
+// the capabilities it declares that a spec may add (a declared SYS_ADMIN is ignored), with
+// no-new-privileges and every other capability dropped; an image without the label runs as
+// the spec's user with none.
+func TestRuntimeCapsFromTheImage(t *testing.T) {
+	f := newFixture(t, modeConfig(docker.ConnectAuto))
+	img, err := testimage.EnsureLabelled(t.Context(), f.cli, docker.LabelRuntimeCaps, "SETUID,SETGID,KILL,SYS_ADMIN")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := f.spec("caps")
+	spec.Containers[0].Image = img
+	id, endpoint := f.createStart(spec)
+	eff := effective(t, f.cli, id)
+	for i := range eff.CapAdd {
+		eff.CapAdd[i] = strings.TrimPrefix(eff.CapAdd[i], "CAP_")
+	}
+	slices.Sort(eff.CapAdd)
+	if eff.User != "0:0" || !slices.Equal(eff.CapAdd, []string{"KILL", "SETGID", "SETUID"}) || !slices.Contains(eff.CapDrop, "ALL") ||
+		!slices.Contains(eff.SecurityOpt, "no-new-privileges:true") || eff.Privileged {
+		t.Fatalf("a separating runtime's container: %+v", eff)
+	}
+	if code, body := do(t, "GET", endpoint+"/whoami", ""); code != 200 || !strings.Contains(body, `"uid":0`) {
+		t.Fatalf("whoami: %d %s", code, body)
+	}
+	plain := f.spec("nocaps")
+	pid, _ := f.createStart(plain)
+	if eff := effective(t, f.cli, pid); eff.User != "1000:1000" || len(eff.CapAdd) != 0 {
+		t.Fatalf("an image without the label: %+v", eff)
+	}
+}

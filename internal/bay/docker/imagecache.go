@@ -94,13 +94,9 @@ type cacheEntry struct {
 // created with: the image id and the cache's read-only mounts when the cache for it is ready,
 // else image itself and none (starting the copy in the background when the image declares hot
 // paths). It never fails a create: engine errors only mean "no cache this time".
-func (c *imageCache) imageForCreate(ctx context.Context, image string) (string, []mount.Mount) {
+func (c *imageCache) imageForCreate(ctx context.Context, image string, res client.ImageInspectResult) (string, []mount.Mount) {
 	if !c.on(ctx) {
 		return image, nil
-	}
-	res, err := c.d.cli.ImageInspect(ctx, image)
-	if err != nil {
-		return image, nil // the create reports a missing image itself
 	}
 	paths := hotPaths(imageLabels(res))
 	if len(paths) == 0 {

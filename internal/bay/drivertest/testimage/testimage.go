@@ -66,10 +66,18 @@ func EnsureHotPaths(ctx context.Context, cli *client.Client, labelHotPaths strin
 	return ensure(ctx, cli, Tag()+"-hot", variant{hotLabel: labelHotPaths})
 }
 
+// EnsureLabelled returns the tag of a variant carrying the image label key=value, building it
+// when missing.
+func EnsureLabelled(ctx context.Context, cli *client.Client, key, value string) (string, error) {
+	sum := sha256.Sum256([]byte(key + "=" + value))
+	return ensure(ctx, cli, Tag()+"-label-"+hex.EncodeToString(sum[:4]), variant{label: [2]string{key, value}})
+}
+
 // variant is what an image adds to the base test image.
 type variant struct {
-	workspaceFiles int    // empty files in /workspace
-	hotLabel       string // label key naming HotPath as a hot path; "" = none
+	workspaceFiles int       // empty files in /workspace
+	hotLabel       string    // label key naming HotPath as a hot path; "" = none
+	label          [2]string // one more label (key, value); "" key = none
 }
 
 // EnsureSlowCopyUp returns the tag of a variant whose /workspace holds n empty files, building
@@ -148,6 +156,9 @@ func changes(v variant) []string {
 	}
 	if v.hotLabel != "" {
 		out = append(out, fmt.Sprintf("LABEL %s=%s", v.hotLabel, HotPath))
+	}
+	if v.label[0] != "" {
+		out = append(out, fmt.Sprintf("LABEL %s=%s", v.label[0], v.label[1]))
 	}
 	return out
 }
