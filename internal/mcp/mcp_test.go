@@ -218,7 +218,7 @@ func exercise(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server, local
 	ok(t, s, "get_last_execution", with("exec_type", "shell"), "- type: shell", "echo hi")
 	ok(t, s, "annotate_execution", with("execution_id", execID, "notes", "works", "tags", "b,a"), "Execution annotated.", "- notes: works", "- tags: a,b")
 	ok(t, s, "get_execution_history", with("has_notes", true), "Total: 1", "notes=works")
-	ok(t, s, "list_profiles", nil, "**Available Profiles** (2)", "- **python-default**", "└ primary (ship)")
+	ok(t, s, "list_profiles", nil, "**Available Profiles** (3)", "- **python-default**", "└ primary (ship)")
 
 	ok(t, s, "get_sandbox", sid, "**Sandbox ID:** `"+id+"`", "**Status:** ready", "ship (ship) vfake ✅")
 	ok(t, s, "list_sandboxes", map[string]any{"limit": 5}, "**Sandboxes** (1)", id)
