@@ -127,8 +127,18 @@ func ScreenshotPath(p string) (string, error) {
 	return clean, nil
 }
 
-// quoteWord quotes s as one POSIX shell word when it needs it (bay splits browser commands
-// with POSIX quoting rules).
+// BrowserCommand joins words into one browser command line, quoting each word that needs it
+// with POSIX rules (bay splits the line back into the same words), e.g.
+// BrowserCommand("fill", "@e1", "a b") = "fill @e1 'a b'".
+func BrowserCommand(words ...string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = quoteWord(w)
+	}
+	return strings.Join(q, " ")
+}
+
+// quoteWord quotes s as one POSIX shell word when it needs it.
 func quoteWord(s string) string {
 	safe := s != ""
 	for _, r := range s {
@@ -153,7 +163,7 @@ func (c *Client) Screenshot(ctx context.Context, id, remotePath string, full boo
 	if err != nil {
 		return nil, 0, err
 	}
-	cmd := "screenshot " + quoteWord(rel)
+	cmd := BrowserCommand("screenshot", rel)
 	if full {
 		cmd += " --full"
 	}

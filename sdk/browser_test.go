@@ -36,7 +36,8 @@ func TestBrowserExecAndBatch(t *testing.T) {
 		t.Fatalf("calls %d", len(calls))
 	}
 	e, err := sb.Client().LastExecution(ctx, sb.ID, bayapi.ExecBrowser)
-	if err != nil || e.Code != "click fail-button" || e.Success || e.Tags == nil || *e.Tags != "a,b" || *e.Description != "d" {
+	if err != nil || e.Code != "click fail-button" || e.Success || e.Tags == nil || *e.Tags != "a,b" || *e.Description != "d" ||
+		e.LearnStatus == nil || *e.LearnStatus != "skipped" {
 		t.Fatalf("history: %+v, %v", e, err)
 	}
 

@@ -147,13 +147,7 @@ the command's (124 if bay reports it timed out).`,
 						io.WriteString(a.stderr, note)
 					}
 				}
-				switch {
-				case res.ExitCode < 0:
-					return exitCode(ExitShellTimeout)
-				case res.ExitCode > 0:
-					return exitCode(res.ExitCode & 0xff)
-				}
-				return nil
+				return commandExit(res.ExitCode)
 			})
 		}}
 	f.register(cmd, "command")

@@ -811,9 +811,16 @@ func (s *Server) record(sb *sandbox, execType, code string, success bool, output
 	s.seq++
 	id := fmt.Sprintf("exec-%012d", s.seq)
 	o := output
-	sb.history = append(sb.history, bayapi.ExecutionHistoryEntry{ID: id, ExecType: execType, Code: code, Success: success,
+	e := bayapi.ExecutionHistoryEntry{ID: id, ExecType: execType, Code: code, Success: success,
 		ExecutionTimeMS: 3, Output: &o, Error: errStr, Description: desc, Tags: normTags(tags),
-		CreatedAt: bayapi.NewTime(time.Now().Add(time.Duration(s.seq) * time.Microsecond))})
+		CreatedAt: bayapi.NewTime(time.Now().Add(time.Duration(s.seq) * time.Microsecond))}
+	if execType == bayapi.ExecBrowser || execType == bayapi.ExecBrowserBatch {
+		// Browser rows take part in skill learning: "skipped" unless learn was asked for, which
+		// this bay refuses.
+		skipped := "skipped"
+		e.LearnStatus = &skipped
+	}
+	sb.history = append(sb.history, e)
 	sb.resp.Status = bayapi.StatusReady
 	return id
 }
