@@ -95,19 +95,20 @@ An existing FILE is kept unless --force is given.`,
 					if err != nil {
 						return err
 					}
-					if !a.json() {
+					text := func() {
 						io.WriteString(a.stdout, res.Output)
 						if res.Error != nil {
 							io.WriteString(a.stderr, withNewline(*res.Error))
 						}
 					}
 					if res.ExitCode != 0 || shot == "" {
-						if a.json() {
-							if err := a.printJSON(res); err != nil {
-								return err
-							}
+						if err := a.show(res, text); err != nil {
+							return err
 						}
 						return commandExit(res.ExitCode)
+					}
+					if !a.json() {
+						text() // the screenshot's line follows
 					}
 				}
 				n, err := a.screenshot(ctx, c, args[0], shot, full, force)
@@ -119,11 +120,9 @@ An existing FILE is kept unless --force is given.`,
 					}
 					return err
 				}
-				if a.json() {
-					return a.printJSON(map[string]any{"result": res, "screenshot": map[string]any{"local_path": shot, "size": n}})
-				}
-				fmt.Fprintf(a.stdout, "screenshot saved to %s (%d bytes)\n", shot, n)
-				return nil
+				return a.show(map[string]any{"result": res, "screenshot": map[string]any{"local_path": shot, "size": n}}, func() {
+					fmt.Fprintf(a.stdout, "screenshot saved to %s (%d bytes)\n", shot, n)
+				})
 			})
 		}}
 	f.register(cmd, "execution timeout in seconds, 1-300 (default 30)")
@@ -241,11 +240,7 @@ exit code (124 when the batch ran out of time).`,
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					if err := a.printJSON(res); err != nil {
-						return err
-					}
-				} else {
+				err = a.show(res, func() {
 					for _, st := range res.Results {
 						fmt.Fprintf(a.stdout, "--- step %d/%d: %s (exit %d, %d ms)\n", st.StepIndex+1, res.TotalSteps, st.Cmd, st.ExitCode, st.DurationMS)
 						io.WriteString(a.stdout, withNewline(st.Stdout))
@@ -258,6 +253,9 @@ exit code (124 when the batch ran out of time).`,
 						state = "failed"
 					}
 					fmt.Fprintf(a.stderr, "batch %s: %d/%d steps ran, %d ms\n", state, res.CompletedSteps, res.TotalSteps, res.DurationMS)
+				})
+				if err != nil {
+					return err
 				}
 				if res.Success {
 					return nil
