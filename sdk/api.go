@@ -213,9 +213,12 @@ type ShellRequest struct {
 	ExecOptions
 }
 
-func (c *Client) execTimeout(t int) time.Duration {
+// execTimeout bounds one attempt of an execution whose own timeout is t seconds (0 = bay's
+// default def): the execution time plus a grace for bay's bookkeeping, and never less than
+// the client's timeout.
+func (c *Client) execTimeout(t, def int) time.Duration {
 	if t <= 0 {
-		t = bayapi.DefaultExecTimeout
+		t = def
 	}
 	d := time.Duration(t)*time.Second + 15*time.Second
 	if c.timeout == 0 {
@@ -249,7 +252,7 @@ func (c *Client) ExecPython(ctx context.Context, id string, req PythonRequest) (
 		Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	var out bayapi.PythonExecResponse
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathPythonExec, id), jsonBody: body,
-		timeout: c.execTimeout(req.Timeout)}, &out); err != nil {
+		timeout: c.execTimeout(req.Timeout, bayapi.DefaultExecTimeout)}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -265,7 +268,7 @@ func (c *Client) ExecShell(ctx context.Context, id string, req ShellRequest) (*b
 		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	var out bayapi.ShellExecResponse
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathShellExec, id), jsonBody: body,
-		timeout: c.execTimeout(req.Timeout)}, &out); err != nil {
+		timeout: c.execTimeout(req.Timeout, bayapi.DefaultExecTimeout)}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

@@ -40,7 +40,8 @@ const (
 // jitter) on transport errors and on HTTP 429, 502, 503 and 504 only when repeating it is safe:
 // GET, PUT and DELETE, and POST carrying an Idempotency-Key (create sandbox, create cargo and
 // extend_ttl always carry one: the SDK generates it unless the caller passes its own, and reuses
-// it on every attempt). Other POSTs (python/shell exec, keepalive, stop, gc run) are never
+// it on every attempt; browser exec and batch carry one only when the caller passes it). Other
+// POSTs (python/shell exec, browser calls without a key, keepalive, stop, gc run) are never
 // retried, with one exception: a 503 session_not_ready answer, which bay returns before
 // anything ran, is retried after details.retry_after_ms. Uploads are retried only when their
 // body can be replayed (an io.ReadSeeker).
@@ -186,7 +187,8 @@ type callOptions struct {
 }
 
 // WithIdempotencyKey sets the Idempotency-Key of create sandbox, create cargo or extend_ttl
-// (otherwise the SDK generates one per call, reused on retries).
+// (otherwise the SDK generates one per call, reused on retries). On a browser call it makes
+// the call retryable; see Client.ExecBrowser.
 func WithIdempotencyKey(key string) CallOption { return func(o *callOptions) { o.idemKey = key } }
 
 // WithRequestID sets the X-Request-Id header bay echoes in logs and errors.

@@ -126,14 +126,20 @@ func TestRetryAfterHeaderOn429(t *testing.T) {
 
 func TestExecTimeout(t *testing.T) {
 	c, _ := New("http://x", "", WithTimeout(time.Second))
-	if d := c.execTimeout(2); d != 17*time.Second {
+	if d := c.execTimeout(2, 30); d != 17*time.Second {
 		t.Fatalf("exec timeout %v", d)
 	}
-	if d := c.execTimeout(0); d != 45*time.Second {
+	if d := c.execTimeout(0, 30); d != 45*time.Second {
 		t.Fatalf("default exec timeout %v", d)
 	}
+	if d := c.execTimeout(0, DefaultBrowserBatchTimeout); d != 75*time.Second {
+		t.Fatalf("default browser batch timeout %v", d)
+	}
+	if d := c.execTimeout(MaxBrowserBatchTimeout, DefaultBrowserBatchTimeout); d != 615*time.Second {
+		t.Fatalf("longest browser batch timeout %v", d)
+	}
 	c, _ = New("http://x", "", WithTimeout(10*time.Minute))
-	if d := c.execTimeout(300); d != 10*time.Minute {
+	if d := c.execTimeout(300, 30); d != 10*time.Minute {
 		t.Fatalf("%v", d)
 	}
 }

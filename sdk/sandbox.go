@@ -96,3 +96,23 @@ func (s *Sandbox) History(ctx context.Context, req HistoryRequest) (*bayapi.Exec
 func (s *Sandbox) Terminal(ctx context.Context, cols, rows int) (*TerminalConn, error) {
 	return s.c.Terminal(ctx, s.ID, cols, rows)
 }
+
+// Browser runs one browser command with default options; see Client.ExecBrowser.
+func (s *Sandbox) Browser(ctx context.Context, cmd string) (*bayapi.BrowserExecResponse, error) {
+	return s.c.ExecBrowser(ctx, s.ID, BrowserRequest{Cmd: cmd})
+}
+
+// ExecBrowser runs a browser request; see Client.ExecBrowser.
+func (s *Sandbox) ExecBrowser(ctx context.Context, req BrowserRequest, opts ...CallOption) (*bayapi.BrowserExecResponse, error) {
+	return s.c.ExecBrowser(ctx, s.ID, req, opts...)
+}
+
+// BrowserBatch runs browser commands in order; see Client.ExecBrowserBatch.
+func (s *Sandbox) BrowserBatch(ctx context.Context, req BrowserBatchRequest, opts ...CallOption) (*bayapi.BrowserBatchResponse, error) {
+	return s.c.ExecBrowserBatch(ctx, s.ID, req, opts...)
+}
+
+// Screenshot see Client.Screenshot.
+func (s *Sandbox) Screenshot(ctx context.Context, remotePath string, full bool, w io.Writer) (*bayapi.BrowserExecResponse, int64, error) {
+	return s.c.Screenshot(ctx, s.ID, remotePath, full, w)
+}

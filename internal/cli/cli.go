@@ -1,13 +1,14 @@
 // Package cli implements the shipyard command-line client over the public Go SDK (package
-// sdk): sandbox lifecycle, python and shell execution, workspace files with streamed
-// transfers, history, profiles, an interactive terminal (term) and the MCP server over stdio
+// sdk): sandbox lifecycle, python, shell and browser execution, workspace files with
+// streamed transfers, history, profiles, an interactive terminal (term) and the MCP server over stdio
 // (mcp). It links nothing of bay's implementation.
 //
 // Exit codes (stable, for scripts):
 //
 //	0    success
 //	1    the python code raised (traceback on stderr), or an unexpected local error
-//	N    shell: the remote command's exit status (0-255); 124 when bay reports -1 (timeout)
+//	N    shell, browser exec/batch: the remote command's exit status (0-255); 124 when bay
+//	     reports -1 (timeout) or a browser batch ran out of time
 //	64   usage error (bad flags or arguments)
 //	65   request rejected by bay: validation_error, invalid_path, is_a_directory,
 //	     not_a_directory, capability_not_supported, payload_too_large, headers_too_large,
@@ -123,9 +124,10 @@ func (a *app) rootCmd() *cobra.Command {
 Endpoint and token come from --endpoint/--token, else SHIPYARD_ENDPOINT/SHIPYARD_TOKEN,
 else BAY_ENDPOINT/BAY_TOKEN (default endpoint http://127.0.0.1:8114, no token).
 
-Exit codes: 0 ok; 1 python raised or local error; shell: the remote exit status (124 on
-remote timeout); 64 usage; 65 rejected (validation); 66 not found; 67 conflict;
-69 bay unavailable/unreachable; 70 bay/runtime failure; 75 timeout; 77 unauthorized.`,
+Exit codes: 0 ok; 1 python raised or local error; shell and browser: the remote exit
+status (124 on remote timeout); 64 usage; 65 rejected (validation); 66 not found;
+67 conflict; 69 bay unavailable/unreachable; 70 bay/runtime failure; 75 timeout;
+77 unauthorized.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,
@@ -143,7 +145,7 @@ remote timeout); 64 usage; 65 rejected (validation); 66 not found; 67 conflict;
 		return nil
 	}
 	root.AddCommand(a.sandboxCmd(), a.pythonCmd(), a.shellCmd(), a.fsCmd(), a.historyCmd(), a.profilesCmd(),
-		a.cargoCmd(), a.termCmd(), a.mcpCmd(), a.healthCmd())
+		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd())
 	return root
 }
 

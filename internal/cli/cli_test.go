@@ -339,7 +339,7 @@ func TestProfilesCargoHealth(t *testing.T) {
 	fake := newFake(t)
 	r := run(t, fake.URL, "", "profiles", "-o", "json")
 	var pl bayapi.ProfileList
-	if json.Unmarshal([]byte(r.stdout), &pl); r.code != 0 || len(pl.Items) != 2 {
+	if json.Unmarshal([]byte(r.stdout), &pl); r.code != 0 || len(pl.Items) != 3 {
 		t.Fatalf("profiles: %+v", r)
 	}
 	if r = run(t, fake.URL, "", "profiles", "--detail"); r.code != 0 || !strings.Contains(r.stdout, "python-default") {

@@ -65,6 +65,15 @@ func (a *app) readStdin(what string) (string, error) {
 	return string(b), nil
 }
 
+// show prints res as JSON with --output json, else runs text, which prints it for people.
+func (a *app) show(res any, text func()) error {
+	if a.json() {
+		return a.printJSON(res)
+	}
+	text()
+	return nil
+}
+
 func withNewline(s string) string {
 	if s == "" || strings.HasSuffix(s, "\n") {
 		return s
@@ -90,11 +99,7 @@ raises, the traceback goes to stderr and the exit code is 1.`,
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					if err := a.printJSON(res); err != nil {
-						return err
-					}
-				} else {
+				err = a.show(res, func() {
 					io.WriteString(a.stdout, withNewline(res.Output))
 					for _, img := range res.Data.Output.Images {
 						for mime, b64 := range img {
@@ -104,6 +109,9 @@ raises, the traceback goes to stderr and the exit code is 1.`,
 					if !res.Success && res.Error != nil {
 						io.WriteString(a.stderr, withNewline(*res.Error))
 					}
+				})
+				if err != nil {
+					return err
 				}
 				if !res.Success {
 					return exitCode(ExitFailure)
@@ -134,11 +142,7 @@ the command's (124 if bay reports it timed out).`,
 				if err != nil {
 					return err
 				}
-				if a.json() {
-					if err := a.printJSON(res); err != nil {
-						return err
-					}
-				} else {
+				err = a.show(res, func() {
 					io.WriteString(a.stdout, withNewline(res.Output))
 					if res.Error != nil {
 						io.WriteString(a.stderr, withNewline(*res.Error))
@@ -146,14 +150,11 @@ the command's (124 if bay reports it timed out).`,
 					if note := truncationNote(res); note != "" {
 						io.WriteString(a.stderr, note)
 					}
+				})
+				if err != nil {
+					return err
 				}
-				switch {
-				case res.ExitCode < 0:
-					return exitCode(ExitShellTimeout)
-				case res.ExitCode > 0:
-					return exitCode(res.ExitCode & 0xff)
-				}
-				return nil
+				return commandExit(res.ExitCode)
 			})
 		}}
 	f.register(cmd, "command")

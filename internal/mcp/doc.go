@@ -6,17 +6,19 @@
 // Tools (reference names and arguments): create_sandbox, delete_sandbox, execute_python,
 // execute_shell, read_file, write_file, list_files, delete_file, upload_file, download_file,
 // get_execution_history, get_execution, get_last_execution, annotate_execution,
-// list_profiles. Ours, not in the reference: get_sandbox, list_sandboxes, stop_sandbox,
-// extend_ttl, keepalive. The reference's skill tools (create_skill_payload, ...) and browser
-// tools (execute_browser, execute_browser_batch) are not offered because bay does not serve
-// the skills and browser APIs.
+// execute_browser, execute_browser_batch, list_profiles. Ours, not in the reference:
+// get_sandbox, list_sandboxes, stop_sandbox, extend_ttl, keepalive. The reference's skill
+// tools (create_skill_payload, ...) are not offered because bay does not serve the skills
+// API; learn and include_trace of the browser tools are passed on to bay, which refuses them
+// while it has no trace storage.
 //
 // Results are markdown TextContent like the reference's; images produced by python are
 // returned as ImageContent (image/png). Texts longer than Options.MaxToolTextChars are cut
 // with the marker "…[truncated N chars; original=M]". Failures are tool errors
 // (IsError: true) whose text starts with "**Validation Error:**" (argument checks: sandbox_id
 // must match ^[A-Za-z0-9_-]{1,128}$, workspace paths must be non-empty, relative and free of
-// ".." components, timeouts 1..300, ...), "**API Error:** [<code>] <message>" (an error
+// ".." components, timeouts 1..300 (1..600 for a browser batch), commands a non-empty
+// array of non-blank strings, ...), "**API Error:** [<code>] <message>" (an error
 // answer of bay, followed by "details: <json>"), "**Timeout Error:**" or "**Error:**".
 //
 // Two ways to serve it:

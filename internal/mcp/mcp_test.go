@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 
 var referenceTools = []string{"create_sandbox", "delete_sandbox", "execute_python", "execute_shell", "read_file", "write_file",
 	"list_files", "delete_file", "upload_file", "download_file", "get_execution_history", "get_execution",
-	"get_last_execution", "annotate_execution", "list_profiles"}
+	"get_last_execution", "annotate_execution", "execute_browser", "execute_browser_batch", "list_profiles"}
 
 var ourTools = []string{"get_sandbox", "list_sandboxes", "stop_sandbox", "extend_ttl", "keepalive"}
 
@@ -154,6 +154,8 @@ func checkToolList(t *testing.T, s *mcpsdk.ClientSession, local bool) {
 		"write_file":            {"sandbox_id", "path", "content"},
 		"get_execution_history": {"sandbox_id", "exec_type", "success_only", "limit", "tags", "has_notes", "has_description"},
 		"annotate_execution":    {"sandbox_id", "execution_id", "description", "tags", "notes"},
+		"execute_browser":       {"sandbox_id", "cmd", "timeout", "description", "tags", "learn", "include_trace"},
+		"execute_browser_batch": {"sandbox_id", "commands", "timeout", "stop_on_error", "description", "tags", "learn", "include_trace"},
 	} {
 		for _, a := range args {
 			if props(tool)[a] == nil {
@@ -166,6 +168,24 @@ func checkToolList(t *testing.T, s *mcpsdk.ClientSession, local bool) {
 	}
 	if tp := props("execute_python")["timeout"].(map[string]any); tp["minimum"] != 1.0 || tp["maximum"] != 300.0 {
 		t.Errorf("timeout range %v", tp)
+	}
+	if r := required("execute_browser"); strings.Join(r, ",") != "sandbox_id,cmd" {
+		t.Errorf("execute_browser required %v", r)
+	}
+	if r := required("execute_browser_batch"); strings.Join(r, ",") != "sandbox_id,commands" {
+		t.Errorf("execute_browser_batch required %v", r)
+	}
+	if tp := props("execute_browser")["timeout"].(map[string]any); tp["maximum"] != 300.0 || tp["default"] != 30.0 {
+		t.Errorf("browser timeout %v", tp)
+	}
+	if tp := props("execute_browser_batch")["timeout"].(map[string]any); tp["maximum"] != 600.0 || tp["default"] != 60.0 {
+		t.Errorf("batch timeout %v", tp)
+	}
+	if cp := props("execute_browser_batch")["commands"].(map[string]any); cp["type"] != "array" || cp["items"].(map[string]any)["type"] != "string" {
+		t.Errorf("commands schema %v", cp)
+	}
+	if sp := props("execute_browser_batch")["stop_on_error"].(map[string]any); sp["default"] != true {
+		t.Errorf("stop_on_error schema %v", sp)
 	}
 	if local {
 		if r := required("upload_file"); strings.Join(r, ",") != "sandbox_id,local_path" {
@@ -218,7 +238,7 @@ func exercise(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server, local
 	ok(t, s, "get_last_execution", with("exec_type", "shell"), "- type: shell", "echo hi")
 	ok(t, s, "annotate_execution", with("execution_id", execID, "notes", "works", "tags", "b,a"), "Execution annotated.", "- notes: works", "- tags: a,b")
 	ok(t, s, "get_execution_history", with("has_notes", true), "Total: 1", "notes=works")
-	ok(t, s, "list_profiles", nil, "**Available Profiles** (2)", "- **python-default**", "└ primary (ship)")
+	ok(t, s, "list_profiles", nil, "**Available Profiles** (3)", "- **python-default**", "└ primary (ship)")
 
 	ok(t, s, "get_sandbox", sid, "**Sandbox ID:** `"+id+"`", "**Status:** ready", "ship (ship) vfake ✅")
 	ok(t, s, "list_sandboxes", map[string]any{"limit": 5}, "**Sandboxes** (1)", id)
@@ -247,8 +267,48 @@ func exercise(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server, local
 		fails(t, s, "upload_file", with("local_path", filepath.Join(workdir, "missing")), "**Validation Error:** local file not found")
 	}
 
+	exerciseBrowser(t, s, fake)
+
 	ok(t, s, "delete_sandbox", sid, "Sandbox `"+id+"` deleted successfully.")
 	fails(t, s, "get_sandbox", sid, "**API Error:** [not_found] Sandbox not found: "+id)
+}
+
+// exerciseBrowser calls the browser tools on a sandbox of a profile with the browser.
+func exerciseBrowser(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server) {
+	id := fake.AddSandbox("browser-python", 0)
+	with := func(kv ...any) map[string]any {
+		out := map[string]any{"sandbox_id": id}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i].(string)] = kv[i+1]
+		}
+		return out
+	}
+	text := ok(t, s, "execute_browser", with("cmd", "open https://example.com", "timeout", 60, "tags", "web"))
+	if !regexp.MustCompile("^\\*\\*Browser command successful\\*\\* \\(exit code: 0\\)\n\n```\n✓ https://example.com\n\n```\n\nexecution_id: exec-\\d{12}\nexecution_time_ms: 4$").MatchString(text) {
+		t.Fatalf("execute_browser: %q", text)
+	}
+	text = ok(t, s, "execute_browser", with("cmd", "click @fail"))
+	if !regexp.MustCompile("^\\*\\*Browser command failed\\*\\* \\(exit code: 1\\)\n\n```\n\\(no output\\)\n```\n\nexecution_id: exec-\\d{12}\nexecution_time_ms: 4\n\nstderr:\n✗ fake failure: click @fail\n$").MatchString(text) {
+		t.Fatalf("failing execute_browser: %q", text)
+	}
+	ok(t, s, "get_last_execution", with("exec_type", "browser"), "- type: browser", "click @fail")
+
+	text = ok(t, s, "execute_browser_batch", with("commands", []any{"open https://a.test", "click @fail", "get title"}))
+	if !regexp.MustCompile("^\\*\\*Batch execution failed\\*\\* \\(2/3 steps, 2ms\\)\n\nexecution_id: exec-\\d{12}\nexecution_time_ms: 5\n" +
+		"✅ Step 0: `open https://a.test` \\(exit=0, 1ms\\)\n   stdout: ✓ https://a.test\n" +
+		"❌ Step 1: `click @fail` \\(exit=1, 1ms\\)\n   stderr: ✗ fake failure: click @fail$").MatchString(text) {
+		t.Fatalf("batch: %q", text)
+	}
+	ok(t, s, "execute_browser_batch", with("commands", []any{"click @fail", "get title"}, "stop_on_error", false, "timeout", 600),
+		"**Batch execution failed** (2/2 steps,", "✅ Step 1: `get title`")
+	ok(t, s, "execute_browser_batch", with("commands", []any{"get title"}), "**Batch execution completed** (1/1 steps, 1ms)")
+	ok(t, s, "get_last_execution", with("exec_type", "browser_batch"), "- type: browser_batch")
+
+	fails(t, s, "execute_browser", with("cmd", "get title", "include_trace", true), "**API Error:** [validation_error]")
+	fails(t, s, "execute_browser_batch", with("commands", []any{"get title"}, "learn", true), "**API Error:** [validation_error]")
+	plain := fake.AddSandbox("python-default", 0)
+	fails(t, s, "execute_browser", map[string]any{"sandbox_id": plain, "cmd": "get title"},
+		"**API Error:** [capability_not_supported] Profile 'python-default' does not support capability: browser")
 }
 
 func validationPaths(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server) {
@@ -278,6 +338,16 @@ func validationPaths(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server
 		{"extend_ttl", map[string]any{"sandbox_id": id}, "missing required field: extend_by"},
 		{"extend_ttl", map[string]any{"sandbox_id": id, "extend_by": 0}, "'extend_by' must be >= 1"},
 		{"list_sandboxes", map[string]any{"status": "zombie"}, "'status' must be one of"},
+		{"execute_browser", map[string]any{"sandbox_id": id}, "missing required field: cmd"},
+		{"execute_browser", map[string]any{"sandbox_id": id, "cmd": "  "}, "missing required field: cmd"},
+		{"execute_browser", map[string]any{"sandbox_id": id, "cmd": "x", "timeout": 301}, "'timeout' must be <= 300"},
+		{"execute_browser", map[string]any{"sandbox_id": id, "cmd": "x", "learn": "maybe"}, "'learn' must be a boolean"},
+		{"execute_browser_batch", map[string]any{"sandbox_id": id}, "missing required field: commands"},
+		{"execute_browser_batch", map[string]any{"sandbox_id": id, "commands": []any{}}, "'commands' must be a non-empty array of strings"},
+		{"execute_browser_batch", map[string]any{"sandbox_id": id, "commands": []any{"a", 3}}, "'commands' must be a non-empty array of strings"},
+		{"execute_browser_batch", map[string]any{"sandbox_id": id, "commands": "open x"}, "'commands' must be a non-empty array of strings"},
+		{"execute_browser_batch", map[string]any{"sandbox_id": id, "commands": []any{"a"}, "timeout": 601}, "'timeout' must be <= 600"},
+		{"execute_browser_batch", map[string]any{"sandbox_id": id, "commands": []any{"a"}, "stop_on_error": 2}, "'stop_on_error' must be a boolean"},
 	} {
 		fails(t, s, tc.tool, tc.args, "**Validation Error:**", tc.want)
 	}
@@ -372,6 +442,29 @@ func TestTruncate(t *testing.T) {
 	fake.PutFile(id, "u.txt", []byte("ééééééééééééééé")) // 15 runes, 30 bytes
 	text := ok(t, s, "read_file", map[string]any{"sandbox_id": id, "path": "u.txt"})
 	if !strings.Contains(text, "éééééééééé\n…[truncated 5 chars; original=15]") {
+		t.Fatalf("%q", text)
+	}
+}
+
+// Each step of a browser batch shows at most 500 characters of its stdout and stderr.
+func TestBrowserBatchStepTruncation(t *testing.T) {
+	fake := sdktest.New()
+	defer fake.Close()
+	c, _ := sdk.New(fake.URL, "")
+	srvT, cliT := mcpsdk.NewInMemoryTransports()
+	ss, err := mcp.NewServer(c, mcp.DefaultOptions()).Connect(ctxT(t), srvT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	s := connect(t, cliT)
+	id := fake.AddSandbox("browser-python", 0)
+	fake.SetBrowserFunc(func(_, cmd string) sdktest.BrowserResult {
+		return sdktest.BrowserResult{Stdout: "\n" + strings.Repeat("y", 600) + "\n", Stderr: "é"}
+	})
+	text := ok(t, s, "execute_browser_batch", map[string]any{"sandbox_id": id, "commands": []any{"snapshot"}},
+		"\n   stdout: "+strings.Repeat("y", 500)+"\n…[truncated 100 chars; original=600]\n   stderr: é")
+	if strings.Contains(text, strings.Repeat("y", 501)) {
 		t.Fatalf("%q", text)
 	}
 }

@@ -255,6 +255,27 @@ func (a args) requireStr(k string) (string, error) {
 	return s, nil
 }
 
+// strList reads a required non-empty array of non-blank strings.
+func (a args) strList(k string) ([]string, error) {
+	v, ok := a.m[k]
+	if !ok || v == nil {
+		return nil, invalid("missing required field: %s", k)
+	}
+	items, isList := v.([]any)
+	if !isList || len(items) == 0 {
+		return nil, invalid("field '%s' must be a non-empty array of strings", k)
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		str, isStr := it.(string)
+		if !isStr || strings.TrimSpace(str) == "" {
+			return nil, invalid("field '%s' must be a non-empty array of strings", k)
+		}
+		out[i] = str
+	}
+	return out, nil
+}
+
 // optStr returns "" when absent.
 func (a args) optStr(k string) (string, error) {
 	s, _, err := a.str(k)

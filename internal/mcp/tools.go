@@ -23,6 +23,11 @@ var (
 	execTypeProp  = prop{name: "exec_type", typ: "string", desc: "Optional execution type filter: python / shell / browser / browser_batch."}
 )
 
+var (
+	learnProp        = prop{name: "learn", typ: "boolean", desc: "Mark the execution as evidence for browser skill learning (needs a bay with trace storage)."}
+	includeTraceProp = prop{name: "include_trace", typ: "boolean", desc: "Store a step trace and return its trace_ref (needs a bay with trace storage)."}
+)
+
 func timeoutProp() prop {
 	return prop{name: "timeout", typ: "integer", desc: "Execution timeout in seconds (1-300). Defaults to 30.", min: f64(1), max: f64(bayapi.MaxExecTimeout), def: bayapi.DefaultExecTimeout}
 }
@@ -45,6 +50,22 @@ func (s *server) tools() []toolDef {
 				{name: "cwd", typ: "string", desc: "Working directory (relative to /workspace). Defaults to workspace root."}, timeoutProp(),
 				{name: "include_code", typ: "boolean", desc: "Include executed command and execution metadata in response."}, descProp, tagsProp},
 			required: []string{"sandbox_id", "command"}, run: onSandbox(s.executeShell)},
+		{name: "execute_browser", desc: "Execute one browser automation command in a sandbox whose profile has the browser capability (e.g. browser-python). " +
+			"Commands use agent-browser syntax WITHOUT the 'agent-browser' prefix, e.g. 'open https://example.com', 'snapshot -i', 'click @e1', " +
+			"'fill @e2 \"text\"', 'get title', 'screenshot shot.png' (written to /workspace/shot.png). Re-run 'snapshot -i' after the page changes: element refs go stale.",
+			props: []prop{sandboxIDProp, {name: "cmd", typ: "string", desc: "Browser command without the 'agent-browser' prefix."}, timeoutProp(),
+				descProp, tagsProp, learnProp, includeTraceProp},
+			required: []string{"sandbox_id", "cmd"}, run: onSandbox(s.executeBrowser)},
+		{name: "execute_browser_batch", desc: "Execute a sequence of browser automation commands in order within one request. " +
+			"Use it for fixed sequences that need no decision in between (open → fill → click → wait); when a step's result decides the next one " +
+			"(snapshot → read → act), use execute_browser calls instead. Commands do not include the 'agent-browser' prefix.",
+			props: []prop{sandboxIDProp,
+				{name: "commands", typ: "array", items: "string", desc: "Browser commands to run in order, each without the 'agent-browser' prefix."},
+				{name: "timeout", typ: "integer", desc: fmt.Sprintf("Time budget of the whole batch in seconds (1-%d). Defaults to %d.", sdk.MaxBrowserBatchTimeout, sdk.DefaultBrowserBatchTimeout),
+					min: f64(1), max: f64(sdk.MaxBrowserBatchTimeout), def: sdk.DefaultBrowserBatchTimeout},
+				{name: "stop_on_error", typ: "boolean", desc: "Stop at the first failing command. Defaults to true.", def: true},
+				descProp, tagsProp, learnProp, includeTraceProp},
+			required: []string{"sandbox_id", "commands"}, run: onSandbox(s.executeBrowserBatch)},
 		{name: "read_file", desc: "Read a file from the sandbox workspace.", readOnly: true,
 			props:    []prop{sandboxIDProp, {name: "path", typ: "string", desc: "File path relative to /workspace."}},
 			required: []string{"sandbox_id", "path"}, run: onSandbox(s.readFile)},
@@ -739,4 +760,107 @@ func (s *server) keepalive(ctx context.Context, c *sdk.Client, id string, a args
 		return nil, err
 	}
 	return textResult(fmt.Sprintf("Sandbox `%s` kept alive.", id)), nil
+}
+
+// browserOptions reads the options both browser tools take.
+func (a args) browserOptions() (desc, tags string, learn, trace bool, err error) {
+	if desc, err = a.optStr("description"); err != nil {
+		return
+	}
+	if tags, err = a.optStr("tags"); err != nil {
+		return
+	}
+	if learn, err = a.boolean("learn", false); err != nil {
+		return
+	}
+	trace, err = a.boolean("include_trace", false)
+	return
+}
+
+func (s *server) executeBrowser(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
+	cmd, err := a.requireStr("cmd")
+	if err != nil {
+		return nil, err
+	}
+	t, err := a.integer("timeout", bayapi.DefaultExecTimeout, 1, bayapi.MaxExecTimeout)
+	if err != nil {
+		return nil, err
+	}
+	req := sdk.BrowserRequest{Cmd: cmd, Timeout: int(t)}
+	if req.Description, req.Tags, req.Learn, req.IncludeTrace, err = a.browserOptions(); err != nil {
+		return nil, err
+	}
+	res, err := c.ExecBrowser(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	out := res.Output
+	if out == "" {
+		out = "(no output)"
+	}
+	status := "successful"
+	if !res.Success {
+		status = "failed"
+	}
+	text := fmt.Sprintf("**Browser command %s** (exit code: %d)\n\n```\n%s\n```%s", status, res.ExitCode, s.truncate(out),
+		s.execFooter(res.ExecutionID, res.ExecutionTimeMS, false, "", nil))
+	if res.TraceRef != nil && *res.TraceRef != "" {
+		text += "\ntrace_ref: " + *res.TraceRef
+	}
+	if !res.Success && res.Error != nil && *res.Error != "" {
+		text += "\n\nstderr:\n" + s.truncate(*res.Error)
+	}
+	return textResult(text), nil
+}
+
+// stepTextLimit bounds the stdout and stderr shown for each step of a batch.
+const stepTextLimit = 500
+
+func (s *server) executeBrowserBatch(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
+	commands, err := a.strList("commands")
+	if err != nil {
+		return nil, err
+	}
+	t, err := a.integer("timeout", sdk.DefaultBrowserBatchTimeout, 1, sdk.MaxBrowserBatchTimeout)
+	if err != nil {
+		return nil, err
+	}
+	stop, err := a.boolean("stop_on_error", true)
+	if err != nil {
+		return nil, err
+	}
+	req := sdk.BrowserBatchRequest{Commands: commands, Timeout: int(t), ContinueOnError: !stop}
+	if req.Description, req.Tags, req.Learn, req.IncludeTrace, err = a.browserOptions(); err != nil {
+		return nil, err
+	}
+	res, err := c.ExecBrowserBatch(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	state := "completed"
+	if !res.Success {
+		state = "failed"
+	}
+	lines := []string{fmt.Sprintf("**Batch execution %s** (%d/%d steps, %dms)\n", state, res.CompletedSteps, res.TotalSteps, res.DurationMS)}
+	if res.ExecutionID != "" {
+		lines = append(lines, "execution_id: "+res.ExecutionID)
+	}
+	lines = append(lines, fmt.Sprintf("execution_time_ms: %d", res.ExecutionTimeMS))
+	if res.TraceRef != nil && *res.TraceRef != "" {
+		lines = append(lines, "trace_ref: "+*res.TraceRef)
+	}
+	for _, st := range res.Results {
+		icon := "✅"
+		if st.ExitCode != 0 {
+			icon = "❌"
+		}
+		lines = append(lines, fmt.Sprintf("%s Step %d: `%s` (exit=%d, %dms)", icon, st.StepIndex, st.Cmd, st.ExitCode, st.DurationMS))
+		if o := strings.TrimSpace(st.Stdout); o != "" {
+			lines = append(lines, "   stdout: "+truncate(o, stepTextLimit))
+		}
+		if e := strings.TrimSpace(st.Stderr); e != "" {
+			lines = append(lines, "   stderr: "+truncate(e, stepTextLimit))
+		}
+	}
+	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
 }

@@ -3,6 +3,7 @@ package sdktest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +70,11 @@ func RunContract(t *testing.T, c *sdk.Client) {
 	if err != nil || sh.Success || sh.ExitCode != 3 || sh.Output != "hi" {
 		t.Errorf("shell: %+v, %v", sh, err)
 	}
+	// A profile without the browser capability refuses browser calls before running anything.
+	_, err = sb.Browser(ctx, "get title")
+	wantBrowserRefused(t, "browser exec", err)
+	_, err = sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{Commands: []string{"get title"}})
+	wantBrowserRefused(t, "browser batch", err)
 	if err := sb.Refresh(ctx); err != nil || sb.Status != bayapi.StatusReady {
 		t.Errorf("after a call: refresh %v, status %s; want ready", err, sb.Status)
 	}
@@ -122,6 +128,17 @@ func RunContract(t *testing.T, c *sdk.Client) {
 	}
 	_, err = c.GetSandbox(ctx, inf.ID)
 	wantCode("get of a deleted sandbox", err, bayapi.CodeNotFound)
+}
+
+// wantBrowserRefused checks the answer to a browser call on a profile without the browser
+// capability: 400 capability_not_supported with a message.
+func wantBrowserRefused(t *testing.T, what string, err error) {
+	t.Helper()
+	var apiErr *sdk.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != bayapi.CodeCapabilityNotSupported || apiErr.Status != 400 ||
+		!strings.Contains(apiErr.Message, bayapi.CapBrowser) {
+		t.Errorf("%s on a profile without browser: %v, want 400 capability_not_supported naming browser", what, err)
+	}
 }
 
 // randomKey is unique enough for idempotency keys of one run.

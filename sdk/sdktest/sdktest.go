@@ -1,9 +1,10 @@
 // Package sdktest is an in-memory fake of bay's public HTTP API v1 for testing clients (the Go
 // SDK, the shipyard CLI, the MCP server). It speaks the contract's wire format — the error
 // envelope, idempotency replay/conflict, path validation, 204 deletes, multipart upload,
-// streamed download, the terminal WebSocket — and is scriptable: failures can be injected per
-// route (HTTP errors, non-JSON bodies, dropped connections), calls are recorded and counted,
-// and python/shell behaviour can be replaced. It is not bay: no containers run.
+// streamed download, the terminal WebSocket, browser exec and batches — and is scriptable:
+// failures can be injected per route (HTTP errors, non-JSON bodies, dropped connections),
+// calls are recorded and counted, and python/shell/browser behaviour can be replaced. It is
+// not bay: no containers and no browser run.
 package sdktest
 
 import (
@@ -19,6 +20,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -89,6 +91,7 @@ type Server struct {
 	token          string
 	pythonFunc     func(code string) bayapi.PythonExecResponse
 	shellFunc      func(command, cwd string) ShellResult
+	browserFunc    func(sandboxID, cmd string) BrowserResult
 	uploadProgress func(received int64)
 
 	sandboxes map[string]*sandbox
@@ -127,6 +130,14 @@ func (s *Server) SetPythonFunc(f func(code string) bayapi.PythonExecResponse) {
 func (s *Server) SetShellFunc(f func(command, cwd string) ShellResult) {
 	s.mu.Lock()
 	s.shellFunc = f
+	s.mu.Unlock()
+}
+
+// SetBrowserFunc replaces the default browser behaviour (see Server.defaultBrowser) for every
+// browser command, of exec and of batches; nil restores it. f may store files with PutFile.
+func (s *Server) SetBrowserFunc(f func(sandboxID, cmd string) BrowserResult) {
+	s.mu.Lock()
+	s.browserFunc = f
 	s.mu.Unlock()
 }
 
@@ -305,6 +316,8 @@ func (s *Server) handler() http.Handler {
 	})))
 	mux.HandleFunc("POST "+bayapi.PathPythonExec, s.auth(s.withSandbox(s.python)))
 	mux.HandleFunc("POST "+bayapi.PathShellExec, s.auth(s.withSandbox(s.shell)))
+	mux.HandleFunc("POST "+bayapi.PathBrowserExec, s.auth(s.withSandbox(s.browserExec)))
+	mux.HandleFunc("POST "+bayapi.PathBrowserBatch, s.auth(s.withSandbox(s.browserBatch)))
 	mux.HandleFunc("GET "+bayapi.PathFiles, s.auth(s.withSandbox(s.readFile)))
 	mux.HandleFunc("PUT "+bayapi.PathFiles, s.auth(s.withSandbox(s.writeFile)))
 	mux.HandleFunc("DELETE "+bayapi.PathFiles, s.auth(s.withSandbox(s.deleteFile)))
@@ -485,6 +498,8 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, canonical an
 var profiles = []bayapi.ProfileResponse{
 	{ID: "python-default", Image: "ship:base", Resources: bayapi.Resources{CPUs: 1, Memory: "1g"},
 		Capabilities: []string{"filesystem", "shell", "python", "terminal"}, IdleTimeout: 1800},
+	{ID: "browser-python", Image: "ship:base", Resources: bayapi.Resources{CPUs: 1, Memory: "2g"},
+		Capabilities: []string{"filesystem", "shell", "python", "browser"}, IdleTimeout: 1800},
 	{ID: "shell-only", Image: "ship:base", Resources: bayapi.Resources{CPUs: 0.5, Memory: "512m"},
 		Capabilities: []string{"filesystem", "shell"}, IdleTimeout: 600},
 }
@@ -496,6 +511,13 @@ func (s *Server) profiles(w http.ResponseWriter, r *http.Request) {
 			d := "fake profile " + p.ID
 			p.Description = &d
 			p.Containers = []bayapi.ProfileContainer{{Name: "primary", RuntimeType: "ship", Capabilities: p.Capabilities, Resources: p.Resources}}
+			if slices.Contains(p.Capabilities, bayapi.CapBrowser) {
+				ship := slices.DeleteFunc(slices.Clone(p.Capabilities), func(c string) bool { return c == bayapi.CapBrowser })
+				p.Containers = []bayapi.ProfileContainer{
+					{Name: "primary", RuntimeType: "ship", Capabilities: ship, Resources: p.Resources},
+					{Name: "browser", RuntimeType: "gull", Capabilities: []string{bayapi.CapBrowser}, Resources: p.Resources},
+				}
+			}
 		}
 		out.Items = append(out.Items, p)
 	}
@@ -789,9 +811,16 @@ func (s *Server) record(sb *sandbox, execType, code string, success bool, output
 	s.seq++
 	id := fmt.Sprintf("exec-%012d", s.seq)
 	o := output
-	sb.history = append(sb.history, bayapi.ExecutionHistoryEntry{ID: id, ExecType: execType, Code: code, Success: success,
+	e := bayapi.ExecutionHistoryEntry{ID: id, ExecType: execType, Code: code, Success: success,
 		ExecutionTimeMS: 3, Output: &o, Error: errStr, Description: desc, Tags: normTags(tags),
-		CreatedAt: bayapi.NewTime(time.Now().Add(time.Duration(s.seq) * time.Microsecond))})
+		CreatedAt: bayapi.NewTime(time.Now().Add(time.Duration(s.seq) * time.Microsecond))}
+	if execType == bayapi.ExecBrowser || execType == bayapi.ExecBrowserBatch {
+		// Browser rows take part in skill learning: "skipped" unless learn was asked for, which
+		// this bay refuses.
+		skipped := "skipped"
+		e.LearnStatus = &skipped
+	}
+	sb.history = append(sb.history, e)
 	sb.resp.Status = bayapi.StatusReady
 	return id
 }
