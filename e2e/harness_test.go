@@ -28,6 +28,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/shipyard-dev/shipyard/internal/testenv"
+	"github.com/shipyard-dev/shipyard/internal/testenv/pgtest"
 )
 
 const (
@@ -59,7 +60,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/bay: %v\n", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m) // stops the PostgreSQL cluster if a test started one
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -89,6 +90,10 @@ type bayOptions struct {
 	extraConfig string
 	// profiles replaces the default profiles block.
 	profiles string
+	// databaseURL replaces the bay's own SQLite file (several bays share a postgres:// one).
+	databaseURL string
+	// instanceID replaces the generated instance id.
+	instanceID string
 }
 
 // Bay is one running bay process.
@@ -129,11 +134,14 @@ func startBay(t *testing.T, o bayOptions) *Bay {
 		t.Fatal(err)
 	}
 	instance := fmt.Sprintf("e2e-%d-%d", os.Getpid(), port)
+	if o.instanceID != "" {
+		instance = o.instanceID
+	}
 	profiles := o.profiles
 	if profiles == "" {
 		profiles = defaultProfiles
 	}
-	cfg := testenv.Config{Port: port, DataDir: dir, APIKey: apiKey, InstanceID: instance,
+	cfg := testenv.Config{Port: port, DataDir: dir, DatabaseURL: o.databaseURL, APIKey: apiKey, InstanceID: instance,
 		GC:    "  orphan_container:\n    enabled: true\n    grace_seconds: 0\n",
 		Extra: profiles + "\n" + o.extraConfig}
 	b := &Bay{t: t, URL: cfg.URL(), InstanceID: instance,
