@@ -28,6 +28,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/shipyard-dev/shipyard/internal/testenv"
+	"github.com/shipyard-dev/shipyard/internal/testenv/pgtest"
 )
 
 const (
@@ -60,7 +61,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	restoreFirewall := testenv.KeepHostFirewallAsFound()
-	code := m.Run()
+	code := pgtest.Main(m) // stops the PostgreSQL cluster if a test started one
 	restoreFirewall()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -93,6 +94,10 @@ type bayOptions struct {
 	profiles string
 	// env is added to bay's environment.
 	env []string
+	// databaseURL replaces the bay's own SQLite file (several bays share a postgres:// one).
+	databaseURL string
+	// instanceID replaces the generated instance id.
+	instanceID string
 }
 
 // Bay is one running bay process.
@@ -134,11 +139,14 @@ func startBay(t *testing.T, o bayOptions) *Bay {
 		t.Fatal(err)
 	}
 	instance := fmt.Sprintf("e2e-%d-%d", os.Getpid(), port)
+	if o.instanceID != "" {
+		instance = o.instanceID
+	}
 	profiles := o.profiles
 	if profiles == "" {
 		profiles = defaultProfiles
 	}
-	cfg := testenv.Config{Port: port, DataDir: dir, APIKey: apiKey, InstanceID: instance,
+	cfg := testenv.Config{Port: port, DataDir: dir, DatabaseURL: o.databaseURL, APIKey: apiKey, InstanceID: instance,
 		GC:    "  orphan_container:\n    enabled: true\n    grace_seconds: 0\n",
 		Extra: profiles + "\n" + o.extraConfig}
 	b := &Bay{t: t, URL: cfg.URL(), InstanceID: instance,

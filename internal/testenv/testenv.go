@@ -63,14 +63,16 @@ func FreePort() (int, error) {
 }
 
 // Config is the part of bay's config.yaml that every harness shares: the server on
-// 127.0.0.1:Port, the SQLite file DataDir/bay.db, the Docker driver (connect_mode auto), the
-// API key with anonymous access off, and GC off under InstanceID. The harness's own settings
-// go in the fragments, raw YAML that YAML pastes in place.
+// 127.0.0.1:Port, the SQLite file DataDir/bay.db (or DatabaseURL), the Docker driver
+// (connect_mode auto), the API key with anonymous access off, and GC off under InstanceID. The
+// harness's own settings go in the fragments, raw YAML that YAML pastes in place.
 type Config struct {
-	Port       int
-	DataDir    string
-	APIKey     string
-	InstanceID string
+	Port    int
+	DataDir string
+	// DatabaseURL replaces the SQLite file when set (a postgres:// URL: several bays share it).
+	DatabaseURL string
+	APIKey      string
+	InstanceID  string
 	// Driver holds extra lines of the driver block, indented two spaces.
 	Driver string
 	// GC holds extra lines of the gc block, indented two spaces.
@@ -82,13 +84,21 @@ type Config struct {
 // URL is the base URL bay serves on with this configuration.
 func (c Config) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", c.Port) }
 
+// Database is the database URL the configuration names.
+func (c Config) Database() string {
+	if c.DatabaseURL != "" {
+		return c.DatabaseURL
+	}
+	return "sqlite:///" + c.DataDir + "/bay.db"
+}
+
 // YAML renders the configuration file.
 func (c Config) YAML() string {
 	return fmt.Sprintf(`server:
   host: "127.0.0.1"
   port: %d
 database:
-  url: "sqlite:///%s/bay.db"
+  url: %q
 driver:
   type: docker
 %s  docker:
@@ -100,7 +110,7 @@ gc:
   enabled: false
   run_on_startup: false
   instance_id: %q
-%s%s`, c.Port, c.DataDir, c.Driver, c.APIKey, c.InstanceID, c.GC, c.Extra)
+%s%s`, c.Port, c.Database(), c.Driver, c.APIKey, c.InstanceID, c.GC, c.Extra)
 }
 
 // LogBuffer is an in-memory log that the process writes while others read it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -193,5 +194,54 @@ func TestLogBufferConcurrent(t *testing.T) {
 	wg.Wait()
 	if n := len(l.String()); n != 800 {
 		t.Fatalf("%d bytes", n)
+	}
+}
+
+// RoundRobin sends consecutive requests to its backends in turn, names the one that answered,
+// and sends a request refused by a backend that is down (body included) to the next one.
+func TestRoundRobin(t *testing.T) {
+	var backends []string
+	for i := range 2 {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			fmt.Fprintf(w, "%d %s %s", i, r.URL.Path, b)
+		}))
+		t.Cleanup(srv.Close)
+		backends = append(backends, srv.URL)
+	}
+	port, err := testenv.FreePort() // nothing listens there: a bay that is down
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends = append(backends, fmt.Sprintf("http://127.0.0.1:%d", port))
+	p, err := testenv.StartRoundRobin(backends...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var got []string
+	for range 6 {
+		resp, err := http.Post(p.URL+"/v1/x", "text/plain", strings.NewReader("body"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasSuffix(string(b), " /v1/x body") {
+			t.Fatalf("proxied answer: %d %q", resp.StatusCode, b)
+		}
+		if h := resp.Header.Get(testenv.HeaderBackend); h != string(b[0]) {
+			t.Fatalf("%s header %q, answered by %q", testenv.HeaderBackend, h, b[:1])
+		}
+		got = append(got, string(b[0]))
+	}
+	if strings.Join(got, "") != "010010" {
+		t.Fatalf("backends in turn (the third one down): %v", got)
+	}
+	if s := p.Served(); s[0] != 4 || s[1] != 2 || s[2] != 0 || p.Skipped() != 2 {
+		t.Fatalf("served %v, skipped %d", s, p.Skipped())
+	}
+	if _, err := testenv.StartRoundRobin("ftp://x"); err == nil {
+		t.Fatal("a backend that is not an http:// URL was accepted")
 	}
 }

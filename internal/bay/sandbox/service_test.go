@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -893,5 +894,44 @@ func TestSessionRuntimeToken(t *testing.T) {
 	}
 	if tokens[0] == tokens[1] {
 		t.Fatal("two sessions share a runtime token")
+	}
+}
+
+// A stop (or any reclaim of the sandbox's compute: restart recovery of a session left starting
+// by a dead bay does the same) that ends this process's start while the start is still
+// discarding the sandbox's old session answers the waiting call 503 session_not_ready
+// (retryable), as a stop during the container start does, not 504 timeout.
+func TestStopWhileTheStartDiscardsTheOldSession(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	r := e.create(t, "alice", sandbox.CreateParams{})
+	s1, err := e.svc.EnsureRunning(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.drv.SetState(s1.Primary().ContainerID, bay.ContainerExited)
+	e.clock.Advance(3 * time.Second) // past the liveness probe's cache
+	destroying := make(chan struct{})
+	release := make(chan struct{})
+	var first atomic.Bool
+	e.drv.FailWhen(fake.MethodDestroyInstance, func(fake.Call) error {
+		if first.CompareAndSwap(false, true) {
+			close(destroying)
+			<-release
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { _, err := e.svc.EnsureRunning(ctx, r.ID); done <- err }()
+	<-destroying // the start found the session dead and is destroying its container
+	if err := e.svc.StopSandbox(ctx, "alice", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; code(err) != bay.CodeSessionNotReady {
+		t.Fatalf("the call whose start a stop ended: %v, want %s", err, bay.CodeSessionNotReady)
+	}
+	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatalf("the next call: %v", err)
 	}
 }

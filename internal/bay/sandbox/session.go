@@ -81,7 +81,15 @@ func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Sess
 			delete(s.startCancels, sandboxID)
 			s.startsMu.Unlock()
 		}()
-		return s.ensureSlow(cctx, sandboxID)
+		sess, err := s.ensureSlow(cctx, sandboxID)
+		if err != nil && errors.Is(cctx.Err(), context.Canceled) && bay.ErrorCode(err) != bay.CodeSessionNotReady {
+			// cancelStart ended the start (a stop, delete or reclaim of the sandbox's compute,
+			// such as restart recovery of a session a dead bay left starting) wherever it was,
+			// possibly while it discarded the old session: the caller may retry, as after a stop
+			// during the container start, rather than read a timeout.
+			return nil, fmt.Errorf("%w: %w", errStartCancelled, errStoppedWhileStarting(sandboxID))
+		}
+		return sess, err
 	})
 	if err != nil {
 		if errors.Is(err, errStartCancelled) || bay.ErrorCode(err) == bay.CodeSessionNotReady {
