@@ -340,6 +340,17 @@ type PythonExecResponse struct {
 	ExecutionID     string         `json:"execution_id"`
 	ExecutionTimeMS int64          `json:"execution_time_ms"`
 	Code            *string        `json:"code"`
+	// Ours. KernelRestarted says the kernel was restarted during or since the previous call (a
+	// cell that ignored the interrupt after its timeout, or a dead kernel): every variable and
+	// import is gone; KernelNotice says why.
+	KernelRestarted bool   `json:"kernel_restarted" doc:"the kernel was restarted during or since the previous call: its state is gone"`
+	KernelNotice    string `json:"kernel_notice,omitempty" doc:"why the kernel was restarted"`
+	// OutputTruncated and ImagesTruncated say the runtime cut the text or images it returns.
+	OutputTruncated bool `json:"output_truncated" doc:"the text output was longer than the runtime keeps and was cut"`
+	ImagesTruncated bool `json:"images_truncated" doc:"the images were larger than the runtime keeps and some were dropped"`
+	// Notice says what the runtime did on its own to run the call (for example that it killed
+	// every process of the sandbox because its process limit was reached).
+	Notice string `json:"notice,omitempty" doc:"what the runtime did on its own to run the call"`
 }
 
 type ShellExecRequest struct {
@@ -363,6 +374,8 @@ type ShellExecResponse struct {
 	// stderr (error) was longer than the runtime keeps and was cut.
 	StdoutTruncated bool `json:"stdout_truncated" doc:"the command's stdout was longer than the runtime keeps and output was cut"`
 	StderrTruncated bool `json:"stderr_truncated" doc:"the command's stderr was longer than the runtime keeps and error was cut"`
+	// Notice: see PythonExecResponse.Notice.
+	Notice string `json:"notice,omitempty" doc:"what the runtime did on its own to run the call"`
 }
 
 // BrowserExecRequest is POST .../browser/exec: one agent-browser command line (without the

@@ -190,6 +190,8 @@ func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonPara
 		Success: r.Success, Output: r.Output.Text, Error: r.Error,
 		Data:            bayapi.PythonExecData{ExecutionCount: r.ExecutionCount, Output: r.Output},
 		ExecutionTimeMS: ms,
+		KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
+		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice,
 	}
 	if p.IncludeCode {
 		c := p.Code
@@ -237,7 +239,7 @@ func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams
 	}
 	resp := &bayapi.ShellExecResponse{
 		Success: r.ReturnCode == 0 && r.Success, Output: strings.TrimSpace(r.Stdout), Error: errText,
-		ExitCode: r.ReturnCode, ExecutionTimeMS: ms, StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated,
+		ExitCode: r.ReturnCode, ExecutionTimeMS: ms, StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Notice: r.Notice,
 	}
 	if p.IncludeCode {
 		c := p.Command
