@@ -27,6 +27,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
@@ -194,6 +195,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	svc := sandbox.New(store, drv, ship, nil, log, scfg)
 	svc.SetGull(gullclient.New(nil, log))
+	utcNow := func() time.Time { return time.Now().UTC() }
+	if err := lease.ClaimInstance(ctx, store, instanceID, svc.BootID(), utcNow); err != nil {
+		return fmt.Errorf("instance id: %w", err)
+	}
 	idem := idempotency.New(store, nil, idempotency.Config{Enabled: cfg.Idempotency.Enabled, TTL: cfg.Idempotency.TTL()}, log)
 
 	gcc := gc.Config{
@@ -270,7 +275,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run,
-		"deathwatch": svc.WatchDeaths}
+		"deathwatch": svc.WatchDeaths,
+		"instance": func(ctx context.Context) error {
+			return lease.HoldInstance(ctx, store, instanceID, svc.BootID(), utcNow, log)
+		}}
 	if guard != nil {
 		loops["netguard"] = guard.Run
 	}

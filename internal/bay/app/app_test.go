@@ -143,3 +143,54 @@ func TestMainServesAndDrains(t *testing.T) {
 		t.Fatalf("run: %v", err)
 	}
 }
+
+// Two bays with one instance id on one database would take each other's starts for their own
+// leftovers: the second refuses to start while the first runs, and starts once it is gone.
+func TestInstanceIDIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	newMain := func() *app.Main {
+		cfg := config.DefaultConfig()
+		cfg.Database.URL = "sqlite:///" + filepath.Join(dir, "bay.db")
+		cfg.Security.APIKey = "sk-test"
+		cfg.GC.InstanceID = "same-id"
+		cfg.GC.RunOnStartup = false
+		cfg.WarmPool.RunOnStartup = false
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return &app.Main{Config: cfg, Addr: "127.0.0.1:0", Env: []string{"BAY_DATA_DIR=" + dir},
+			Driver: fake.New(), Log: slog.New(slog.DiscardHandler), Version: "test"}
+	}
+	first := newMain()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	select {
+	case <-first.Ready():
+	case err := <-done:
+		t.Fatalf("first bay: %v", err)
+	}
+	err := newMain().Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `another bay is running with instance id "same-id"`) {
+		t.Fatalf("second bay with the same instance id: %v", err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("first bay: %v", err)
+	}
+	// The first released its lease when it stopped: a successor starts at once.
+	again := newMain()
+	ctx2, stop2 := context.WithCancel(context.Background())
+	defer stop2()
+	done2 := make(chan error, 1)
+	go func() { done2 <- again.Run(ctx2) }()
+	select {
+	case <-again.Ready():
+	case err := <-done2:
+		t.Fatalf("successor: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("successor did not start within 5 s of a clean stop")
+	}
+	stop2()
+	<-done2
+}

@@ -39,3 +39,62 @@ func Release(ctx context.Context, st bay.Store, name, holder string, timeout tim
 		log.Warn("release lease", "lease", name, "err", err)
 	}
 }
+
+// Instance lease timings: a bay holds "bay-instance/<instance id>" while it runs, renewing it
+// every InstanceRenew; one killed without releasing it blocks its successor for at most
+// InstanceTTL.
+const (
+	InstanceTTL   = 6 * time.Second
+	InstanceRenew = 2 * time.Second
+)
+
+// ClaimInstance makes sure no other bay runs with instanceID on this database: it takes the
+// instance lease for bootID, waiting out a predecessor's lease (a bay killed without releasing
+// it) for up to InstanceTTL plus a margin, and refuses with a clear error when another holder
+// keeps renewing it. Two bays sharing an instance id would take each other's starting sessions
+// for leftovers of their own earlier boot and hold every GC and warm-up lease together.
+func ClaimInstance(ctx context.Context, st bay.Store, instanceID, bootID string, now func() time.Time) error {
+	name := "bay-instance/" + instanceID
+	deadline := time.Now().Add(InstanceTTL + 2*time.Second)
+	for {
+		ok, err := Acquire(ctx, st, name, bootID, now(), InstanceTTL, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("another bay is running with instance id %q on this database: give each bay its own instance_id", instanceID)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// HoldInstance renews the instance lease until ctx ends, then releases it. A renewal refused
+// (another bay took the id after a long stall of this one) is logged: that is an operator's
+// mistake this bay cannot mend.
+func HoldInstance(ctx context.Context, st bay.Store, instanceID, bootID string, now func() time.Time, log *slog.Logger) error {
+	name := "bay-instance/" + instanceID
+	defer Release(ctx, st, name, bootID, 5*time.Second, log)
+	t := time.NewTicker(InstanceRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		ok, err := Acquire(ctx, st, name, bootID, now(), InstanceTTL, 5*time.Second)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("renew the instance lease", "instance_id", instanceID, "err", err)
+		case err == nil && !ok:
+			log.Error("another bay holds this bay's instance id; give each bay its own instance_id", "instance_id", instanceID)
+		}
+	}
+}

@@ -308,6 +308,7 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		}
 		return nil, err
 	}
+	s.destroyOtherInstances(ctx, sb.ID, bay.InstanceName(sess.ID))
 	inst, err := s.driver.CreateInstance(ctx, s.instanceSpec(sb, prof, sess, ref))
 	if err != nil {
 		if s.failSession(ctx, sess) {
@@ -357,6 +358,28 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	s.markProbed(sess.ID, now)
 	log.Info("session ready", "instance", inst.Name, "containers", len(containers), "endpoint", sess.Primary().Endpoint, "startup_ms", time.Since(began).Milliseconds())
 	return sess, nil
+}
+
+// destroyOtherInstances destroys every instance of the sandbox but keep: a sandbox runs one
+// instance at a time, and one may still be shutting down (a stop gives runtimes seconds to
+// exit, possibly on another bay) or be left by a bay that died mid-start. Errors are logged:
+// the start goes on, and orphan GC finds what is left.
+func (s *Service) destroyOtherInstances(ctx context.Context, sandboxID, keep string) {
+	list, err := s.driver.ListInstances(ctx, map[string]string{bay.LabelSandboxID: sandboxID})
+	if err != nil {
+		s.log.Warn("list the sandbox's instances before a start", "sandbox_id", sandboxID, "err", err)
+		return
+	}
+	for _, inst := range list {
+		if inst.Name == keep {
+			continue
+		}
+		dctx, cancel := detached(ctx, s.cfg.StopTimeout)
+		if err := s.driver.DestroyInstance(dctx, inst.Name); err != nil {
+			s.log.Warn("destroy a previous instance before a start", "sandbox_id", sandboxID, "instance", inst.Name, "err", err)
+		}
+		cancel()
+	}
 }
 
 // sessionContainers are the instance's containers as the session records them, with the
