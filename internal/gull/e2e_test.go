@@ -264,8 +264,11 @@ func TestGullImageEndToEnd(t *testing.T) {
 func waitUp(t *testing.T, url string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
+	// A connection that is accepted and never answered must not hold the
+	// loop past its deadline either.
+	cl := &http.Client{Timeout: 5 * time.Second}
 	for {
-		resp, err := http.Get(url + gullapi.PathHealth)
+		resp, err := cl.Get(url + gullapi.PathHealth)
 		if err == nil {
 			resp.Body.Close()
 			return

@@ -140,20 +140,40 @@ func startGullToken(t *testing.T, ws, token string) *daemon {
 	return d
 }
 
-func (d *daemon) post(path string, body any, out any) int {
+// stepMargin is what a test step allows beyond the daemon's own bound of
+// the request (a command's timeout) on a loaded machine; a step that takes
+// longer fails the test with what it waited for instead of hanging it.
+const stepMargin = 30 * time.Second
+
+// fetchJSON sends req, decodes the JSON answer into out and returns the
+// status; no answer within limit fails the test.
+func fetchJSON(t *testing.T, req *http.Request, limit time.Duration, out any) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(req.Context(), limit)
+	defer cancel()
+	what := req.Method + " " + req.URL.Path
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		if ctx.Err() != nil {
+			t.Fatalf("%s: no answer in %v (gull hangs?): %v", what, limit, err)
+		}
+		t.Fatalf("%s: %v", what, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("%s: decode: %v", what, err)
+	}
+	return resp.StatusCode
+}
+
+// post sends body to path; limit is the daemon's bound of the request (the
+// command's or the batch's timeout), stepMargin is added.
+func (d *daemon) post(path string, body any, out any, limit time.Duration) int {
 	d.t.Helper()
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest("POST", d.url+path, bytes.NewReader(b))
 	req.SetBasicAuth("gull", d.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		d.t.Fatalf("POST %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		d.t.Fatalf("POST %s: decode: %v", path, err)
-	}
-	return resp.StatusCode
+	return fetchJSON(d.t, req, limit+stepMargin, out)
 }
 
 // exec runs cmd and fails the test unless it exits 0; it returns stdout.
@@ -169,7 +189,7 @@ func (d *daemon) exec(cmd string) string {
 func (d *daemon) run(cmd string, timeout int) gullapi.ExecResponse {
 	d.t.Helper()
 	var r gullapi.ExecResponse
-	if code := d.post(gullapi.PathExec, gullapi.ExecRequest{Cmd: &cmd, Timeout: &timeout}, &r); code != 200 {
+	if code := d.post(gullapi.PathExec, gullapi.ExecRequest{Cmd: &cmd, Timeout: &timeout}, &r, time.Duration(timeout)*time.Second); code != 200 {
 		d.t.Fatalf("%q: HTTP %d", cmd, code)
 	}
 	return r
@@ -177,15 +197,9 @@ func (d *daemon) run(cmd string, timeout int) gullapi.ExecResponse {
 
 func (d *daemon) health() gullapi.HealthResponse {
 	d.t.Helper()
-	resp, err := http.Get(d.url + gullapi.PathHealth)
-	if err != nil {
-		d.t.Fatalf("health: %v", err)
-	}
-	defer resp.Body.Close()
+	req, _ := http.NewRequest("GET", d.url+gullapi.PathHealth, nil)
 	var h gullapi.HealthResponse
-	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-		d.t.Fatal(err)
-	}
+	fetchJSON(d.t, req, stepMargin, &h)
 	return h
 }
 
@@ -201,6 +215,22 @@ func (d *daemon) waitHealth(ok func(gullapi.HealthResponse) bool, what string) g
 			d.t.Fatalf("health never showed %s: %+v", what, h)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitExec runs cmd until ok accepts its stdout, for 30 s at most.
+func (d *daemon) waitExec(cmd string, ok func(string) bool, what string) {
+	d.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := d.exec(cmd)
+		if ok(out) {
+			return
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%q never showed %s: %q", cmd, what, out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -235,12 +265,7 @@ func TestGullAgainstChromium(t *testing.T) {
 	var meta map[string]any
 	req, _ := http.NewRequest("GET", d.url+gullapi.PathMeta, nil)
 	req.Header.Set("Authorization", "Bearer "+d.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	json.NewDecoder(resp.Body).Decode(&meta)
-	resp.Body.Close()
+	fetchJSON(t, req, stepMargin, &meta)
 	if rt := meta["runtime"].(map[string]any); rt["name"] != "gull" || rt["api_version"] != "v1" {
 		t.Errorf("meta runtime %v", rt)
 	}
@@ -369,8 +394,10 @@ func TestGullAgainstChromium(t *testing.T) {
 		t.Errorf("after text= click: %q", v)
 	}
 	d.exec("wait --text link")
-	// networkidle waits for the requests the page still makes.
-	d.exec(`eval "setTimeout(() => fetch('/slowframe'), 100); 1"`)
+	// networkidle waits for the requests the page still makes. The request
+	// starts within the eval: one started by a timer could start after the
+	// wait found the page quiet on a loaded machine, which is right.
+	d.exec(`eval "fetch('/slowframe'); 1"`)
 	t0 := time.Now()
 	if v := d.exec("wait --load networkidle"); v != "Network idle\n" {
 		t.Errorf("wait networkidle: %q", v)
@@ -413,12 +440,11 @@ func TestGullAgainstChromium(t *testing.T) {
 	// A page that closes itself: the next command runs in the tab left.
 	d.exec("tab 2")
 	d.exec(`eval "setTimeout(() => window.close(), 0); 1"`)
-	time.Sleep(300 * time.Millisecond)
+	// The browser closes the page a moment later (longer on a loaded
+	// machine); until then it is listed and commands address it.
+	d.waitExec("tab", func(tabs string) bool { return !strings.Contains(tabs, "[2]") }, "the closed page gone from the tabs")
 	if v := d.exec("get url"); strings.Contains(v, "#popup") {
 		t.Errorf("url after the page closed itself: %q", v)
-	}
-	if tabs := d.exec("tab"); strings.Contains(tabs, "[2]") {
-		t.Errorf("closed page still listed:\n%s", tabs)
 	}
 	d.exec("tab close 1")
 	if r := d.run("tab close", 10); r.ExitCode != 1 {
@@ -428,7 +454,7 @@ func TestGullAgainstChromium(t *testing.T) {
 	// A batch through the same browser.
 	var br gullapi.ExecBatchResponse
 	stop := false
-	d.post(gullapi.PathExecBatch, gullapi.ExecBatchRequest{Commands: []string{"open " + site.URL + "/login", "fill #user batch", "click text=Sign in", "get title", "bogus"}, StopOnError: &stop}, &br)
+	d.post(gullapi.PathExecBatch, gullapi.ExecBatchRequest{Commands: []string{"open " + site.URL + "/login", "fill #user batch", "click text=Sign in", "get title", "bogus"}, StopOnError: &stop}, &br, gullapi.DefaultBatchTimeout*time.Second)
 	if br.TotalSteps != 5 || br.CompletedSteps != 5 || br.Success || br.Results[3].Stdout != "Welcome\n" || br.Results[4].ExitCode != 1 {
 		t.Errorf("batch: %+v", br)
 	}
@@ -525,3 +551,41 @@ func TestPageCannotDriveGull(t *testing.T) {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestClosingPagesDoNotHangGull: commands around pages that close (a page
+// closing itself right after a command, or while a command waits on it, a
+// closed tab still being torn down) end promptly: Chromium never answers a
+// command in flight on a page that closes, and the runner's release of the
+// command's objects used to wait for that answer forever.
+func TestClosingPagesDoNotHangGull(t *testing.T) {
+	site := testSite(t)
+	d := startGull(t, t.TempDir())
+	d.exec("open " + site.URL + "/login")
+	for i := range 15 {
+		d.exec("tab new")
+		t0 := time.Now()
+		d.exec(`eval "setTimeout(() => window.close(), 0); 1"`)
+		if el := time.Since(t0); el > 10*time.Second {
+			t.Errorf("%d: eval of a page closing itself took %v", i, el)
+		}
+		d.waitExec("tab", func(tabs string) bool { return !strings.Contains(tabs, "[1]") }, "the closed page gone")
+		if v := d.exec("get url"); v != site.URL+"/login\n" {
+			t.Fatalf("%d: url in the tab left: %q", i, v)
+		}
+	}
+	// A command waiting on a page when it closes fails at once, saying so.
+	d.exec("tab new")
+	t0 := time.Now()
+	r := d.run(`eval "setTimeout(() => window.close(), 20); new Promise(() => {})"`, 20)
+	if r.ExitCode != 1 || !strings.Contains(r.Stderr, "page closed") || time.Since(t0) > 10*time.Second {
+		t.Errorf("eval on a page that closes: %+v after %v", r, time.Since(t0))
+	}
+	// The next command right after `tab close` sees the closed tab gone.
+	for i := range 5 {
+		d.exec("tab new")
+		d.exec("tab close 1")
+		if tabs := d.exec("tab"); strings.Contains(tabs, "[1]") {
+			t.Errorf("%d: closed tab listed:\n%s", i, tabs)
+		}
+	}
+}

@@ -39,6 +39,9 @@ func Truncate(s string, max int) string {
 	return s[:cut] + fmt.Sprintf("\n...[output truncated: %d of %d bytes shown]\n", cut, len(s))
 }
 
+// releaseTimeout bounds the release of a command's page objects.
+const releaseTimeout = 2 * time.Second
+
 // ExitTimeout is the exit code of a command that ran out of time.
 const ExitTimeout = -1
 
@@ -139,7 +142,14 @@ func (r *Runner) run(ctx context.Context, line string) (string, error) {
 		}
 		return "", fmt.Errorf("browser not available: %w", err)
 	}
-	defer b.Release(context.WithoutCancel(ctx))
+	defer func() {
+		// Within the command's time: the browser does not answer while the
+		// page is stuck in a script. A group left behind is freed by a
+		// later release on the same page or by its next navigation.
+		rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+		defer cancel()
+		b.Release(rctx)
+	}()
 	if err := b.SyncTabs(ctx); err != nil {
 		return "", err
 	}

@@ -349,6 +349,12 @@ func (b *Browser) syncTabs(ctx context.Context) (targetInfos, error) {
 		live[ti.TargetID] = true
 		if !slices.ContainsFunc(b.tabs, func(t *Tab) bool { return t.TargetID == ti.TargetID }) {
 			t, err := b.attach(ctx, ti.TargetID)
+			if targetGone(err) {
+				// A page that is closing (a closed tab, window.close())
+				// is still listed for a moment: it is no tab.
+				delete(live, ti.TargetID)
+				continue
+			}
 			if err != nil {
 				return res, err
 			}
@@ -364,6 +370,17 @@ func (b *Browser) syncTabs(ctx context.Context) (targetInfos, error) {
 	}
 	b.cur = max(0, slices.Index(b.tabs, cur))
 	return res, nil
+}
+
+// targetGone reports whether err says that the page a command addressed
+// went away: it closed while the command was in flight, or before the
+// command reached it.
+func targetGone(err error) bool {
+	if errors.Is(err, cdp.ErrTargetClosed) {
+		return true
+	}
+	var ce *cdp.Error
+	return errors.As(err, &ce) && (strings.Contains(ce.Message, "No target with given id") || strings.Contains(ce.Message, "Session with given id not found"))
 }
 
 // SyncTabs brings the tab list up to date with the pages that exist (see

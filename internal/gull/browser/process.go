@@ -115,6 +115,7 @@ func (c *Config) args() []string {
 type process struct {
 	cmd    *exec.Cmd
 	conn   *cdp.Conn
+	log    *slog.Logger
 	exited chan struct{}
 	err    error // Wait's result, valid once exited is closed
 }
@@ -150,6 +151,10 @@ func startProcess(cfg *Config) (*process, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	log := &logWriter{log: cfg.Log}
 	cmd.Stdout, cmd.Stderr = log, log
+	// Wait also waits for the end of the output: a child that left the
+	// process group keeps it open. Once Chromium itself exited, its output
+	// is given this long.
+	cmd.WaitDelay = outputDelay
 	err = cmd.Start()
 	cmdR.Close()
 	outW.Close()
@@ -158,7 +163,7 @@ func startProcess(cfg *Config) (*process, error) {
 		outR.Close()
 		return nil, fmt.Errorf("start chromium %s: %w", cfg.Binary, err)
 	}
-	p := &process{cmd: cmd, conn: cdp.New(outR, cmdW), exited: make(chan struct{})}
+	p := &process{cmd: cmd, conn: cdp.New(outR, cmdW), log: cfg.Log, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		outR.Close()
@@ -167,6 +172,13 @@ func startProcess(cfg *Config) (*process, error) {
 	}()
 	return p, nil
 }
+
+// outputDelay bounds how long Wait reads Chromium's output after Chromium
+// exited; killDelay how long close waits after a signal.
+const (
+	outputDelay = 2 * time.Second
+	killDelay   = 2 * time.Second
+)
 
 // close asks Chromium to close (it writes its cookies and profile first),
 // then kills its process group if it has not exited in time.
@@ -186,10 +198,16 @@ func (p *process) close(ctx context.Context, timeout time.Duration) {
 	select {
 	case <-p.exited:
 		return
-	case <-time.After(2 * time.Second):
+	case <-time.After(killDelay):
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.exited
+	// A killed process is reaped at once and its output given outputDelay;
+	// a process stuck in the kernel (uninterruptible I/O) is not waited for.
+	select {
+	case <-p.exited:
+	case <-time.After(killDelay + outputDelay):
+		p.log.Warn("chromium did not exit after SIGKILL", "pid", p.cmd.Process.Pid)
+	}
 }
 
 // clearSingleton removes Chromium's Singleton* files from the profile. It is

@@ -26,6 +26,12 @@ const MaxMessageBytes = 256 << 20
 // browser exited).
 var ErrClosed = errors.New("devtools connection closed")
 
+// ErrTargetClosed is returned by a call that was in flight on a session when
+// its target went away (the page closed, its renderer crashed): the browser
+// never answers such a call, so without this it would wait for its context
+// alone, or forever on a context without a deadline.
+var ErrTargetClosed = errors.New("the page closed while the command ran")
+
 // Error is an error answer of the browser to one command.
 type Error struct {
 	Method  string
@@ -65,12 +71,15 @@ var _ Caller = (*Conn)(nil)
 
 // Conn is one DevTools connection.
 type Conn struct {
-	w   io.WriteCloser
-	wmu sync.Mutex
+	w io.WriteCloser
+	// wsem is held by the one writer of a message; a channel, not a mutex,
+	// so that a caller whose context ends stops waiting for a browser that
+	// does not read its pipe.
+	wsem chan struct{}
 
 	mu      sync.Mutex
 	nextID  int64
-	pending map[int64]chan reply
+	pending map[int64]*call
 	subs    map[*sub]struct{}
 	err     error // set once the reader stopped
 	done    chan struct{}
@@ -84,6 +93,13 @@ type sub struct {
 type reply struct {
 	result json.RawMessage
 	err    *Error
+	gone   bool // the session's target went away: no answer will come
+}
+
+// call is one command waiting for its answer.
+type call struct {
+	sessionID string
+	ch        chan reply // buffered: one reply, or closed with the connection
 }
 
 type message struct {
@@ -98,7 +114,7 @@ type message struct {
 // New starts reading r (the browser's fd 4) and writes commands to w (its
 // fd 3). The connection ends when r reaches EOF or fails.
 func New(r io.Reader, w io.WriteCloser) *Conn {
-	c := &Conn{w: w, pending: map[int64]chan reply{}, subs: map[*sub]struct{}{}, done: make(chan struct{})}
+	c := &Conn{w: w, wsem: make(chan struct{}, 1), pending: map[int64]*call{}, subs: map[*sub]struct{}{}, done: make(chan struct{})}
 	go c.read(r)
 	return c
 }
@@ -129,8 +145,8 @@ func (c *Conn) read(r io.Reader) {
 	}
 	c.mu.Lock()
 	c.err = err
-	for id, ch := range c.pending {
-		close(ch)
+	for id, pc := range c.pending {
+		close(pc.ch)
 		delete(c.pending, id)
 	}
 	for s := range c.subs {
@@ -163,14 +179,27 @@ func (c *Conn) dispatch(m message) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if m.ID != 0 {
-		if ch, ok := c.pending[m.ID]; ok {
+		if pc, ok := c.pending[m.ID]; ok {
 			delete(c.pending, m.ID)
-			ch <- reply{result: m.Result, err: m.Error}
+			pc.ch <- reply{result: m.Result, err: m.Error}
 		}
 		return
 	}
 	if m.Method == "" {
 		return
+	}
+	switch m.Method {
+	case "Target.detachedFromTarget": // on the browser session, naming the page's session
+		var p struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil && p.SessionID != "" {
+			c.abandonLocked(p.SessionID)
+		}
+	case "Inspector.targetCrashed", "Inspector.detached": // on the page's own session
+		if m.SessionID != "" {
+			c.abandonLocked(m.SessionID)
+		}
 	}
 	ev := Event{SessionID: m.SessionID, Method: m.Method, Params: m.Params}
 	for s := range c.subs {
@@ -179,6 +208,17 @@ func (c *Conn) dispatch(m message) {
 			case s.ch <- ev:
 			default:
 			}
+		}
+	}
+}
+
+// abandonLocked ends the calls in flight on sessionID: its target is gone
+// and the browser drops them unanswered. c.mu is held.
+func (c *Conn) abandonLocked(sessionID string) {
+	for id, pc := range c.pending {
+		if pc.sessionID == sessionID {
+			delete(c.pending, id)
+			pc.ch <- reply{gone: true}
 		}
 	}
 }
@@ -217,7 +257,7 @@ func (c *Conn) Call(ctx context.Context, sessionID, method string, params, resul
 		}
 		raw = b
 	}
-	ch := make(chan reply, 1)
+	pc := &call{sessionID: sessionID, ch: make(chan reply, 1)}
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -225,7 +265,7 @@ func (c *Conn) Call(ctx context.Context, sessionID, method string, params, resul
 	}
 	c.nextID++
 	id := c.nextID
-	c.pending[id] = ch
+	c.pending[id] = pc
 	c.mu.Unlock()
 
 	b, err := json.Marshal(message{ID: id, SessionID: sessionID, Method: method, Params: raw})
@@ -233,10 +273,7 @@ func (c *Conn) Call(ctx context.Context, sessionID, method string, params, resul
 		c.forget(id)
 		return fmt.Errorf("%s: encode: %w", method, err)
 	}
-	c.wmu.Lock()
-	_, err = c.w.Write(append(b, 0))
-	c.wmu.Unlock()
-	if err != nil {
+	if err := c.write(ctx, append(b, 0)); err != nil {
 		c.forget(id)
 		return fmt.Errorf("%s: write: %w", method, err)
 	}
@@ -244,9 +281,12 @@ func (c *Conn) Call(ctx context.Context, sessionID, method string, params, resul
 	case <-ctx.Done():
 		c.forget(id)
 		return ctx.Err()
-	case rep, ok := <-ch:
+	case rep, ok := <-pc.ch:
 		if !ok {
 			return fmt.Errorf("%s: %w", method, ErrClosed)
+		}
+		if rep.gone {
+			return fmt.Errorf("%s: %w", method, ErrTargetClosed)
 		}
 		if rep.err != nil {
 			rep.err.Method = method
@@ -258,6 +298,33 @@ func (c *Conn) Call(ctx context.Context, sessionID, method string, params, resul
 			}
 		}
 		return nil
+	}
+}
+
+// write writes one whole message. A browser that stops reading its pipe
+// (stopped, or busy for longer than the caller can wait) blocks the write
+// once the pipe's buffer is full: the caller then returns when ctx ends,
+// while the write goes on in the background and the next writer waits for
+// it, so that messages are never interleaved.
+func (c *Conn) write(ctx context.Context, msg []byte) error {
+	select {
+	case c.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrClosed
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.w.Write(msg)
+		<-c.wsem
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
