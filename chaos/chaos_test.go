@@ -37,6 +37,9 @@ func TestChaos(t *testing.T) {
 				t.Errorf("stop bay: %v", err)
 			}
 		}
+		for _, l := range leftovers(cli, b.instance) {
+			t.Errorf("left behind after the suite's deletes (now removed): %s", l)
+		}
 		md := rep.markdown()
 		t.Logf("\n%s", md)
 		if path := os.Getenv("CHAOS_REPORT"); path != "" {

@@ -97,7 +97,7 @@ func faultPhase(t *testing.T, rep *report, cli *client.Client, b *bay, alice, bo
 	}
 	r.Took = first
 	addFault(rep, "SIGSTOP of ship, then exec", r, next)
-	if r.Status == 500 || r.Err != nil || first > 30*time.Second {
+	if r.Status == 500 || r.Err != nil || first > 45*time.Second {
 		rep.fail("fault SIGSTOP: the call to a frozen runtime answered %s after %v", r, first)
 	}
 	if next < 0 {
@@ -156,7 +156,7 @@ func bayKill(t *testing.T, rep *report, cli *client.Client, b *bay, alice, bob *
 		t.Fatalf("restart bay after SIGKILL: %v", err)
 	}
 	var slowest time.Duration
-	lost, dups := 0, 0
+	lost, dups, stale := 0, 0, 0
 	for _, o := range all {
 		d, last := untilSuccess(o.a, o.id, "echo back", 120*time.Second)
 		if d < 0 {
@@ -170,6 +170,7 @@ func bayKill(t *testing.T, rep *report, cli *client.Client, b *bay, alice, bob *
 			dups++
 			rep.fail("bay restart: sandbox %s has running containers %v (all %v, %v)", o.id, running, ids, err)
 		}
+		stale += len(ids) - len(running)
 	}
 	for _, a := range []*api{alice, bob} {
 		r := a.do("GET", "/v1/sandboxes?limit=200", nil, nil)
@@ -181,6 +182,6 @@ func bayKill(t *testing.T, rep *report, cli *client.Client, b *bay, alice, bob *
 		}
 	}
 	rep.mu.Lock()
-	rep.Restart = restartFigures{Sandboxes: len(all), Lost: lost, Duplicates: dups, BayHealthy: healthy, SlowestBack: slowest}
+	rep.Restart = restartFigures{Sandboxes: len(all), Lost: lost, Duplicates: dups, Stale: stale, BayHealthy: healthy, SlowestBack: slowest}
 	rep.mu.Unlock()
 }

@@ -83,11 +83,12 @@ func currentSettings() settings {
 
 // bay is the bay process under test, restartable on the same database.
 type bay struct {
-	url  string
-	dir  string
-	cfg  string
-	logs *testenv.LogBuffer
-	proc *testenv.BayProcess
+	instance string // gc.instance_id: bay labels what it creates with it
+	url      string
+	dir      string
+	cfg      string
+	logs     *testenv.LogBuffer
+	proc     *testenv.BayProcess
 }
 
 func bayConfig(port int, dir, instance string) string {
@@ -125,8 +126,9 @@ func startBay(t *testing.T) *bay {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bay{url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir, logs: &testenv.LogBuffer{},
-		cfg: bayConfig(port, dir, fmt.Sprintf("chaos-%d-%d", os.Getpid(), port))}
+	instance := fmt.Sprintf("chaos-%d-%d", os.Getpid(), port)
+	b := &bay{instance: instance, url: fmt.Sprintf("http://127.0.0.1:%d", port), dir: dir, logs: &testenv.LogBuffer{},
+		cfg: bayConfig(port, dir, instance)}
 	if _, err := b.launch(); err != nil {
 		t.Fatal(err)
 	}
@@ -407,4 +409,38 @@ func untilSuccess(a *api, id, command string, limit time.Duration) (time.Duratio
 		time.Sleep(250 * time.Millisecond)
 	}
 	return -1, last
+}
+
+// leftovers finds the containers, volumes and networks that carry this bay's instance id,
+// removes them, and names them: after the suite's deletes there must be none.
+func leftovers(cli *client.Client, instance string) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := make(client.Filters).Add("label", "bay.instance_id="+instance)
+	var left []string
+	if res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f}); err != nil {
+		left = append(left, "list containers: "+err.Error())
+	} else {
+		for _, c := range res.Items {
+			left = append(left, "container "+c.ID[:12])
+			_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		}
+	}
+	if res, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: f}); err != nil {
+		left = append(left, "list volumes: "+err.Error())
+	} else {
+		for _, v := range res.Items {
+			left = append(left, "volume "+v.Name)
+			_, _ = cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true})
+		}
+	}
+	if res, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f}); err != nil {
+		left = append(left, "list networks: "+err.Error())
+	} else {
+		for _, n := range res.Items {
+			left = append(left, "network "+n.Name)
+			_, _ = cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+		}
+	}
+	return left
 }

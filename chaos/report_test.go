@@ -74,6 +74,7 @@ type restartFigures struct {
 	Sandboxes   int
 	Lost        int
 	Duplicates  int
+	Stale       int // stopped containers of the sandboxes left beside the running one
 	BayHealthy  time.Duration
 	SlowestBack time.Duration
 }
@@ -159,8 +160,8 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", f.Name, ms(f.FirstAnswer), cell(f.FirstStatus), ms(f.NextSuccess))
 	}
 	rs := r.Restart
-	fmt.Fprintf(&b, "\n| bay SIGKILL mid-load, restart on the same database | value |\n|---|---|\n| sandboxes before | %d |\n| lost | %d |\n| with two running containers | %d |\n| bay healthy again after | %s |\n| slowest sandbox answering again | %s |\n\n",
-		rs.Sandboxes, rs.Lost, rs.Duplicates, ms(rs.BayHealthy), ms(rs.SlowestBack))
+	fmt.Fprintf(&b, "\n| bay SIGKILL mid-load, restart on the same database | value |\n|---|---|\n| sandboxes before | %d |\n| lost | %d |\n| with two running containers | %d |\n| stopped containers left beside them | %d |\n| bay healthy again after | %s |\n| slowest sandbox answering again | %s |\n\n",
+		rs.Sandboxes, rs.Lost, rs.Duplicates, rs.Stale, ms(rs.BayHealthy), ms(rs.SlowestBack))
 	l := r.Load
 	var cs []string
 	for c, n := range l.ByCode {

@@ -32,6 +32,7 @@ func tenantPhase(t *testing.T, rep *report, a, b *api, sa, sb string) {
 		{"GET", sbox + "/filesystem/directories?path=.", nil},
 		{"GET", sbox + "/filesystem/download?path=secret.txt", nil},
 		{"DELETE", sbox + "/filesystem/files?path=secret.txt", nil},
+		{"GET", sbox + "/terminal", nil},
 		{"GET", sbox + "/history", nil},
 		{"GET", sbox + "/history/last", nil},
 		{"GET", sbox + "/history/" + eid, nil},
