@@ -30,9 +30,9 @@ const image = "ship:base"
 
 // Owners and their keys; the keys exist only in the config of the bay the suite starts.
 const (
-	ownerA = "alice"
+	ownerA = "default" // the owner of security.api_key
 	ownerB = "bob"
-	keyA   = "sk-chaos-alice-0123456789abcdef"
+	keyA   = "sk-chaos-default-0123456789abcdef"
 	keyB   = "sk-chaos-bob-fedcba9876543210"
 )
 
@@ -91,32 +91,18 @@ type bay struct {
 	proc     *testenv.BayProcess
 }
 
+// bayConfig is testenv's configuration with owner A's key as security.api_key (owner
+// "default") and owner B's added in security.api_keys, one profile on the light image.
 func bayConfig(port int, dir, instance string) string {
-	return fmt.Sprintf(`server:
-  host: "127.0.0.1"
-  port: %d
-database:
-  url: "sqlite:///%s/bay.db"
-driver:
-  type: docker
-  docker:
-    connect_mode: auto
-security:
-  allow_anonymous: false
-  api_keys:
-    - {key: %q, owner: %s}
-    - {key: %q, owner: %s}
-gc:
-  enabled: false
-  run_on_startup: false
-  instance_id: %q
-profiles:
+	cfg := testenv.Config{Port: port, DataDir: dir, APIKey: keyA, InstanceID: instance,
+		Extra: fmt.Sprintf(`profiles:
   - id: python-default
     image: %q
     resources: {cpus: 1.0, memory: "1g"}
     capabilities: [filesystem, shell, python]
     idle_timeout: 1800
-`, port, dir, keyA, ownerA, keyB, ownerB, instance, image)
+`, image)}
+	return strings.Replace(cfg.YAML(), "security:\n", fmt.Sprintf("security:\n  api_keys:\n    - {key: %q, owner: %s}\n", keyB, ownerB), 1)
 }
 
 func startBay(t *testing.T) *bay {

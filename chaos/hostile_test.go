@@ -188,6 +188,21 @@ type hostileRun struct {
 
 func hostilePhase(t *testing.T, rep *report, s settings, a *api, sa string) {
 	h := &hostileRun{rep: rep, a: a}
+	before := map[string]bool{}
+	for _, id := range a.created() {
+		before[id] = true
+	}
+	// The generated creates that succeeded are deleted after the phase, so that the later
+	// phases start from the sandboxes they made themselves.
+	defer func() {
+		for _, id := range a.created() {
+			if !before[id] {
+				if r := a.do("DELETE", "/v1/sandboxes/"+id, nil, nil); r.Status == 204 {
+					a.forget(id)
+				}
+			}
+		}
+	}()
 	// Links out of the workspace, made from inside: the files API must not follow them out.
 	links := func() {
 		a.shellOK(t, sa, "ln -sfn /etc etclink && ln -sfn /etc/passwd pwlink && ln -sfn / rootlink && "+
@@ -274,10 +289,7 @@ func (h *hostileRun) escapeCheck(what string, r resp) {
 	if strings.Contains(body, "root:x:0:0") || strings.Contains(body, "root:*:") ||
 		strings.Contains(body, `"name":"passwd"`) || strings.Contains(body, `"name":"shadow"`) ||
 		strings.Contains(body, `"name":"os-release"`) || strings.Contains(body, "PATH=") {
-		h.rep.mu.Lock()
-		h.rep.Hostile.Escapes++
-		h.rep.mu.Unlock()
-		h.rep.fail("escape: %s answered content from outside the workspace: %s", what, r)
+		h.escaped("%s answered content from outside the workspace: %s", what, r)
 	}
 }
 
@@ -318,16 +330,39 @@ func escapes(t *testing.T, h *hostileRun, sa string) {
 		h.count()
 		h.check("upload "+p, r, runtime5xx)
 	}
+	// Reads and deletes through a link to /tmp must neither show nor remove what /tmp holds.
+	a.shellOK(t, sa, "echo keep-me > /tmp/chaos-keep && ln -sfn /tmp tmplink")
+	for _, p := range []string{"tmplink/chaos-keep", "tmplink/", "tmplink/.", "../tmp/chaos-keep", "/tmp/chaos-keep"} {
+		q := "?path=" + url.QueryEscape(p)
+		for _, ep := range []string{"files", "download", "directories"} {
+			r := a.do("GET", base+ep+q, nil, nil)
+			h.count()
+			h.check("GET "+ep+" "+p, r, runtime5xx)
+			if r.Status == 200 && (strings.Contains(string(r.Body), "keep-me") || strings.Contains(string(r.Body), "chaos-keep")) {
+				h.escaped("GET %s %s showed /tmp of the container: %s", ep, p, r)
+			}
+		}
+		r := a.do("DELETE", base+"files"+q, nil, nil)
+		h.count()
+		h.check("DELETE files "+p, r, runtime5xx)
+	}
+	if out := a.shellOK(t, sa, "cat /tmp/chaos-keep 2>&1; true"); !strings.Contains(out, "keep-me") {
+		h.escaped("a DELETE through a link to /tmp removed /tmp/chaos-keep of the container: %q", out)
+	}
 	out := a.shellOK(t, sa, "ls /tmp/chaos-escape /etc/chaos-escape /chaos-escape 2>/dev/null; test -e /etc/passwd && echo intact")
 	if strings.Contains(out, "chaos-escape") {
-		h.rep.mu.Lock()
-		h.rep.Hostile.Escapes++
-		h.rep.mu.Unlock()
-		h.rep.fail("escape: a write through the files API landed outside the workspace: %q", out)
+		h.escaped("a write through the files API landed outside the workspace: %q", out)
 	}
 	if !strings.Contains(out, "intact") {
 		h.rep.fail("escape: a delete through the files API removed /etc/passwd of the container: %q", out)
 	}
+}
+
+func (h *hostileRun) escaped(format string, args ...any) {
+	h.rep.mu.Lock()
+	h.rep.Hostile.Escapes++
+	h.rep.mu.Unlock()
+	h.rep.fail("escape: "+format, args...)
 }
 
 func (h *hostileRun) count() {
