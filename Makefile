@@ -8,7 +8,7 @@ BIN := bin
 TEST_TIMEOUT ?= 45m
 BENCH_OUT ?= bench-results
 
-.PHONY: all build run test bench bench-quick lint host-deps image image-base image-gull images clean leftovers
+.PHONY: all build run test chaos bench bench-quick lint host-deps image image-base image-gull images clean leftovers
 
 all: build
 
@@ -44,6 +44,15 @@ run: image
 ## SQLite file, and the end-to-end scenarios; then check that nothing was left behind.
 test: lint images
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@scripts/check-leftovers.sh
+
+## chaos: the long reliability suite (chaos/): hostile input, cross-tenant calls, abuse from
+## inside a sandbox, killed and frozen processes, 60 s of load against a real bay; `make test`
+## runs its bounded version. The figures go to $(CHAOS_REPORT).
+CHAOS_REPORT ?= $(BENCH_OUT)/chaos.md
+chaos: image-base
+	@mkdir -p $(dir $(CHAOS_REPORT))
+	SHIPYARD_CHAOS=long CHAOS_REPORT=$(abspath $(CHAOS_REPORT)) $(GO) test -count=1 -v -timeout 30m -run TestChaos ./chaos
 	@scripts/check-leftovers.sh
 
 ## bench: the benchmark program against the raw baselines (see README, "Figures").
