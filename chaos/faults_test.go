@@ -1,19 +1,16 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
 // stopRuntime freezes the container's ship process with SIGSTOP from the host (the container
@@ -26,22 +23,7 @@ func stopRuntime(cli *client.Client, containerID string) (resume func(), err err
 	if err != nil || res.Container.State == nil || res.Container.State.Pid == 0 {
 		return nil, fmt.Errorf("inspect %s: %v", containerID, err)
 	}
-	init := strconv.Itoa(res.Container.State.Pid)
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		comm, _ := os.ReadFile(d + "/comm")
-		stat, _ := os.ReadFile(d + "/stat")
-		// stat: "pid (comm) state ppid ..."
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if strings.TrimSpace(string(comm)) == "ship" && len(f) > 1 && f[1] == init {
-			pid, _ := strconv.Atoi(filepath.Base(d))
-			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-				return nil, fmt.Errorf("SIGSTOP ship (host pid %d): %w", pid, err)
-			}
-			return func() { _ = syscall.Kill(pid, syscall.SIGCONT) }, nil
-		}
-	}
-	return nil, fmt.Errorf("no ship process under the container's init (host pid %s)", init)
+	return testenv.StopChild(res.Container.State.Pid, "ship")
 }
 
 func runningContainer(t *testing.T, cli *client.Client, id string) string {

@@ -1,17 +1,14 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
 // runningContainer returns the id of the sandbox's running container.
@@ -36,23 +33,11 @@ func stopRuntime(t *testing.T, cli *client.Client, id string) {
 	if err != nil || res.Container.State == nil || res.Container.State.Pid == 0 {
 		t.Fatalf("inspect %s: %v", id, err)
 	}
-	init := strconv.Itoa(res.Container.State.Pid)
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		comm, _ := os.ReadFile(d + "/comm")
-		stat, _ := os.ReadFile(d + "/stat")
-		// stat: "pid (comm) state ppid ..."
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if strings.TrimSpace(string(comm)) == "ship" && len(f) > 1 && f[1] == init {
-			pid, _ := strconv.Atoi(filepath.Base(d))
-			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-				t.Fatalf("SIGSTOP ship (host pid %d): %v", pid, err)
-			}
-			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
-			return
-		}
+	resume, err := testenv.StopChild(res.Container.State.Pid, "ship")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no ship process under the container's init (host pid %s)", init)
+	t.Cleanup(resume)
 }
 
 // A container killed behind bay's back: the next call is answered by a new session (the

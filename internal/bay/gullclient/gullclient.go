@@ -7,10 +7,8 @@
 package gullclient
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -134,52 +132,9 @@ func (c *Client) ExecBatch(ctx context.Context, endpoint string, commands []stri
 
 // do sends body as JSON (nil = none) and decodes a 2xx answer into out.
 func (c *Client) do(ctx context.Context, endpoint, method, path string, body, out any, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return bay.Errorf(bay.CodeInternal, "Gull request failed").WithCause(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, endpoint+path, rd)
-	if err != nil {
-		return bay.Errorf(bay.CodeShipError, "Gull request error: invalid endpoint").WithCause(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return transportError(ctx, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 400 {
+	return runtime.DoJSON(ctx, c.hc, "Gull", endpoint, method, path, body, out, timeout, func(resp *http.Response) error {
 		return statusError(resp, path)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		if ctx.Err() != nil {
-			return transportError(ctx, path, err)
-		}
-		return bay.Errorf(bay.CodeShipError, "Gull returned an invalid response").WithCause(fmt.Errorf("decode %s: %w", path, err))
-	}
-	return nil
-}
-
-func transportError(ctx context.Context, path string, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return bay.Errorf(bay.CodeTimeout, "Gull request timed out: %s", path).WithCause(err)
-	}
-	if errors.Is(err, context.Canceled) {
-		return bay.Errorf(bay.CodeShipError, "Gull request cancelled: %s", path).WithCause(err)
-	}
-	cause := errors.Join(runtime.ErrUnreachable, err)
-	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-		cause = errors.Join(runtime.ErrUnreachable, runtime.ErrNotSent, err)
-	}
-	return bay.Errorf(bay.CodeShipError, "Gull request error: %s unreachable", path).WithCause(cause)
+	})
 }
 
 func statusError(resp *http.Response, path string) error {

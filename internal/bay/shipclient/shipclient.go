@@ -23,7 +23,6 @@ package shipclient
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -379,57 +378,15 @@ func TerminalURL(endpoint string, cols, rows int) string {
 // doJSON sends body as JSON (nil = no body) and decodes a 2xx answer into out. subjectPath is
 // the workspace path the call is about ("" when none), used for file_not_found / invalid_path.
 func (c *Client) doJSON(ctx context.Context, endpoint, method, path string, body, out any, timeout time.Duration, subjectPath string) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return bay.Errorf(bay.CodeInternal, "Ship request failed").WithCause(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, endpoint+path, rd)
-	if err != nil {
-		return bay.Errorf(bay.CodeShipError, "Ship request error: invalid endpoint").WithCause(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return c.transportError(ctx, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 400 {
+	return runtime.DoJSON(ctx, c.hc, "Ship", endpoint, method, path, body, out, timeout, func(resp *http.Response) error {
 		return c.statusError(resp, path, subjectPath)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		if ctx.Err() != nil {
-			return c.transportError(ctx, path, err)
-		}
-		return bay.Errorf(bay.CodeShipError, "Ship returned an invalid response").WithCause(fmt.Errorf("decode %s: %w", path, err))
-	}
-	return nil
+	})
 }
 
 // transportError classifies a failure to get an answer at all.
 func (c *Client) transportError(ctx context.Context, path string, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// Our own per-call deadline (or the caller's, which is also a timeout from its view).
-		return bay.Errorf(bay.CodeTimeout, "Ship request timed out: %s", path).WithCause(err)
-	}
-	if errors.Is(err, context.Canceled) {
-		return bay.Errorf(bay.CodeShipError, "Ship request cancelled: %s", path).WithCause(err)
-	}
-	cause := errors.Join(ErrUnreachable, err)
-	if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
-		cause = errors.Join(ErrUnreachable, runtime.ErrNotSent, err)
-	}
-	return bay.Errorf(bay.CodeShipError, "Ship request error: %s unreachable", path).WithCause(cause)
+	return runtime.TransportError(ctx, "Ship", path, err)
 }
-
-// statusError classifies a non-2xx answer of ship. A 4xx caused by what the client asked for
 // (see clientCode) stays a 4xx with ship's message; everything else is ship_error (502).
 func (c *Client) statusError(resp *http.Response, path, subjectPath string) error {
 	var er shipapi.ErrorResponse
