@@ -387,6 +387,8 @@ func (c *Client) doJSON(ctx context.Context, endpoint, method, path string, body
 func (c *Client) transportError(ctx context.Context, path string, err error) error {
 	return runtime.TransportError(ctx, "Ship", path, err)
 }
+
+// statusError classifies a non-2xx answer of ship. A 4xx caused by what the client asked for
 // (see clientCode) stays a 4xx with ship's message; everything else is ship_error (502).
 func (c *Client) statusError(resp *http.Response, path, subjectPath string) error {
 	var er shipapi.ErrorResponse
