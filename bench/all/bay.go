@@ -25,8 +25,9 @@ import (
 
 // Profiles of the generated configuration.
 const (
-	profileCold = "bench"
-	profileWarm = "bench-warm"
+	profileCold    = "bench"
+	profileWarm    = "bench-warm"
+	profileBrowser = "bench-browser"
 )
 
 // bayProc is the bay daemon under test: bin/bay serve with a generated config.yaml, a SQLite
@@ -76,7 +77,22 @@ profiles:
     idle_timeout: 3600
     warm_pool_size: %d
     warm_rotate_ttl: 3600
-`, profileCold, b.image, profileWarm, b.image, b.warmPool)}
+  - id: %s
+    idle_timeout: 3600
+    pids_limit: 512
+    containers:
+      - name: ship
+        image: %q
+        resources: {cpus: 1.0, memory: "1g"}
+        capabilities: [python, shell, filesystem]
+        primary_for: [python, shell, filesystem]
+      - name: browser
+        image: %q
+        runtime_type: gull
+        runtime_port: 8115
+        resources: {cpus: 1.0, memory: "1g"}
+        capabilities: [browser]
+`, profileCold, b.image, profileWarm, b.image, b.warmPool, profileBrowser, b.image, b.gullImage)}
 	bp.URL = cfg.URL()
 	if err := os.WriteFile(filepath.Join(b.out, "bay-config.yaml"), []byte(cfg.YAML()), 0o644); err != nil {
 		return nil, err
@@ -209,6 +225,18 @@ func (b *bench) python(ctx context.Context, id, code, want string) error {
 	}
 	if !r.Success || lastLine(r.Output) != want {
 		return fmt.Errorf("python %q through bay: success=%v output=%q error=%v", code, r.Success, r.Output, deref(r.Error))
+	}
+	return nil
+}
+
+// browser runs one browser command through bay and checks that it succeeded.
+func (b *bench) browser(ctx context.Context, id, cmd string) error {
+	var r bayapi.BrowserExecResponse
+	if err := b.bay.do(ctx, http.MethodPost, "/v1/sandboxes/"+id+"/browser/exec", map[string]any{"cmd": cmd, "timeout": 120}, &r); err != nil {
+		return err
+	}
+	if !r.Success {
+		return fmt.Errorf("browser %q through bay: exit %d: %v", cmd, r.ExitCode, deref(r.Error))
 	}
 	return nil
 }

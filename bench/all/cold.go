@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
+	"github.com/shipyard-dev/shipyard/api/gullapi"
 	"github.com/shipyard-dev/shipyard/bench/benchlib"
 )
 
@@ -43,8 +44,13 @@ func (p *parts) series(prefix string) []benchlib.Series {
 // path up to the engine's create), created -> started, started -> result (ship readiness wait,
 // the call itself, bay's bookkeeping).
 func (b *bench) coldBay(ctx context.Context, pp *parts, kernel bool, run func(ctx context.Context, id string) error) (time.Duration, error) {
+	return b.coldBayOf(ctx, pp, profileCold, kernel, run)
+}
+
+// coldBayOf is coldBay on another cold profile.
+func (b *bench) coldBayOf(ctx context.Context, pp *parts, profile string, kernel bool, run func(ctx context.Context, id string) error) (time.Duration, error) {
 	t0 := time.Now()
-	id, warm, err := b.create(ctx, profileCold)
+	id, warm, err := b.create(ctx, profile)
 	if err != nil {
 		return 0, err
 	}
@@ -248,4 +254,72 @@ func (b *bench) kernelStartTime(ctx context.Context, id string) (time.Duration, 
 	}
 	d, err := time.ParseDuration(m[1])
 	return d, err == nil
+}
+
+// browserCmd is the first browser command of the cold browser figure: it needs a running
+// Chromium and nothing else.
+const browserCmd = "get url"
+
+func (b *bench) figColdBrowser(ctx context.Context) error {
+	const id, title = "cold-browser", "cold create -> first browser result (`get url`)"
+	var bayT, raw []time.Duration
+	pp := newParts()
+	for i := -b.reps.ColdWarmup; i < b.reps.Cold; i++ {
+		err := legs(ctx, i, pp,
+			leg{&bayT, func(ctx context.Context, pp *parts) (time.Duration, error) {
+				return b.coldBayOf(ctx, pp, profileBrowser, false, func(ctx context.Context, id string) error { return b.browser(ctx, id, browserCmd) })
+			}},
+			leg{&raw, b.coldRawGull})
+		if err != nil {
+			return b.failed(id, title, fmt.Errorf("repetition %d: %w", i, err))
+		}
+	}
+	f := &benchlib.Figure{ID: id, Title: title, Measured: benchlib.Latency("bay", bayT)}
+	f.AddBaseline(benchlib.Latency("raw create+start of the gull image until Chromium answers", raw))
+	f.RatioAtMost(1.2)
+	f.Breakdown = pp.series("")
+	f.Note("bay = POST /v1/sandboxes {profile: %s} (ship + gull on one cargo) then POST .../browser/exec {cmd: %q}: the call creates and starts both containers, waits for ship's /health and for gull's browser_ready, then runs the command", profileBrowser, browserCmd)
+	f.Note("baseline = raw Engine API volume + container create of %s (user 1000, cap-drop ALL, no-new-privileges, 1 CPU, 1 GiB, pids 512) + start, gull's /health polled every 5 ms until browser_ready, then POST /exec {cmd: %q} on gull directly", b.gullImage, browserCmd)
+	f.Note("%d repetitions per side after %d unmeasured round(s), sides interleaved in rotating order", b.reps.Cold, b.reps.ColdWarmup)
+	b.add(f)
+	return nil
+}
+
+// coldRawGull times the browser baseline without bay.
+func (b *bench) coldRawGull(ctx context.Context, pp *parts) (time.Duration, error) {
+	t0 := time.Now()
+	rs, err := b.rawCreateOf(ctx, rawImage{image: b.gullImage, port: gullapi.DefaultPort, pids: 512})
+	defer b.rawRemove(ctx, rs)
+	if err != nil {
+		return 0, err
+	}
+	tStarted := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		var h gullapi.HealthResponse
+		if err := b.getJSON(wctx, rs.Endpoint+gullapi.PathHealth, &h); err == nil && h.BrowserReady {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return 0, fmt.Errorf("raw gull at %s: browser not ready: %w", rs.Endpoint, wctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	tReady := time.Now()
+	var r gullapi.ExecResponse
+	if err := b.shipPost(ctx, rs.Endpoint, gullapi.PathExec, map[string]any{"cmd": browserCmd, "timeout": 60}, &r); err != nil {
+		return 0, err
+	}
+	if r.ExitCode != 0 {
+		return 0, fmt.Errorf("raw gull %q: exit %d: %s", browserCmd, r.ExitCode, r.Stderr)
+	}
+	tEnd := time.Now()
+	if pp != nil {
+		pp.add("raw gull: create+start", tStarted.Sub(t0))
+		pp.add("raw gull: started -> browser_ready", tReady.Sub(tStarted))
+		pp.add("raw gull: first command", tEnd.Sub(tReady))
+	}
+	return tEnd.Sub(t0), nil
 }

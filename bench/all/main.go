@@ -66,21 +66,22 @@ var (
 
 // bench is one run.
 type bench struct {
-	cli      *client.Client
-	image    string
-	bayBin   string
-	out      string
-	quick    bool
-	reps     reps
-	warmPool int
-	runID    string
-	seq      int
-	clean    *cleaner
-	bay      *bayProc
-	events   *engineEvents
-	shipHTTP *http.Client
-	log      *slog.Logger
-	report   *benchlib.Report
+	cli       *client.Client
+	image     string
+	gullImage string
+	bayBin    string
+	out       string
+	quick     bool
+	reps      reps
+	warmPool  int
+	runID     string
+	seq       int
+	clean     *cleaner
+	bay       *bayProc
+	events    *engineEvents
+	shipHTTP  *http.Client
+	log       *slog.Logger
+	report    *benchlib.Report
 
 	shared struct{ id, cid, ep string }
 	// coldPython is the bay cold-create-to-python series, the warm figure's baseline.
@@ -99,8 +100,9 @@ func run() (int, error) {
 	out := flag.String("out", "", "output directory (required)")
 	quick := flag.Bool("quick", false, "small repetition counts: finishes in under a minute")
 	image := flag.String("image", "ship:latest", "sandbox image (must exist locally: make images)")
+	gullImage := flag.String("gull-image", "gull:latest", "browser runtime image of the cold browser figure (make images)")
 	bayBin := flag.String("bay", "", "bay binary (default: bin/bay at the repository root; make build)")
-	only := flag.String("only", "", "comma-separated figure groups to run (cold,ready,transfer,lazy,memory,warm,concurrent,ship); default all")
+	only := flag.String("only", "", "comma-separated figure groups to run (cold,browser,ready,transfer,lazy,memory,warm,concurrent,ship); default all")
 	flag.Parse()
 	if *out == "" {
 		return 2, errors.New("-out DIR is required")
@@ -147,7 +149,7 @@ func run() (int, error) {
 	idb := make([]byte, 4)
 	rand.Read(idb)
 	b := &bench{
-		cli: cli, image: *image, bayBin: *bayBin, out: *out, quick: *quick, reps: fullReps,
+		cli: cli, image: *image, gullImage: *gullImage, bayBin: *bayBin, out: *out, quick: *quick, reps: fullReps,
 		runID: hex.EncodeToString(idb), clean: newCleaner(), log: log,
 		shipHTTP: &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{
 			MaxIdleConns: 256, MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute, DisableCompression: true}},
@@ -191,6 +193,7 @@ func run() (int, error) {
 	}{
 		{"cold", b.figColdShell},
 		{"cold", b.figColdPython},
+		{"browser", b.figColdBrowser},
 		{"ready", b.figReady},
 		{"transfer", b.figTransfer},
 		{"lazy", b.figLazyCreate},

@@ -40,9 +40,21 @@ type rawSandbox struct {
 	VolumeCreate, Create, Start time.Duration
 }
 
-// rawCreate creates the volume and the container and starts it; it registers both for
+// rawImage is what differs between the runtimes' raw baselines.
+type rawImage struct {
+	image string
+	port  int
+	pids  int64
+}
+
+// rawCreate creates the volume and a ship container and starts it; it registers both for
 // cleanup before anything can fail.
 func (b *bench) rawCreate(ctx context.Context) (*rawSandbox, error) {
+	return b.rawCreateOf(ctx, rawImage{image: b.image, port: shipapi.DefaultPort, pids: 256})
+}
+
+// rawCreateOf is rawCreate for any runtime image.
+func (b *bench) rawCreateOf(ctx context.Context, ri rawImage) (*rawSandbox, error) {
 	b.seq++
 	name := fmt.Sprintf("shipyard-bench-%s-%d", b.runID, b.seq)
 	labels := map[string]string{labelTest: "bench", labelRun: b.runID}
@@ -54,8 +66,8 @@ func (b *bench) rawCreate(ctx context.Context) (*rawSandbox, error) {
 	b.clean.volume(name)
 	rs.VolumeCreate = time.Since(t0)
 
-	port, _ := network.PortFrom(shipapi.DefaultPort, network.TCP)
-	pids := int64(256)
+	port, _ := network.PortFrom(uint16(ri.port), network.TCP)
+	pids := ri.pids
 	noInit := false
 	stop := 10
 	cfg := &container.Config{
@@ -64,7 +76,7 @@ func (b *bench) rawCreate(ctx context.Context) (*rawSandbox, error) {
 		Env: []string{"BAY_SANDBOX_ID=" + name, "BAY_SESSION_ID=" + name,
 			"BAY_WORKSPACE_PATH=" + shipapi.DefaultWorkspace},
 		Labels:       labels,
-		Image:        b.image,
+		Image:        ri.image,
 		ExposedPorts: network.PortSet{port: {}},
 		StopTimeout:  &stop,
 	}
@@ -97,7 +109,7 @@ func (b *bench) rawCreate(ctx context.Context) (*rawSandbox, error) {
 	rs.Start = time.Since(t2)
 	for _, ep := range ins.Container.NetworkSettings.Networks {
 		if ep != nil && ep.IPAddress.IsValid() {
-			rs.Endpoint = "http://" + ep.IPAddress.String() + ":" + strconv.Itoa(shipapi.DefaultPort)
+			rs.Endpoint = "http://" + ep.IPAddress.String() + ":" + strconv.Itoa(ri.port)
 			break
 		}
 	}
@@ -176,6 +188,20 @@ func (b *bench) shipWaitHealthy(ctx context.Context, endpoint string) error {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+}
+
+// getJSON GETs u and decodes a 200 answer into out.
+func (b *bench) getJSON(ctx context.Context, u string, out any) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := b.shipHTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d", u, resp.StatusCode)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 func (b *bench) shipPost(ctx context.Context, endpoint, path string, in, out any) error {

@@ -145,7 +145,13 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		}
 		madeNet = network
 	}
-	inst = bay.Instance{Name: spec.Name, Labels: labels, CreatedAt: time.Now().UTC()}
+	inst = bay.Instance{Name: spec.Name, Labels: labels, CreatedAt: time.Now().UTC(),
+		Containers: make([]bay.InstanceContainer, len(spec.Containers))}
+	// The containers are created in parallel: the engine spends most of a create copying the
+	// image's files into the cargo volume's mount, which it can do for two at once.
+	made = make([]string, len(spec.Containers))
+	cerrs := make([]error, len(spec.Containers))
+	var cwg sync.WaitGroup
 	for i, c := range spec.Containers {
 		cs := containerSpec{
 			Name:        containerName(spec.Name, multi, c.Name),
@@ -171,17 +177,22 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		cs.Labels[bay.LabelContainerName] = c.Name
 		cs.Labels[bay.LabelRuntimeType] = c.RuntimeType
 		cs.Labels[bay.LabelContainerSlot] = strconv.Itoa(i)
-		id, err := d.createContainer(ctx, cs)
-		if err != nil {
-			if !bay.IsConflict(err) {
-				made = append(made, cs.Name)
+		cwg.Go(func() {
+			id, err := d.createContainer(ctx, cs)
+			switch {
+			case err == nil:
+				made[i] = id
+			case !bay.IsConflict(err):
+				made[i] = cs.Name // a create that may still complete at the engine
 			}
-			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
-		}
-		made = append(made, id)
-		inst.Containers = append(inst.Containers, bay.InstanceContainer{
-			Name: c.Name, RuntimeType: c.RuntimeType, ID: id, State: bay.ContainerCreated,
+			cerrs[i] = err
+			inst.Containers[i] = bay.InstanceContainer{Name: c.Name, RuntimeType: c.RuntimeType, ID: id, State: bay.ContainerCreated}
 		})
+	}
+	cwg.Wait()
+	made = slices.DeleteFunc(made, func(s string) bool { return s == "" })
+	if err := errors.Join(cerrs...); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
 
 	errs := make([]error, len(inst.Containers))
