@@ -10,7 +10,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -42,22 +41,16 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file))
-	dir, err := os.MkdirTemp("", "shipyard-chaos-bin-")
+	bin, removeBin, err := testenv.BuildBay(root)
 	if err != nil {
-		panic(err)
-	}
-	bayBin = filepath.Join(dir, "bay")
-	build := exec.Command("go", "build", "-o", bayBin, "./cmd/bay")
-	build.Dir = root
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "chaos: go build ./cmd/bay: %v\n", err)
+		fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
 		os.Exit(1)
 	}
+	bayBin = bin
 	restoreFirewall := testenv.KeepHostFirewallAsFound()
 	code := m.Run()
 	restoreFirewall()
-	os.RemoveAll(dir)
+	removeBin()
 	os.Exit(code)
 }
 

@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -48,22 +47,16 @@ func TestMain(m *testing.M) {
 	}
 	_, file, _, _ := runtime.Caller(0)
 	repoRoot = filepath.Dir(filepath.Dir(file))
-	dir, err := os.MkdirTemp("", "shipyard-e2e-bin-")
+	bin, removeBin, err := testenv.BuildBay(repoRoot)
 	if err != nil {
-		panic(err)
-	}
-	bayBin = filepath.Join(dir, "bay")
-	build := exec.Command("go", "build", "-o", bayBin, "./cmd/bay")
-	build.Dir = repoRoot
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go build ./cmd/bay: %v\n", err)
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(1)
 	}
+	bayBin = bin
 	restoreFirewall := testenv.KeepHostFirewallAsFound()
 	code := pgtest.Main(m) // stops the PostgreSQL cluster if a test started one
 	restoreFirewall()
-	os.RemoveAll(dir)
+	removeBin()
 	os.Exit(code)
 }
 

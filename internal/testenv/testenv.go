@@ -300,3 +300,22 @@ func exitErr(err error) error {
 	}
 	return err
 }
+
+// BuildBay builds ./cmd/bay of the module rooted at root into a new temporary directory and
+// returns the binary and a function that removes the directory. Test packages that run the
+// real bay build it once in TestMain.
+func BuildBay(root string) (bin string, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "shipyard-bay-bin-")
+	if err != nil {
+		return "", nil, fmt.Errorf("build bay: %w", err)
+	}
+	bin = filepath.Join(dir, "bay")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/bay")
+	build.Dir = root
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("go build ./cmd/bay: %w", err)
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
