@@ -20,8 +20,9 @@ const MaxHeaderBytes = 64 << 10
 // WrapListener returns ln whose connections put the answers net/http writes by itself,
 // before any handler runs, into bay's one error envelope: 431 for a header section over
 // MaxHeaderBytes, 400 for a malformed request line or header (a NUL or a line break in a
-// value, a missing Host), 501 for an unknown transfer coding, 505 for an unsupported
-// protocol version. Those answers are recognised by the exact shape net/http gives them (one
+// value, a missing Host) and for what net/http answers 501 (an unknown transfer coding) or 505
+// (an unsupported protocol version): those are the client's mistakes too, and a 5xx would
+// invite a retry. Those answers are recognised by the exact shape net/http gives them (one
 // write of a status line and the headers Content-Type: text/plain; charset=utf-8 and
 // Connection: close, nothing else); every other write passes through untouched.
 func WrapListener(ln net.Listener, log *slog.Logger) net.Listener {
@@ -59,6 +60,9 @@ func (c *envelopeConn) Write(b []byte) (int, error) {
 	}
 	code := bayapi.CodeValidation
 	var details map[string]any
+	if status == http.StatusNotImplemented || status == http.StatusHTTPVersionNotSupported {
+		status = http.StatusBadRequest
+	}
 	if status == http.StatusRequestHeaderFieldsTooLarge {
 		code = bayapi.CodeHeadersTooLarge
 		msg = fmt.Sprintf("Request header fields exceed %d bytes", MaxHeaderBytes)

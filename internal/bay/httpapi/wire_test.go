@@ -55,8 +55,8 @@ func TestRefusalsBeforeRoutingAreEnveloped(t *testing.T) {
 		{"nul in a header name", "GET /health HTTP/1.1\r\nHost: bay\r\nX-\x00A: b\r\n\r\n", 400, bayapi.CodeValidation},
 		{"no host", "GET /health HTTP/1.1\r\n\r\n", 400, bayapi.CodeValidation},
 		{"bad request line", "GARBAGE\r\n\r\n", 400, bayapi.CodeValidation},
-		{"unknown transfer coding", "POST /v1/sandboxes HTTP/1.1\r\nHost: bay\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, bayapi.CodeValidation},
-		{"bad version", "GET /health HTTP/9.9\r\nHost: bay\r\n\r\n", 505, bayapi.CodeValidation},
+		{"unknown transfer coding", "POST /v1/sandboxes HTTP/1.1\r\nHost: bay\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 400, bayapi.CodeValidation},
+		{"bad version", "GET /health HTTP/9.9\r\nHost: bay\r\n\r\n", 400, bayapi.CodeValidation},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
