@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,7 +246,7 @@ func (m *Manager) kernelOnce(ctx context.Context) (*slot, error) {
 			m.cur = nil
 		}
 		m.mu.Unlock()
-		if exhausted(s.err) {
+		if exhausted(s.err) || atPidsLimit() {
 			return s, apierr.Wrap(shipapi.CodeResourcesExhausted, s.err,
 				"Kernel failed to start: the sandbox has no process left (pids limit reached)")
 		}
@@ -263,6 +265,30 @@ func exhausted(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "can't start new thread") || strings.Contains(msg, "Resource temporarily unavailable") ||
 		strings.Contains(msg, "resource temporarily unavailable")
+}
+
+// pidsFiles are the sandbox's process counter and limit, under cgroup v2 and v1.
+var pidsFiles = [][2]string{
+	{"/sys/fs/cgroup/pids.current", "/sys/fs/cgroup/pids.max"},
+	{"/sys/fs/cgroup/pids/pids.current", "/sys/fs/cgroup/pids/pids.max"},
+}
+
+// atPidsLimit reports whether the sandbox's processes (threads included) are within a few of
+// its pids limit. A kernel start can fail without any EAGAIN reaching ship: the interpreter
+// starts, then cannot create the threads it needs and never answers; at the limit that failure
+// is exhaustion too.
+func atPidsLimit() bool {
+	for _, f := range pidsFiles {
+		cur, err1 := os.ReadFile(f[0])
+		max, err2 := os.ReadFile(f[1])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		c, err1 := strconv.Atoi(strings.TrimSpace(string(cur)))
+		m, err2 := strconv.Atoi(strings.TrimSpace(string(max))) // "max" (no limit) fails here
+		return err1 == nil && err2 == nil && c >= m-8
+	}
+	return false
 }
 
 // kernelHealing is kernel, except that a start that failed because the
