@@ -341,17 +341,9 @@ func (a *api) created() []string {
 // dockerClient returns an Engine API client; a missing engine or image fails the test.
 func dockerClient(t *testing.T) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.FromEnv)
+	cli, err := testenv.EngineClient(context.Background(), image)
 	if err != nil {
-		t.Fatalf("docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		t.Fatalf("the Docker engine is not reachable (the chaos suite needs it): %v", err)
-	}
-	if _, err := cli.ImageInspect(ctx, image); err != nil {
-		t.Fatalf("image %s is missing: build it with `make image-base` (%v)", image, err)
+		t.Fatalf("the chaos suite need the Docker engine and their image: %v", err)
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli

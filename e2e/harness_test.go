@@ -63,17 +63,9 @@ func TestMain(m *testing.M) {
 // docker returns an Engine API client; a missing engine fails the test.
 func docker(t *testing.T) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.FromEnv)
+	cli, err := testenv.EngineClient(context.Background(), testImage)
 	if err != nil {
-		t.Fatalf("docker client: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		t.Fatalf("the Docker engine is not reachable (the e2e tests need it): %v", err)
-	}
-	if _, err := cli.ImageInspect(ctx, testImage); err != nil {
-		t.Fatalf("image %s is missing: build it with `make image` (%v)", testImage, err)
+		t.Fatalf("the e2e tests need the Docker engine and their image: %v", err)
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
