@@ -247,14 +247,27 @@ func (s *sandbox) ok(cmd ...string) string {
 func (s *sandbox) logs() string {
 	ctx, cancel := cleanupCtx()
 	defer cancel()
-	rc, err := s.e.ContainerLogs(ctx, s.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "50"})
+	rc, err := s.e.ContainerLogs(ctx, s.id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "2000"})
 	if err != nil {
 		return "(logs: " + err.Error() + ")"
 	}
 	defer rc.Close()
 	var b bytes.Buffer
 	_, _ = stdcopy.StdCopy(&b, &b, rc)
-	return b.String()
+	return crashOrTail(b.String())
+}
+
+// crashOrTail keeps what explains a failure: a Go crash report's first lines (the
+// goroutine dump after them is long and rarely the point), else the last 50 lines.
+func crashOrTail(logs string) string {
+	for _, mark := range []string{"fatal error:", "panic:", "runtime: "} {
+		if i := strings.Index(logs, mark); i >= 0 {
+			end := min(len(logs), i+4000)
+			return logs[max(0, i-2000):end]
+		}
+	}
+	lines := strings.Split(logs, "\n")
+	return strings.Join(lines[max(0, len(lines)-50):], "\n")
 }
 
 // waitHealthy polls ship's /health from inside the container (the sandbox

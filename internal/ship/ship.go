@@ -184,6 +184,7 @@ func (m *Main) Run(ctx context.Context) error {
 	kernelEnv := runtimekit.WithEnv(env, "PYDEVD_DISABLE_FILE_VALIDATION=1", "MPLBACKEND="+kernelMPLBackend)
 	var onExhausted func() string
 	if cfg.Sandbox != nil {
+		reserveThreads(reservedThreads)
 		onExhausted = func() string { return shell.Exhausted(cfg.Sandbox, log) }
 	}
 	km := jupyter.NewManager(jupyter.ManagerConfig{

@@ -38,6 +38,13 @@ type ManagerConfig struct {
 	// and return a notice saying what it did. The start is then tried once
 	// more.
 	OnExhausted func() string
+	// AtPidsLimit reports whether the sandbox is at its pids limit; default
+	// the cgroup's counters (atPidsLimit). While a kernel starts it is
+	// sampled: a start that stays at the limit for PidsStall is given up as
+	// exhaustion instead of waiting out StartTimeout.
+	AtPidsLimit func() bool
+	// PidsStall is how long a start may stay at the pids limit; default 2 s.
+	PidsStall time.Duration
 	// MaxText and MaxImageBytes bound the output kept per execution (text
 	// bytes, base64 image bytes in all); defaults 1 MiB and 16 MiB.
 	MaxText       int
@@ -106,6 +113,12 @@ func NewManager(cfg ManagerConfig) *Manager {
 	}
 	if cfg.Kernel.Log == nil {
 		cfg.Kernel.Log = cfg.Log
+	}
+	if cfg.AtPidsLimit == nil {
+		cfg.AtPidsLimit = atPidsLimit
+	}
+	if cfg.PidsStall <= 0 {
+		cfg.PidsStall = 2 * time.Second
 	}
 	if cfg.MaxText <= 0 {
 		cfg.MaxText = 1 << 20
@@ -230,14 +243,11 @@ func (m *Manager) kernelOnce(ctx context.Context) (*slot, error) {
 		s = m.startLocked(false)
 	}
 	m.mu.Unlock()
-	t := time.NewTimer(m.cfg.StartTimeout + time.Second)
-	defer t.Stop()
-	select {
-	case <-s.ready:
-	case <-ctx.Done():
-		return nil, apierr.Wrap(shipapi.CodeKernelStartup, ctx.Err(), "Kernel is still starting")
-	case <-t.C:
-		return nil, apierr.New(shipapi.CodeKernelStartup, "Kernel did not become ready in time")
+	if err := m.awaitStart(ctx, s); err != nil {
+		if apierr.CodeOf(err) == shipapi.CodeResourcesExhausted {
+			return s, err
+		}
+		return nil, err
 	}
 	if s.err != nil {
 		// Forget the failed attempt so the next call tries again.
@@ -253,6 +263,49 @@ func (m *Manager) kernelOnce(ctx context.Context) (*slot, error) {
 		return s, apierr.Wrap(shipapi.CodeInternal, s.err, "Kernel failed to start: "+s.err.Error())
 	}
 	return s, nil
+}
+
+// awaitStart waits until the start attempt s has finished. A start during
+// which the sandbox stays at its pids limit is given up at once: the
+// interpreter got its process but cannot create the threads it needs and
+// would hang until StartTimeout, while whatever holds the slots (a fork bomb)
+// goes on. The attempt is then abandoned (its process killed) and reported as
+// exhaustion, so the caller can free the processes and start again.
+func (m *Manager) awaitStart(ctx context.Context, s *slot) error {
+	t := time.NewTimer(m.cfg.StartTimeout + time.Second)
+	defer t.Stop()
+	const every = 250 * time.Millisecond
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var atLimit time.Duration
+	for {
+		select {
+		case <-s.ready:
+			return nil
+		case <-ctx.Done():
+			return apierr.Wrap(shipapi.CodeKernelStartup, ctx.Err(), "Kernel is still starting")
+		case <-t.C:
+			return apierr.New(shipapi.CodeKernelStartup, "Kernel did not become ready in time")
+		case <-tick.C:
+			if !m.cfg.AtPidsLimit() {
+				atLimit = 0
+				continue
+			}
+			if atLimit += every; atLimit < m.cfg.PidsStall {
+				continue
+			}
+			m.mu.Lock()
+			if m.cur == s {
+				m.cur = nil
+			}
+			s.retired = true
+			m.mu.Unlock()
+			s.cancel()
+			m.log.Warn("kernel start abandoned: the sandbox is at its pids limit", "for", atLimit)
+			return apierr.New(shipapi.CodeResourcesExhausted,
+				"Kernel failed to start: the sandbox has no process left (pids limit reached)")
+		}
+	}
 }
 
 // exhausted reports whether a kernel start failed for lack of processes or
