@@ -54,6 +54,11 @@ type Limits struct {
 	PidsLimit   int64
 	// ShmBytes sizes /dev/shm (a browser needs more than the engine's 64 MiB); 0 = default.
 	ShmBytes int64
+	// TmpBytes bounds each of /tmp and /var/tmp; 0 = the driver's default. The root
+	// filesystem is read-only, so these, /dev/shm and the cargo are the only places a
+	// container can write: nothing user code writes grows the host's disk unbounded.
+	// Drivers back them with memory counted in MemoryBytes.
+	TmpBytes int64
 }
 
 // ContainerSpec is one container of an instance. Every driver hardens every container

@@ -57,6 +57,7 @@ type Profile struct {
 	Proxy              *Proxy
 	IdleTimeout        time.Duration
 	PidsLimit          int64
+	TmpBytes           int64 // each of /tmp and /var/tmp; 0 = the driver's default
 
 	WarmPoolSize  int
 	WarmRotateTTL time.Duration

@@ -274,6 +274,9 @@ type ProfileSpec struct {
 	// Ours.
 	Skills    []string `yaml:"skills"`     // host skill folders mounted read-only at /skills
 	PidsLimit int64    `yaml:"pids_limit"` // 0 = driver default (256)
+	// TmpSizeMB bounds /tmp and /var/tmp of each container (memory-backed, counted in its
+	// memory limit); 0 = driver default (256).
+	TmpSizeMB int64 `yaml:"tmp_size_mb"`
 }
 
 func (p *ProfileSpec) applyDefaults() {

@@ -14,6 +14,10 @@ var (
 	capabilityRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 )
 
+// maxTmpSizeMB bounds a profile's tmp_size_mb (64 GiB); the real bound is the memory limit
+// the tmpfs is counted in.
+const maxTmpSizeMB = 64 << 10
+
 // normalizeProfiles validates the specs and builds the bay.Profiles:
 //   - containers: form: the containers as written (legacy topology fields ignored); a
 //     profile-level capabilities list still wins for the capability set;
@@ -47,6 +51,7 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 			Env:           copyEnv(s.Env),
 			IdleTimeout:   s.IdleTimeout,
 			PidsLimit:     s.PidsLimit,
+			TmpBytes:      s.TmpSizeMB << 20,
 			WarmPoolSize:  s.WarmPoolSize,
 			WarmRotateTTL: s.WarmRotateTTL,
 			Skills:        append([]string(nil), s.Skills...),
@@ -145,6 +150,9 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 		}
 		if s.PidsLimit < 0 {
 			add(key+".pids_limit", "must be >= 0 (0 = driver default), got %d", s.PidsLimit)
+		}
+		if s.TmpSizeMB < 0 || s.TmpSizeMB > maxTmpSizeMB {
+			add(key+".tmp_size_mb", "must be 0 (driver default) to %d, got %d", maxTmpSizeMB, s.TmpSizeMB)
 		}
 		for _, f := range []struct {
 			name string

@@ -173,7 +173,7 @@ func validateSpec(s containerSpec) error {
 		return fmt.Errorf("volume ref %q is a path; only named volumes are supported", s.VolumeRef)
 	case s.Network == "host" || s.Network == "none" || strings.HasPrefix(s.Network, "container:"):
 		return fmt.Errorf("network %q is not allowed", s.Network)
-	case s.NanoCPUs < 0 || s.MemoryBytes < 0 || s.PidsLimit < 0:
+	case s.NanoCPUs < 0 || s.MemoryBytes < 0 || s.PidsLimit < 0 || s.ShmBytes < 0 || s.TmpBytes < 0:
 		return errors.New("negative resource limit")
 	}
 	for _, m := range s.Mounts {
@@ -250,13 +250,19 @@ func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostC
 	if pids == 0 {
 		pids = d.cfg.DefaultPidsLimit
 	}
+	tmp := spec.TmpBytes
+	if tmp == 0 {
+		tmp = d.cfg.DefaultTmpBytes
+	}
+	tmpfs := fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp)
 	noInit := false
 	hc := &container.HostConfig{
 		CapDrop:        []string{"ALL"},
 		CapAdd:         spec.CapAdd,
 		SecurityOpt:    []string{"no-new-privileges:true"},
 		Privileged:     false,
-		ReadonlyRootfs: false, // see the package comment
+		ReadonlyRootfs: true, // see the package comment
+		Tmpfs:          map[string]string{"/tmp": tmpfs, "/var/tmp": tmpfs},
 		Init:           &noInit,
 		Resources: container.Resources{
 			NanoCPUs:  spec.NanoCPUs,

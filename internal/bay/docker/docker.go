@@ -17,10 +17,11 @@
 //   - on a storage driver that is slow to read (fuse-overlayfs, vfs), an image's declared hot
 //     paths are served from engine volumes, read-only (imagecache.go).
 //
-// The root filesystem stays writable (ReadonlyRootfs false): ship and the Python kernel write to
-// /tmp, $HOME caches and pip/npm directories that are not volumes; making them tmpfs would cap
-// them at a size chosen here and break tools that expect a normal filesystem. The isolation comes
-// from the dropped capabilities, the non-root user and no-new-privileges instead.
+// The root filesystem is read-only, and /tmp and /var/tmp are tmpfs of a bounded size (the spec's
+// TmpBytes, default DefaultTmpBytes, counted in the memory limit): a sandbox writes only there,
+// to /dev/shm and to its cargo, so user code cannot fill the host's disk through the container's
+// writable layer (the storage drivers in use here, overlay2 on ext4 and fuse-overlayfs, cannot
+// bound it). $HOME is the workspace, so caches and user installs land in the cargo.
 //
 // The client negotiates the API version with the engine (here 1.41, Docker 20.10), and the
 // driver uses no feature newer than 1.41.
@@ -62,6 +63,7 @@ const (
 	DefaultSocket      = "unix:///var/run/docker.sock"
 	DefaultHostAddress = "127.0.0.1"
 	DefaultPidsLimit   = 256
+	DefaultTmpBytes    = 256 << 20
 	DefaultStopTimeout = 10 * time.Second
 	DefaultUser        = "1000:1000"
 	// RemoveTimeout bounds a removal when its ctx has no deadline of its own. A force
@@ -91,6 +93,8 @@ type Config struct {
 	HostPort int `yaml:"host_port"`
 	// DefaultPidsLimit applies when a spec has none (0 here = DefaultPidsLimit).
 	DefaultPidsLimit int64 `yaml:"default_pids_limit"`
+	// DefaultTmpBytes bounds /tmp and /var/tmp when a spec has none (0 here = DefaultTmpBytes).
+	DefaultTmpBytes int64 `yaml:"-"`
 	// StopTimeout is the grace period the engine gives a container on stop before SIGKILL
 	// (recorded on the container; removeContainer kills at once).
 	StopTimeout time.Duration `yaml:"stop_timeout"`
@@ -107,6 +111,7 @@ func DefaultConfig() Config {
 		HostAddress:      DefaultHostAddress,
 		PublishPorts:     true,
 		DefaultPidsLimit: DefaultPidsLimit,
+		DefaultTmpBytes:  DefaultTmpBytes,
 		StopTimeout:      DefaultStopTimeout,
 		ImageCache:       ImageCacheAuto,
 	}
@@ -128,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DefaultPidsLimit == 0 {
 		c.DefaultPidsLimit = DefaultPidsLimit
+	}
+	if c.DefaultTmpBytes == 0 {
+		c.DefaultTmpBytes = DefaultTmpBytes
 	}
 	if c.StopTimeout == 0 {
 		c.StopTimeout = DefaultStopTimeout

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -126,6 +127,19 @@ func effective(t *testing.T, cli *client.Client, id string) drivertest.Effective
 	}
 	if c.HostConfig.PidsLimit != nil {
 		eff.PidsLimit = *c.HostConfig.PidsLimit
+	}
+	eff.ReadonlyRootfs = c.HostConfig.ReadonlyRootfs
+	eff.TmpfsBytes = map[string]int64{}
+	for dir, opts := range c.HostConfig.Tmpfs {
+		for _, o := range strings.Split(opts, ",") {
+			if v, ok := strings.CutPrefix(o, "size="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("tmpfs %s: size %q", dir, v)
+				}
+				eff.TmpfsBytes[dir] = n
+			}
+		}
 	}
 	addr := func(b interface{ String() string }, valid bool) string {
 		if !valid {

@@ -38,6 +38,7 @@ type containerSpec struct {
 	MemoryBytes int64
 	PidsLimit   int64 // 0 = the driver's default
 	ShmBytes    int64 // 0 = the engine's default
+	TmpBytes    int64 // 0 = the driver's default
 	User        string
 	CapAdd      []string
 	Network     string // extra network to join ("" = the driver's)
@@ -167,6 +168,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			MemoryBytes: c.Limits.MemoryBytes,
 			PidsLimit:   c.Limits.PidsLimit,
 			ShmBytes:    c.Limits.ShmBytes,
+			TmpBytes:    c.Limits.TmpBytes,
 			User:        c.User,
 			CapAdd:      c.CapAdd,
 			Network:     network,

@@ -8,6 +8,7 @@
 package drivertest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -65,6 +66,10 @@ type Effective struct {
 	Memory      int64
 	MemorySwap  int64
 	NanoCPUs    int64
+	// ReadonlyRootfs: the container cannot write its root filesystem.
+	ReadonlyRootfs bool
+	// TmpfsBytes maps each memory-backed writable mount to its size limit in bytes.
+	TmpfsBytes map[string]int64
 	// PublishedHostIPs lists the host address of every published port binding, requested and
 	// actual ("" stands for all interfaces).
 	PublishedHostIPs []string
@@ -439,7 +444,7 @@ func (s *suite) testMultiContainer(t *testing.T) {
 func (s *suite) testHardening(t *testing.T) {
 	spec := s.spec()
 	c := &spec.Containers[0]
-	c.Limits = bay.Limits{MemoryBytes: 64 << 20, NanoCPUs: 500_000_000, PidsLimit: 100}
+	c.Limits = bay.Limits{MemoryBytes: 64 << 20, NanoCPUs: 500_000_000, PidsLimit: 100, TmpBytes: 16 << 20}
 	c.CapAdd = []string{"SETUID", "SETGID", "KILL"}
 	c.User = ""
 	inst := s.create(t, spec)
@@ -474,6 +479,31 @@ func (s *suite) testHardening(t *testing.T) {
 	if eff.NanoCPUs != c.Limits.NanoCPUs {
 		t.Errorf("NanoCPUs = %d, want %d", eff.NanoCPUs, c.Limits.NanoCPUs)
 	}
+	// The disk a container can fill is bounded: no writable root filesystem, and the
+	// temporary directories are as large as the spec says.
+	if !eff.ReadonlyRootfs {
+		t.Error("the root filesystem is writable")
+	}
+	for _, dir := range []string{"/tmp", "/var/tmp"} {
+		if got := eff.TmpfsBytes[dir]; got != c.Limits.TmpBytes {
+			t.Errorf("%s size = %d, want %d", dir, got, c.Limits.TmpBytes)
+		}
+	}
+	if s.h.Live {
+		ctx, ep := t.Context(), inst.Containers[0].Endpoint
+		if _, err := s.do(ctx, http.MethodPut, ep+"/file?path=/probe", strings.NewReader("x")); err == nil ||
+			!strings.Contains(err.Error(), "read-only file system") {
+			t.Errorf("write to the root filesystem: %v, want read-only file system", err)
+		}
+		if _, err := s.do(ctx, http.MethodPut, ep+"/file?path=/tmp/small", bytes.NewReader(make([]byte, 1<<20))); err != nil {
+			t.Errorf("write 1 MiB to /tmp: %v", err)
+		}
+		big := bytes.NewReader(make([]byte, c.Limits.TmpBytes+1<<20))
+		if _, err := s.do(ctx, http.MethodPut, ep+"/file?path=/var/tmp/big", big); err == nil ||
+			!strings.Contains(err.Error(), "no space left on device") {
+			t.Errorf("write beyond /var/tmp's size: %v, want no space left on device", err)
+		}
+	}
 	for _, ip := range eff.PublishedHostIPs {
 		if !isLoopback(ip) {
 			t.Errorf("a port is published on %q; runtime ports must be published on loopback only", ip)
@@ -483,8 +513,12 @@ func (s *suite) testHardening(t *testing.T) {
 
 func (s *suite) testDefaultPidsLimit(t *testing.T) {
 	inst := s.create(t, s.spec())
-	if eff := s.h.Effective(t, inst.Containers[0].ID); eff.PidsLimit <= 0 || eff.PidsLimit > 4096 {
+	eff := s.h.Effective(t, inst.Containers[0].ID)
+	if eff.PidsLimit <= 0 || eff.PidsLimit > 4096 {
 		t.Errorf("PidsLimit with none in the spec = %d, want the driver default (256)", eff.PidsLimit)
+	}
+	if got := eff.TmpfsBytes["/tmp"]; got <= 0 || got > 1<<30 {
+		t.Errorf("/tmp size with none in the spec = %d, want the driver default (256 MiB)", got)
 	}
 }
 

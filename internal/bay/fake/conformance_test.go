@@ -27,15 +27,17 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("effective %s: no such container", id)
 			}
 			return drivertest.Effective{
-				User:        c.User,
-				CapDrop:     c.CapDrop,
-				CapAdd:      c.CapAdd,
-				SecurityOpt: c.SecurityOpt,
-				Privileged:  c.Privileged,
-				PidsLimit:   c.PidsLimit,
-				Memory:      c.Spec.Limits.MemoryBytes,
-				MemorySwap:  c.MemorySwap,
-				NanoCPUs:    c.Spec.Limits.NanoCPUs,
+				User:           c.User,
+				CapDrop:        c.CapDrop,
+				CapAdd:         c.CapAdd,
+				SecurityOpt:    c.SecurityOpt,
+				Privileged:     c.Privileged,
+				PidsLimit:      c.PidsLimit,
+				Memory:         c.Spec.Limits.MemoryBytes,
+				MemorySwap:     c.MemorySwap,
+				NanoCPUs:       c.Spec.Limits.NanoCPUs,
+				ReadonlyRootfs: c.ReadonlyRootfs,
+				TmpfsBytes:     map[string]int64{"/tmp": c.TmpBytes, "/var/tmp": c.TmpBytes},
 			}
 		},
 	})

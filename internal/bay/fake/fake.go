@@ -63,6 +63,10 @@ const Always = -1
 // driver's default.
 const DefaultPidsLimit = 256
 
+// DefaultTmpBytes is the size of /tmp the fake reports when the spec leaves it 0, like the
+// Docker driver's default.
+const DefaultTmpBytes = 256 << 20
+
 // Call is one recorded Driver call.
 type Call struct {
 	Method string
@@ -95,6 +99,10 @@ type Container struct {
 	Privileged  bool     // always false
 	PidsLimit   int64    // spec's, or DefaultPidsLimit
 	MemorySwap  int64    // = the memory limit (swap cannot bypass it)
+	// ReadonlyRootfs is always true; TmpBytes bounds /tmp and /var/tmp (spec's, or
+	// DefaultTmpBytes).
+	ReadonlyRootfs bool
+	TmpBytes       int64
 }
 
 func (c *Container) info() bay.InstanceContainer {
@@ -674,12 +682,17 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 		if user == "" {
 			user = "1000:1000"
 		}
+		tmp := cs.Limits.TmpBytes
+		if tmp <= 0 {
+			tmp = DefaultTmpBytes
+		}
 		c := &Container{
 			ID: newID(), Instance: spec.Name, Spec: cs, Labels: labels,
 			VolumeRef: spec.VolumeRef, MountPath: spec.MountPath,
 			State: bay.ContainerRunning, CreatedAt: now, Endpoint: d.endpoint(spec.Name, cs),
 			User: user, CapDrop: []string{"ALL"}, CapAdd: slices.Clone(cs.CapAdd),
 			SecurityOpt: []string{"no-new-privileges:true"}, PidsLimit: pids, MemorySwap: cs.Limits.MemoryBytes,
+			ReadonlyRootfs: true, TmpBytes: tmp,
 		}
 		d.containers[c.ID] = c
 		inst.containers = append(inst.containers, c.ID)

@@ -846,6 +846,7 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 				NanoCPUs:    int64(c.Resources.CPUs * 1e9),
 				MemoryBytes: c.Resources.MemoryBytes,
 				PidsLimit:   prof.PidsLimit,
+				TmpBytes:    prof.TmpBytes,
 			},
 			User:   s.cfg.User,
 			Mounts: mounts,
