@@ -16,6 +16,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
@@ -544,7 +545,7 @@ func execTypeParam(r *http.Request, is *issues) string {
 
 func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) {
 	var is issues
-	p := sandbox.HistoryParams{ExecType: execTypeParam(r, &is)}
+	p := history.Params{ExecType: execTypeParam(r, &is)}
 	if v := queryBool(r, &is, "success_only"); v != nil {
 		p.SuccessOnly = *v
 	}
@@ -560,8 +561,8 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.ListHistory(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
-	s.reply(w, r, out, err)
+	out, err := s.history.List(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	replyAs(s, w, r, out, err, renderExecutionPage)
 }
 
 func (s *Server) lastHistory(w http.ResponseWriter, r *http.Request) {
@@ -571,13 +572,13 @@ func (s *Server) lastHistory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.LastExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), t)
-	s.reply(w, r, out, err)
+	out, err := s.history.Last(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), t)
+	replyAs(s, w, r, out, err, renderExecution)
 }
 
 func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) {
-	out, err := s.svc.GetExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"))
-	s.reply(w, r, out, err)
+	out, err := s.history.Get(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"))
+	replyAs(s, w, r, out, err, renderExecution)
 }
 
 func (s *Server) annotateHistory(w http.ResponseWriter, r *http.Request) {
@@ -593,9 +594,9 @@ func (s *Server) annotateHistory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.AnnotateExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"),
+	out, err := s.history.Annotate(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"),
 		req.Description, req.Tags, req.Notes)
-	s.reply(w, r, out, err)
+	replyAs(s, w, r, out, err, renderExecution)
 }
 
 // ---- cargos ----
@@ -622,7 +623,11 @@ func (s *Server) createCargo(w http.ResponseWriter, r *http.Request) {
 	}{size}
 	owner := Owner(r.Context())
 	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
-		return s.svc.CreateCargo(ctx, owner, size, hook)
+		c, err := s.cargos.Create(ctx, owner, size, rendered(hook, renderCargo))
+		if err != nil {
+			return nil, err
+		}
+		return renderCargo(c), nil
 	})
 	s.writeIdem(w, r, res, err)
 }
@@ -636,17 +641,17 @@ func (s *Server) listCargos(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.ListCargos(r.Context(), Owner(r.Context()), managed != nil && *managed, int(limit), cursor)
-	s.reply(w, r, out, err)
+	out, err := s.cargos.List(r.Context(), Owner(r.Context()), managed != nil && *managed, int(limit), cursor)
+	replyAs(s, w, r, out, err, renderCargoList)
 }
 
 func (s *Server) getCargo(w http.ResponseWriter, r *http.Request) {
-	out, err := s.svc.GetCargo(r.Context(), Owner(r.Context()), r.PathValue("cargo_id"))
-	s.reply(w, r, out, err)
+	out, err := s.cargos.Get(r.Context(), Owner(r.Context()), r.PathValue("cargo_id"))
+	replyAs(s, w, r, out, err, renderCargo)
 }
 
 func (s *Server) deleteCargo(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteCargo(r.Context(), Owner(r.Context()), r.PathValue("cargo_id")); err != nil {
+	if err := s.cargos.Delete(r.Context(), Owner(r.Context()), r.PathValue("cargo_id")); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -53,6 +53,8 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/cargo"
+	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
@@ -72,7 +74,11 @@ type GCAdmin interface {
 
 // Options configures a Server.
 type Options struct {
-	Service     *sandbox.Service
+	Service *sandbox.Service
+	// Cargos and History serve their endpoints (nil: the Service's cargo service; a history
+	// service over the Service's store).
+	Cargos      *cargo.Service
+	History     *history.Service
 	Idempotency *idempotency.Manager
 	Auth        Authenticator
 	GC          GCAdmin // nil: admin endpoints answer 503 unavailable
@@ -87,11 +93,13 @@ type Options struct {
 
 // Server is the HTTP API. Create it with New and serve Handler().
 type Server struct {
-	opts Options
-	svc  *sandbox.Service
-	idem *idempotency.Manager
-	log  *slog.Logger
-	mux  *http.ServeMux
+	opts    Options
+	svc     *sandbox.Service
+	cargos  *cargo.Service
+	history *history.Service
+	idem    *idempotency.Manager
+	log     *slog.Logger
+	mux     *http.ServeMux
 
 	mu      sync.Mutex
 	mounted map[string]http.Handler // extra handlers (e.g. /mcp), by pattern
@@ -134,8 +142,14 @@ func New(opts Options) *Server {
 	if opts.Idempotency == nil {
 		opts.Idempotency = idempotency.New(opts.Service.Store(), nil, idempotency.Config{Enabled: false}, opts.Log)
 	}
+	if opts.Cargos == nil {
+		opts.Cargos = opts.Service.Cargos()
+	}
+	if opts.History == nil {
+		opts.History = history.New(opts.Service.Store())
+	}
 	s := &Server{
-		opts: opts, svc: opts.Service, idem: opts.Idempotency,
+		opts: opts, svc: opts.Service, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
 	s.routes = s.routeTable()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -53,35 +52,12 @@ func ValidatePath(field, p string) (string, error) {
 	return strings.Join(stack, "/"), nil
 }
 
-// NormalizeTags normalises a comma-separated tag list: split, trim, drop empty, dedupe, sort,
-// join with ","; empty -> nil.
-func NormalizeTags(tags *string) *string {
-	if tags == nil {
-		return nil
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, t := range strings.Split(*tags, ",") {
-		t = strings.TrimSpace(t)
-		if t != "" && !seen[t] {
-			seen[t] = true
-			out = append(out, t)
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	sort.Strings(out)
-	j := strings.Join(out, ",")
-	return &j
-}
-
 // target resolves a capability call: the owner's sandbox (not_found), the profile's capability
 // (capability_not_supported), expiry (sandbox_expired), then EnsureRunning, and returns the
 // authorized endpoint of the container serving the capability (checked against its runtime's
 // description).
 func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, *bay.SessionContainer, string, error) {
-	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
+	sb, err := bay.OwnedSandbox(ctx, s.store, owner, id)
 	if err != nil {
 		return nil, nil, nil, "", err
 	}
@@ -95,7 +71,7 @@ func (s *Service) target(ctx context.Context, owner, id, capability string) (*ba
 			WithDetails(map[string]any{"capability": capability, "available": prof.Capabilities()})
 	}
 	if sb.Expired(s.now()) {
-		return nil, nil, nil, "", expiredErr(sb)
+		return nil, nil, nil, "", bay.ErrExpired(sb, "sandbox is expired")
 	}
 	sess, err := s.ensureRunning(ctx, sb)
 	if err != nil {
@@ -144,7 +120,7 @@ func routeCapability(prof *bay.Profile, sess *bay.Session, capability string) (*
 func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, c *bay.SessionContainer, endpoint, capability string) error {
 	rc, err := s.runtimes.For(c.RuntimeType)
 	if err != nil {
-		return internal("No client for the runtime", err)
+		return bay.Internal("No client for the runtime", err)
 	}
 	m, err := rc.Describe(ctx, endpoint)
 	if err != nil {
@@ -257,14 +233,14 @@ func (s *Service) recordExecution(ctx context.Context, sb *bay.Sandbox, sess *ba
 	e := &bay.Execution{
 		ID: bay.NewID(bay.PrefixExecution), Owner: sb.Owner, SandboxID: sb.ID, SessionID: sess.ID,
 		ExecType: typ, Code: code, Success: ok, ExecutionTimeMS: ms, Output: output, Error: errText,
-		Description: desc, Tags: NormalizeTags(tags), CreatedAt: s.now(),
+		Description: desc, Tags: bay.NormalizeTags(tags), CreatedAt: s.now(),
 	}
 	// Detached: the runtime already did the work; the record must not be lost to a client
 	// that hangs up now.
-	dctx, cancel := detached(ctx, 10*time.Second)
+	dctx, cancel := bay.Detached(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.store.Tx(dctx, func(tx bay.Tx) error { return tx.InsertExecution(dctx, e) }); err != nil {
-		return "", internal("Failed to record execution history", err)
+		return "", bay.Internal("Failed to record execution history", err)
 	}
 	return e.ID, nil
 }

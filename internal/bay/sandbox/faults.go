@@ -67,7 +67,7 @@ func (s *Service) invoke(ctx context.Context, owner, id, capability string, opts
 		if attempt == 0 && opts.resend && errors.Is(err, runtime.ErrNotSent) && ctx.Err() == nil {
 			continue
 		}
-		e := notReady("The sandbox's runtime failed during the call and is being replaced; retry", sb.ID, true)
+		e := bay.ErrNotReady("The sandbox's runtime failed during the call and is being replaced; retry", sb.ID, true)
 		e.Err = err
 		return nil, nil, e
 	}

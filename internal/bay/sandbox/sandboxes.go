@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -91,7 +90,7 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 	}
 	sb.CargoID = cargo.ID
 	if s.cfg.EagerVolume {
-		ref, err := s.createVolume(ctx, cargo)
+		ref, err := s.cargos.CreateVolume(ctx, cargo)
 		if err != nil {
 			return nil, err
 		}
@@ -112,9 +111,9 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 	})
 	if err != nil {
 		if cargo.DriverRef != "" {
-			s.deleteVolume(ctx, cargo.DriverRef)
+			s.cargos.DeleteVolume(ctx, cargo.DriverRef)
 		}
-		return nil, classify(err, "Failed to create sandbox")
+		return nil, bay.Classify(err, "Failed to create sandbox")
 	}
 	s.log.Info("sandbox created", "sandbox_id", sb.ID, "owner", sb.Owner, "profile", sb.ProfileID, "cargo_id", cargo.ID, "warm", sb.IsWarm)
 	return resp, nil
@@ -130,7 +129,7 @@ func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Pro
 		c, err := tx.GetCargo(ctx, cargoID)
 		if err != nil || c.Owner != owner {
 			if err == nil || bay.IsNotFound(err) {
-				return notFoundCargo(cargoID)
+				return bay.ErrCargoNotFound(cargoID)
 			}
 			return err
 		}
@@ -147,7 +146,7 @@ func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Pro
 		return nil
 	})
 	if err != nil {
-		return nil, classify(err, "Failed to create sandbox")
+		return nil, bay.Classify(err, "Failed to create sandbox")
 	}
 	s.log.Info("sandbox created", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID, "cargo_id", cargoID)
 	return resp, nil
@@ -175,7 +174,7 @@ func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile
 		if bay.IsNotFound(err) {
 			return nil, nil, nil
 		}
-		return nil, nil, classify(err, "Failed to claim a warm sandbox")
+		return nil, nil, bay.Classify(err, "Failed to claim a warm sandbox")
 	}
 	s.log.Info("warm sandbox claimed", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID)
 	return resp, sb, nil
@@ -238,7 +237,7 @@ scan:
 		q.Limit = batch
 		rows, err := s.store.ListSandboxes(ctx, q)
 		if err != nil {
-			return nil, internal("Failed to list sandboxes", err)
+			return nil, bay.Internal("Failed to list sandboxes", err)
 		}
 		for _, sb := range rows {
 			q.AfterID = sb.ID
@@ -274,7 +273,7 @@ scan:
 // from a live health check, all within a 2 s budget (null values on failure). No probe or
 // recovery is done.
 func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.SandboxResponse, error) {
-	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
+	sb, err := bay.OwnedSandbox(ctx, s.store, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -334,12 +333,11 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 	var resp *bayapi.SandboxResponse
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		now := s.now()
-		sb, err := s.ownedSandbox(ctx, tx, owner, id)
+		sb, err := bay.OwnedSandbox(ctx, tx, owner, id)
 		if err != nil {
 			// Expiry is final: a sandbox deleted by the expiry GC still answers sandbox_expired.
 			if old, gerr := tx.GetSandbox(ctx, id); gerr == nil && old.Owner == owner && !old.IsWarm && old.Expired(now) {
-				return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired, cannot extend ttl").
-					WithDetails(map[string]any{"sandbox_id": id, "expires_at": bayapi.FormatTime(*old.ExpiresAt)})
+				return bay.ErrExpired(old, "sandbox is expired, cannot extend ttl")
 			}
 			return err
 		}
@@ -347,8 +345,7 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 			return bay.Errorf(bay.CodeSandboxTTLInfinite, "sandbox ttl is infinite, cannot extend ttl").WithDetails(map[string]any{"sandbox_id": id})
 		}
 		if sb.ExpiresAt.Before(now) {
-			return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired, cannot extend ttl").
-				WithDetails(map[string]any{"sandbox_id": id, "expires_at": bayapi.FormatTime(*sb.ExpiresAt)})
+			return bay.ErrExpired(sb, "sandbox is expired, cannot extend ttl")
 		}
 		base := *sb.ExpiresAt
 		if now.After(base) {
@@ -366,7 +363,7 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 		return nil
 	})
 	if err != nil {
-		return nil, classify(err, "Failed to extend ttl")
+		return nil, bay.Classify(err, "Failed to extend ttl")
 	}
 	return resp, nil
 }
@@ -375,13 +372,13 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 // when the sandbox has a session; last_active_at always). Expired -> sandbox_expired.
 func (s *Service) Keepalive(ctx context.Context, owner, id string) error {
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
-		sb, err := s.ownedSandbox(ctx, tx, owner, id)
+		sb, err := bay.OwnedSandbox(ctx, tx, owner, id)
 		if err != nil {
 			return err
 		}
 		now := s.now()
 		if sb.Expired(now) {
-			return expiredErr(sb)
+			return bay.ErrExpired(sb, "sandbox is expired")
 		}
 		sb.LastActiveAt = now
 		if p := s.Profile(sb.ProfileID); p != nil && sb.CurrentSessionID != "" && p.IdleTimeout > 0 {
@@ -391,7 +388,7 @@ func (s *Service) Keepalive(ctx context.Context, owner, id string) error {
 		return tx.UpdateSandbox(ctx, sb)
 	})
 	if err != nil {
-		return classify(err, "Failed to keep the sandbox alive")
+		return bay.Classify(err, "Failed to keep the sandbox alive")
 	}
 	return nil
 }
@@ -400,7 +397,7 @@ func (s *Service) Keepalive(ctx context.Context, owner, id string) error {
 // stopped; rows deleted) and clears current_session_id and idle_expires_at. Idempotent; it
 // does not wait for a start in progress (that start cleans up after itself). Files are kept.
 func (s *Service) StopSandbox(ctx context.Context, owner, id string) error {
-	if _, err := s.ownedSandbox(ctx, s.store, owner, id); err != nil {
+	if _, err := bay.OwnedSandbox(ctx, s.store, owner, id); err != nil {
 		return err
 	}
 	_, err := s.destroySessions(ctx, id, nil, ReasonStop)
@@ -414,12 +411,12 @@ func (s *Service) DeleteSandbox(ctx context.Context, owner, id string) error {
 	sb, err := s.store.GetSandbox(ctx, id)
 	if err != nil {
 		if bay.IsNotFound(err) {
-			return notFoundSandbox(id)
+			return bay.ErrSandboxNotFound(id)
 		}
-		return internal("Failed to load sandbox", err)
+		return bay.Internal("Failed to load sandbox", err)
 	}
 	if sb.Owner != owner {
-		return notFoundSandbox(id)
+		return bay.ErrSandboxNotFound(id)
 	}
 	if sb.DeletedAt != nil {
 		return nil
@@ -474,9 +471,9 @@ func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.
 	})
 	if err != nil {
 		if bay.IsNotFound(err) {
-			return false, notFoundSandbox(id)
+			return false, bay.ErrSandboxNotFound(id)
 		}
-		return false, classify(err, "Failed to delete sandbox")
+		return false, bay.Classify(err, "Failed to delete sandbox")
 	}
 	if already {
 		return false, nil
@@ -495,7 +492,7 @@ func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.
 // deleteManagedCargo removes the sandbox's managed cargo (volume, then row). Failures are
 // logged; the row stays so that the orphan-cargo GC retries.
 func (s *Service) deleteManagedCargo(ctx context.Context, sb *bay.Sandbox) {
-	dctx, cancel := detached(ctx, 30*time.Second)
+	dctx, cancel := bay.Detached(ctx, 30*time.Second)
 	defer cancel()
 	c, err := s.store.GetCargo(dctx, sb.CargoID)
 	if err != nil {
@@ -507,79 +504,7 @@ func (s *Service) deleteManagedCargo(ctx context.Context, sb *bay.Sandbox) {
 	if !c.Managed || c.ManagedBySandboxID != sb.ID {
 		return
 	}
-	if err := s.DeleteCargoResources(dctx, c); err != nil {
+	if err := s.cargos.DeleteResources(dctx, c); err != nil {
 		s.log.Error("delete managed cargo; the row is kept for the orphan_cargo GC", "cargo_id", c.ID, "sandbox_id", sb.ID, "err", err)
-	}
-}
-
-// DeleteCargoResources deletes a cargo's volume and then its row (no reference checks: the GC
-// and the delete paths check first). A volume still in use wraps ErrConflict.
-func (s *Service) DeleteCargoResources(ctx context.Context, c *bay.Cargo) error {
-	ref := c.DriverRef
-	if ref == "" {
-		ref = bay.VolumeName(c.ID) // lazily created volume, possibly never persisted
-	}
-	if err := s.driver.DeleteVolume(ctx, ref); err != nil {
-		return fmt.Errorf("delete volume %s: %w", ref, err)
-	}
-	if err := s.store.Tx(ctx, func(tx bay.Tx) error { return tx.DeleteCargo(ctx, c.ID) }); err != nil {
-		return fmt.Errorf("delete cargo row %s: %w", c.ID, err)
-	}
-	return nil
-}
-
-// ---- volumes ----
-
-func (s *Service) volumeLabels(c *bay.Cargo) map[string]string {
-	managed := "false"
-	if c.Managed {
-		managed = "true"
-	}
-	return map[string]string{
-		bay.LabelOwner: c.Owner, bay.LabelCargoID: c.ID, bay.LabelManaged: managed,
-		bay.LabelInstanceID: s.cfg.InstanceID, bay.LabelCreatedAt: s.now().Format(time.RFC3339),
-	}
-}
-
-// createVolume creates the cargo's volume and returns its driver ref.
-func (s *Service) createVolume(ctx context.Context, c *bay.Cargo) (string, error) {
-	ref, err := s.driver.CreateVolume(ctx, bay.VolumeName(c.ID), s.volumeLabels(c))
-	if err != nil {
-		s.log.Error("create volume", "cargo_id", c.ID, "err", err)
-		return "", internal("Failed to create the cargo volume", fmt.Errorf("create volume %s: %w", bay.VolumeName(c.ID), err))
-	}
-	return ref, nil
-}
-
-// ensureVolume returns the cargo's driver ref, creating the volume first when it does not
-// exist yet (managed cargos without EagerVolume) and persisting the ref.
-func (s *Service) ensureVolume(ctx context.Context, c *bay.Cargo) (string, error) {
-	if c.DriverRef != "" {
-		return c.DriverRef, nil
-	}
-	ref, err := s.createVolume(ctx, c)
-	if err != nil {
-		return "", err
-	}
-	err = s.store.Tx(ctx, func(tx bay.Tx) error {
-		cur, err := tx.GetCargo(ctx, c.ID)
-		if err != nil {
-			return err
-		}
-		cur.DriverRef = ref
-		return tx.UpdateCargo(ctx, cur)
-	})
-	if err != nil {
-		return "", classify(err, "Failed to record the cargo volume")
-	}
-	c.DriverRef = ref
-	return ref, nil
-}
-
-func (s *Service) deleteVolume(ctx context.Context, ref string) {
-	dctx, cancel := detached(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.driver.DeleteVolume(dctx, ref); err != nil {
-		s.log.Error("delete volume after a failed create", "volume", ref, "err", err)
 	}
 }

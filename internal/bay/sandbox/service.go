@@ -33,14 +33,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/cargo"
 	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
@@ -142,6 +141,8 @@ type TxHook func(ctx context.Context, tx bay.Tx, resp any) error
 type Service struct {
 	store  bay.Store
 	driver bay.Driver
+	// cargos creates and deletes the volumes of managed cargos.
+	cargos *cargo.Service
 	// ship serves the code capabilities (python, shell, files, terminal); runtimes holds every
 	// runtime type's client for readiness, descriptions and capability checks.
 	ship     *shipclient.Client
@@ -183,6 +184,7 @@ func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.
 	_, _ = rand.Read(b[:])
 	s := &Service{
 		store: store, driver: driver, ship: ship, clock: clock,
+		cargos:   cargo.New(store, driver, clock, log, cargo.Config{InstanceID: cfg.InstanceID, DefaultSizeMB: cfg.DefaultCargoSizeMB}),
 		runtimes: runtime.Clients{bay.RuntimeShip: ship},
 		log:      log.With("component", "sandbox"),
 		cfg:      cfg,
@@ -237,6 +239,9 @@ func (s *Service) SetRuntime(runtimeType string, c runtime.Client) { s.runtimes[
 // Store returns the store (read-only use by GC and warm pool; writes go through the service).
 func (s *Service) Store() bay.Store { return s.store }
 
+// Cargos returns the cargo service (sharing the store, driver and configuration).
+func (s *Service) Cargos() *cargo.Service { return s.cargos }
+
 // Driver returns the driver.
 func (s *Service) Driver() bay.Driver { return s.driver }
 
@@ -250,71 +255,9 @@ func (s *Service) Profile(id string) *bay.Profile { return s.profiles[id] }
 func (s *Service) Profiles() []bay.Profile { return s.cfg.Profiles }
 
 // now returns the clock's time in UTC, truncated to microseconds (the wire and DB precision).
-func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
-
-// detached returns a context that survives the caller's cancellation, bounded by d: used for
-// cleanup after a failure so that a cancelled request still undoes its partial work.
-func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d)
-}
-
-// ---- errors ----
-
-func notFoundSandbox(id string) *bay.Error {
-	return bay.Errorf(bay.CodeNotFound, "Sandbox not found: %s", id)
-}
-
-func notFoundCargo(id string) *bay.Error {
-	return bay.Errorf(bay.CodeNotFound, "Cargo not found: %s", id)
-}
-
-func notReady(msg, sandboxID string, retry bool) *bay.Error {
-	d := map[string]any{"sandbox_id": sandboxID}
-	if retry {
-		d["retry_after_ms"] = 1000
-	}
-	return bay.Errorf(bay.CodeSessionNotReady, "%s", msg).WithDetails(d)
-}
-
-func expiredErr(sb *bay.Sandbox) *bay.Error {
-	return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired").WithDetails(map[string]any{
-		"sandbox_id": sb.ID, "expires_at": bayapi.FormatTime(*sb.ExpiresAt),
-	})
-}
-
-func internal(msg string, cause error) *bay.Error {
-	return bay.Errorf(bay.CodeInternal, "%s", msg).WithCause(cause)
-}
-
-// classify returns err unchanged when it is already classified, else an internal error with a
-// safe message.
-func classify(err error, msg string) error {
-	var be *bay.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return bay.Errorf(bay.CodeTimeout, "%s: timed out", msg).WithCause(err)
-	}
-	return internal(msg, err)
-}
+func (s *Service) now() time.Time { return bay.Stamp(s.clock) }
 
 // ---- lookups ----
-
-// ownedSandbox returns the owner's non-deleted sandbox or not_found.
-func (s *Service) ownedSandbox(ctx context.Context, r bay.Reader, owner, id string) (*bay.Sandbox, error) {
-	sb, err := r.GetSandbox(ctx, id)
-	if err != nil {
-		if bay.IsNotFound(err) {
-			return nil, notFoundSandbox(id)
-		}
-		return nil, internal("Failed to load sandbox", fmt.Errorf("get sandbox %s: %w", id, err))
-	}
-	if sb.Owner != owner || sb.DeletedAt != nil || sb.IsWarm {
-		return nil, notFoundSandbox(id)
-	}
-	return sb, nil
-}
 
 // currentSession returns the sandbox's current session or nil (also when the row vanished).
 func (s *Service) currentSession(ctx context.Context, r bay.Reader, sb *bay.Sandbox) (*bay.Session, error) {
@@ -326,7 +269,7 @@ func (s *Service) currentSession(ctx context.Context, r bay.Reader, sb *bay.Sand
 		if bay.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, internal("Failed to load session", fmt.Errorf("get session %s: %w", sb.CurrentSessionID, err))
+		return nil, bay.Internal("Failed to load session", fmt.Errorf("get session %s: %w", sb.CurrentSessionID, err))
 	}
 	return sess, nil
 }

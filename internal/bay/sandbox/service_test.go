@@ -17,6 +17,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
+	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
@@ -43,6 +44,7 @@ type env struct {
 	drv   *fake.Driver
 	ship  *shipstub.Stub
 	clock *clock
+	hist  *history.Service
 }
 
 func testProfiles() []bay.Profile {
@@ -80,7 +82,7 @@ func newEnv(t *testing.T, mod ...func(*sandbox.Config)) *env {
 	svc := sandbox.New(st, drv, ship, clk, nil, cfg)
 	// The stub answers /health and /meta like any runtime: it stands in for gull too.
 	svc.SetRuntime(bay.RuntimeGull, ship)
-	return &env{svc: svc, store: st, drv: drv, ship: stub, clock: clk}
+	return &env{svc: svc, store: st, drv: drv, ship: stub, clock: clk, hist: history.New(st)}
 }
 
 func (e *env) create(t *testing.T, owner string, p sandbox.CreateParams) *bayapi.SandboxResponse {
@@ -215,7 +217,7 @@ func TestLazyVolume(t *testing.T) {
 func TestCreateOnCargo(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	ext, err := e.svc.CreateCargo(ctx, "alice", nil, nil)
+	ext, err := e.svc.Cargos().Create(ctx, "alice", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,19 +235,19 @@ func TestCreateOnCargo(t *testing.T) {
 		t.Fatalf("managed cargo: %v", err)
 	}
 	// Deleting the sandbox keeps the external cargo; the cargo is then deletable.
-	if err := e.svc.DeleteCargo(ctx, "alice", ext.ID); code(err) != bay.CodeConflict {
+	if err := e.svc.Cargos().Delete(ctx, "alice", ext.ID); code(err) != bay.CodeConflict {
 		t.Fatalf("delete used cargo: %v", err)
 	}
 	if err := e.svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.GetCargo(ctx, "alice", ext.ID); err != nil {
+	if _, err := e.svc.Cargos().Get(ctx, "alice", ext.ID); err != nil {
 		t.Fatalf("external cargo gone: %v", err)
 	}
-	if err := e.svc.DeleteCargo(ctx, "alice", other.CargoID); code(err) != bay.CodeConflict {
+	if err := e.svc.Cargos().Delete(ctx, "alice", other.CargoID); code(err) != bay.CodeConflict {
 		t.Fatalf("delete managed cargo of a live sandbox: %v", err)
 	}
-	if err := e.svc.DeleteCargo(ctx, "alice", ext.ID); err != nil {
+	if err := e.svc.Cargos().Delete(ctx, "alice", ext.ID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -696,24 +698,24 @@ func TestFilesystemAndHistory(t *testing.T) {
 	if err != nil || sh.Output != "ls" || sh.Error == nil || *sh.Error != "warn" || !sh.Success {
 		t.Fatalf("shell: %+v %v", sh, err)
 	}
-	h, err := e.svc.ListHistory(ctx, "alice", r.ID, sandbox.HistoryParams{Limit: 10})
+	h, err := e.hist.List(ctx, "alice", r.ID, history.Params{Limit: 10})
 	if err != nil || h.Total != 2 || h.Entries[0].ID != sh.ExecutionID {
 		t.Fatalf("history: %+v %v", h, err)
 	}
-	got, err := e.svc.GetExecution(ctx, "alice", r.ID, py.ExecutionID)
+	got, err := e.hist.Get(ctx, "alice", r.ID, py.ExecutionID)
 	if err != nil || got.Tags == nil || *got.Tags != "a,b" {
 		t.Fatalf("entry: %+v %v", got, err)
 	}
-	if _, err := e.svc.GetExecution(ctx, "bob", r.ID, py.ExecutionID); code(err) != bay.CodeNotFound {
+	if _, err := e.hist.Get(ctx, "bob", r.ID, py.ExecutionID); code(err) != bay.CodeNotFound {
 		t.Fatalf("bob: %v", err)
 	}
 	notes := "works"
 	empty := ""
-	a, err := e.svc.AnnotateExecution(ctx, "alice", r.ID, py.ExecutionID, nil, &empty, &notes)
+	a, err := e.hist.Annotate(ctx, "alice", r.ID, py.ExecutionID, nil, &empty, &notes)
 	if err != nil || a.Tags != nil || a.Notes == nil || *a.Notes != "works" || a.Description == nil {
 		t.Fatalf("annotate: %+v %v", a, err)
 	}
-	last, err := e.svc.LastExecution(ctx, "alice", r.ID, "python")
+	last, err := e.hist.Last(ctx, "alice", r.ID, "python")
 	if err != nil || last.ID != py.ExecutionID {
 		t.Fatalf("last: %v %v", last, err)
 	}
