@@ -53,6 +53,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/cargo"
 	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
@@ -75,15 +76,17 @@ type GCAdmin interface {
 // Options configures a Server.
 type Options struct {
 	Service *sandbox.Service
-	// Cargos and History serve their endpoints (nil: the Service's cargo service; a history
+	// Capabilities, Cargos and History serve their endpoints (nil: a capability service over
+	// Service with a default ship client and no browser; the Service's cargo service; a history
 	// service over the Service's store).
-	Cargos      *cargo.Service
-	History     *history.Service
-	Idempotency *idempotency.Manager
-	Auth        Authenticator
-	GC          GCAdmin // nil: admin endpoints answer 503 unavailable
-	Log         *slog.Logger
-	Version     string // reported by /health and the OpenAPI document
+	Capabilities *capability.Service
+	Cargos       *cargo.Service
+	History      *history.Service
+	Idempotency  *idempotency.Manager
+	Auth         Authenticator
+	GC           GCAdmin // nil: admin endpoints answer 503 unavailable
+	Log          *slog.Logger
+	Version      string // reported by /health and the OpenAPI document
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
@@ -95,6 +98,7 @@ type Options struct {
 type Server struct {
 	opts    Options
 	svc     *sandbox.Service
+	caps    *capability.Service
 	cargos  *cargo.Service
 	history *history.Service
 	idem    *idempotency.Manager
@@ -142,6 +146,9 @@ func New(opts Options) *Server {
 	if opts.Idempotency == nil {
 		opts.Idempotency = idempotency.New(opts.Service.Store(), nil, idempotency.Config{Enabled: false}, opts.Log)
 	}
+	if opts.Capabilities == nil {
+		opts.Capabilities = capability.New(opts.Service, nil, opts.Log, capability.Config{})
+	}
 	if opts.Cargos == nil {
 		opts.Cargos = opts.Service.Cargos()
 	}
@@ -149,7 +156,7 @@ func New(opts Options) *Server {
 		opts.History = history.New(opts.Service.Store())
 	}
 	s := &Server{
-		opts: opts, svc: opts.Service, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
+		opts: opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
 	s.routes = s.routeTable()

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
@@ -25,9 +24,9 @@ type CreateParams struct {
 // Errors: validation_error "Invalid profile: X" (400); not_found "Cargo not found: X"; conflict
 // (409) when cargo_id names a managed cargo (it belongs to another sandbox); internal_error when
 // the volume cannot be created.
-func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParams, hook TxHook) (*bayapi.SandboxResponse, error) {
+func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParams, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	if p.ProfileID == "" {
-		p.ProfileID = bayapi.DefaultProfile
+		p.ProfileID = bay.DefaultProfileID
 	}
 	prof := s.Profile(p.ProfileID)
 	if prof == nil {
@@ -82,7 +81,7 @@ func (s *Service) CreateWarmSandbox(ctx context.Context, profileID, instanceID s
 
 // createManaged inserts sb with a new managed cargo (with EagerVolume its volume is created
 // first and removed again if the database write fails; else at the first start).
-func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.Time, hook TxHook) (*bayapi.SandboxResponse, error) {
+func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.Time, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	cargo := &bay.Cargo{
 		ID: bay.NewID(bay.PrefixCargo), Owner: sb.Owner, Backend: bay.BackendDockerVolume,
 		Managed: true, ManagedBySandboxID: sb.ID, SizeLimitMB: s.cfg.DefaultCargoSizeMB,
@@ -96,7 +95,7 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 		}
 		cargo.DriverRef = ref
 	}
-	resp := s.sandboxResponse(sb, nil, now)
+	resp := s.view(sb, nil, now)
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		if err := tx.InsertCargo(ctx, cargo); err != nil {
 			return err
@@ -119,12 +118,12 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 	return resp, nil
 }
 
-func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Profile, cargoID string, now time.Time, expires *time.Time, hook TxHook) (*bayapi.SandboxResponse, error) {
+func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Profile, cargoID string, now time.Time, expires *time.Time, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	sb := &bay.Sandbox{
 		ID: bay.NewID(bay.PrefixSandbox), Owner: owner, ProfileID: prof.ID, CargoID: cargoID,
 		ExpiresAt: expires, CreatedAt: now, LastActiveAt: now,
 	}
-	resp := s.sandboxResponse(sb, nil, now)
+	resp := s.view(sb, nil, now)
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		c, err := tx.GetCargo(ctx, cargoID)
 		if err != nil || c.Owner != owner {
@@ -153,8 +152,8 @@ func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Pro
 }
 
 // claimWarm tries to claim a warm sandbox; (nil, nil, nil) on a miss.
-func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile, now time.Time, expires *time.Time, hook TxHook) (*bayapi.SandboxResponse, *bay.Sandbox, error) {
-	var resp *bayapi.SandboxResponse
+func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile, now time.Time, expires *time.Time, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, *bay.Sandbox, error) {
+	var resp *bay.SandboxView
 	var sb *bay.Sandbox
 	idle := now.Add(prof.IdleTimeout)
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
@@ -163,8 +162,8 @@ func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile
 		if err != nil {
 			return err
 		}
-		resp = s.sandboxResponse(sb, nil, now)
-		resp.Status = bayapi.StatusIdle
+		resp = s.view(sb, nil, now)
+		resp.Status = bay.StatusIdle
 		if hook != nil {
 			return hook(ctx, tx, resp)
 		}
@@ -180,17 +179,13 @@ func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile
 	return resp, sb, nil
 }
 
-// sandboxResponse renders a sandbox with the given current session (nil = none).
-func (s *Service) sandboxResponse(sb *bay.Sandbox, cur *bay.Session, now time.Time) *bayapi.SandboxResponse {
+// view is the sandbox with the given current session (nil = none) as its owner sees it at now.
+func (s *Service) view(sb *bay.Sandbox, cur *bay.Session, now time.Time) *bay.SandboxView {
 	caps := []string{}
 	if p := s.Profile(sb.ProfileID); p != nil {
 		caps = p.Capabilities()
 	}
-	return &bayapi.SandboxResponse{
-		ID: sb.ID, Status: bay.ComputeStatus(sb, cur, now), Profile: sb.ProfileID, CargoID: sb.CargoID,
-		Capabilities: caps, CreatedAt: bayapi.NewTime(sb.CreatedAt),
-		ExpiresAt: bayapi.TimePtr(sb.ExpiresAt), IdleExpiresAt: bayapi.TimePtr(sb.IdleExpiresAt),
-	}
+	return &bay.SandboxView{Sandbox: sb, Status: bay.ComputeStatus(sb, cur, now), Capabilities: caps}
 }
 
 // ListParams are the inputs of ListSandboxes.
@@ -211,16 +206,16 @@ func ValidStatus(status string) bool {
 
 // ListSandboxes returns one page of the owner's sandboxes ordered by id, filtered on the
 // computed status. Unlike the reference it never returns a short page with a cursor: it scans
-// until the page is full plus one more match (then next_cursor = the last returned id) or the
-// table is exhausted (next_cursor null).
-func (s *Service) ListSandboxes(ctx context.Context, owner string, p ListParams) (*bayapi.SandboxList, error) {
+// until the page is full plus one more match (then NextCursor = the last returned id) or the
+// table is exhausted (NextCursor "").
+func (s *Service) ListSandboxes(ctx context.Context, owner string, p ListParams) (*bay.Page[*bay.SandboxView], error) {
 	if !ValidStatus(p.Status) {
 		return nil, bay.Errorf(bay.CodeValidation, "Invalid status: %s", p.Status)
 	}
 	if p.Limit <= 0 {
-		p.Limit = bayapi.DefaultListLimit
+		p.Limit = bay.DefaultPageLimit
 	}
-	out := &bayapi.SandboxList{Items: []bayapi.SandboxResponse{}}
+	out := &bay.Page[*bay.SandboxView]{}
 	if p.Status == bay.StatusDeleted {
 		return out, nil // deleted sandboxes are invisible
 	}
@@ -247,7 +242,7 @@ scan:
 					return nil, err
 				}
 			}
-			r := s.sandboxResponse(sb, cur, now)
+			r := s.view(sb, cur, now)
 			if p.Status != "" && r.Status != p.Status {
 				continue
 			}
@@ -255,15 +250,14 @@ scan:
 				more = true
 				break scan
 			}
-			out.Items = append(out.Items, *r)
+			out.Items = append(out.Items, r)
 		}
 		if len(rows) < batch {
 			break
 		}
 	}
 	if more {
-		last := out.Items[len(out.Items)-1].ID
-		out.NextCursor = &last
+		out.NextCursor = out.Items[len(out.Items)-1].ID
 	}
 	return out, nil
 }
@@ -272,7 +266,7 @@ scan:
 // from the runtime's cached description (read with the session's runtime token) and healthy
 // from a live health check, all within a 2 s budget (null values on failure). No probe or
 // recovery is done.
-func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.SandboxResponse, error) {
+func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bay.SandboxView, error) {
 	sb, err := bay.OwnedSandbox(ctx, s.store, owner, id)
 	if err != nil {
 		return nil, err
@@ -281,7 +275,7 @@ func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.San
 	if err != nil {
 		return nil, err
 	}
-	resp := s.sandboxResponse(sb, cur, s.now())
+	resp := s.view(sb, cur, s.now())
 	// containers is null unless the sandbox is ready: an idle, stopped, failed or expired
 	// sandbox has no runtime to describe.
 	if resp.Status == bay.StatusReady && cur.Ready() {
@@ -290,8 +284,8 @@ func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.San
 	return resp, nil
 }
 
-func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bayapi.ContainerRuntime {
-	out := make([]bayapi.ContainerRuntime, len(cur.Containers))
+func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bay.ContainerView {
+	out := make([]bay.ContainerView, len(cur.Containers))
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -301,7 +295,7 @@ func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bay
 			// A single-container session shows its runtime type as its name, as the reference does.
 			name = c.RuntimeType
 		}
-		out[i] = bayapi.ContainerRuntime{Name: name, RuntimeType: c.RuntimeType, Status: c.Status, Capabilities: append([]string{}, c.Capabilities...)}
+		out[i] = bay.ContainerView{Name: name, RuntimeType: c.RuntimeType, Status: c.Status, Capabilities: append([]string{}, c.Capabilities...)}
 		rc, err := s.runtimes.For(c.RuntimeType)
 		if err != nil {
 			continue
@@ -326,11 +320,11 @@ func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bay
 // infinite TTL -> sandbox_ttl_infinite; already expired (also after the expiry GC deleted it)
 // -> sandbox_expired with details;
 // otherwise expires_at = max(expires_at, now) + extend_by. hook runs in the same transaction.
-func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int64, hook TxHook) (*bayapi.SandboxResponse, error) {
+func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int64, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	if extendBy <= 0 {
 		return nil, bay.Errorf(bay.CodeValidation, "extend_by must be a positive integer")
 	}
-	var resp *bayapi.SandboxResponse
+	var resp *bay.SandboxView
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		now := s.now()
 		sb, err := bay.OwnedSandbox(ctx, tx, owner, id)
@@ -356,7 +350,7 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 		if err := tx.UpdateSandbox(ctx, sb); err != nil {
 			return err
 		}
-		resp = s.sandboxResponse(sb, nil, now)
+		resp = s.view(sb, nil, now)
 		if hook != nil {
 			return hook(ctx, tx, resp)
 		}

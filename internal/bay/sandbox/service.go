@@ -40,7 +40,6 @@ import (
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/cargo"
-	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
@@ -78,10 +77,6 @@ type Config struct {
 	// concurrent deletes made removals take more than 5 s), because a container given up on
 	// keeps the managed cargo's volume in use.
 	StopTimeout time.Duration
-	// WatchdogDelay and WatchdogEvery pace the health checks that end a call whose runtime froze
-	// (faults.go; defaults 2 s and 2 s).
-	WatchdogDelay time.Duration
-	WatchdogEvery time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -106,12 +101,6 @@ func (c *Config) applyDefaults() {
 	if c.InstanceID == "" {
 		c.InstanceID = "bay"
 	}
-	if c.WatchdogDelay <= 0 {
-		c.WatchdogDelay = 2 * time.Second
-	}
-	if c.WatchdogEvery <= 0 {
-		c.WatchdogEvery = 2 * time.Second
-	}
 }
 
 // Reasons of session and sandbox destruction that are not background reclaims (those are
@@ -132,21 +121,13 @@ type WarmClaimer interface {
 	Claimed(ctx context.Context, sb *bay.Sandbox)
 }
 
-// TxHook is called inside the transaction that makes an effect durable, with the response
-// the caller will get; the idempotency layer uses it to store its record atomically with the
-// effect. An error aborts the transaction.
-type TxHook func(ctx context.Context, tx bay.Tx, resp any) error
-
 // Service is the lifecycle service. Create it with New.
 type Service struct {
 	store  bay.Store
 	driver bay.Driver
 	// cargos creates and deletes the volumes of managed cargos.
 	cargos *cargo.Service
-	// ship serves the code capabilities (python, shell, files, terminal); runtimes holds every
-	// runtime type's client for readiness, descriptions and capability checks.
-	ship     *shipclient.Client
-	gull     *gullclient.Client // nil: no browser calls (SetGull)
+	// runtimes holds every runtime type's client for readiness, descriptions and health.
 	runtimes runtime.Clients
 	clock    bay.Clock
 	log      *slog.Logger
@@ -168,7 +149,8 @@ type Service struct {
 	warm   WarmClaimer
 }
 
-// New returns a service. clock nil = bay.SystemClock; log nil = discard.
+// New returns a service; ship is the client of the ship runtime type (nil = a default one).
+// clock nil = bay.SystemClock; log nil = discard.
 func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.Clock, log *slog.Logger, cfg Config) *Service {
 	cfg.applyDefaults()
 	if clock == nil {
@@ -183,7 +165,7 @@ func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s := &Service{
-		store: store, driver: driver, ship: ship, clock: clock,
+		store: store, driver: driver, clock: clock,
 		cargos:   cargo.New(store, driver, clock, log, cargo.Config{InstanceID: cfg.InstanceID, DefaultSizeMB: cfg.DefaultCargoSizeMB}),
 		runtimes: runtime.Clients{bay.RuntimeShip: ship},
 		log:      log.With("component", "sandbox"),
@@ -235,6 +217,14 @@ func (healthOnly) ForgetEndpoint(string) {}
 
 // SetRuntime installs the client of a runtime type (before serving).
 func (s *Service) SetRuntime(runtimeType string, c runtime.Client) { s.runtimes[runtimeType] = c }
+
+// Runtime returns the client of a runtime type.
+func (s *Service) Runtime(runtimeType string) (runtime.Client, error) {
+	return s.runtimes.For(runtimeType)
+}
+
+// Now is the service's clock in UTC at the database's precision.
+func (s *Service) Now() time.Time { return s.now() }
 
 // Store returns the store (read-only use by GC and warm pool; writes go through the service).
 func (s *Service) Store() bay.Store { return s.store }

@@ -45,12 +45,12 @@ func (s *Service) EnsureRunning(ctx context.Context, sandboxID string) (*bay.Ses
 		}
 		return nil, bay.Internal("Failed to load sandbox", err)
 	}
-	return s.ensureRunning(ctx, sb)
+	return s.EnsureSession(ctx, sb)
 }
 
-// ensureRunning is EnsureRunning for a sandbox row the caller has just read (capability calls
+// EnsureSession is EnsureRunning for a sandbox row the caller has just read (capability calls
 // read it to check the owner: one read less per call). The slow path re-reads it.
-func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Session, error) {
+func (s *Service) EnsureSession(ctx context.Context, sb *bay.Sandbox) (*bay.Session, error) {
 	sandboxID := sb.ID
 	if sb.DeletedAt != nil {
 		return nil, bay.ErrSandboxNotFound(sandboxID)
@@ -628,15 +628,30 @@ func (s *Service) probe(ctx context.Context, sess *bay.Session) (bool, error) {
 	return true, nil
 }
 
-// runtimeUnreachable is called when a call to ship could not connect: the next capability call
-// re-probes the container instead of trusting the cache.
-func (s *Service) runtimeUnreachable(sess *bay.Session, err error) {
+// RuntimeUnreachable is told that a call to a session's runtime could not connect: the next
+// call re-probes the instance instead of trusting the cache.
+func (s *Service) RuntimeUnreachable(sess *bay.Session, err error) {
 	if errors.Is(err, shipclient.ErrUnreachable) {
 		s.forgetProbe(sess.ID)
 	}
 }
 
+// Reprobe inspects the session's instance now, not trusting the probe cache, and reports
+// whether every container of the session still runs (a driver failure trusts the database).
+func (s *Service) Reprobe(ctx context.Context, sess *bay.Session) bool {
+	s.forgetProbe(sess.ID)
+	alive, _ := s.probe(ctx, sess)
+	return alive
+}
+
 // ---- destroy ----
+
+// DiscardDead discards a session whose runtime was found dead or stuck: its instance is
+// destroyed and its row deleted, so the next call starts a new one.
+func (s *Service) DiscardDead(ctx context.Context, sandboxID string, sess *bay.Session) error {
+	_, err := s.discardSession(ctx, sandboxID, sess, ReasonDead)
+	return err
+}
 
 // discardSession destroys a session's instance and deletes its row, clearing
 // current_session_id if it still points at it. It reports whether the row was still there.
@@ -860,3 +875,25 @@ var tokenEnv = map[string]string{bay.RuntimeShip: shipapi.EnvAuthToken, bay.Runt
 // EnvProfileEnvKeys lists (comma-separated) the keys of the profile's environment, so that the
 // runtime can write them to /workspace/.bay_env.sh for tools that read them from a login shell.
 const EnvProfileEnvKeys = "SHIP_PROFILE_ENV_KEYS"
+
+// WatchDeaths follows the platform's reports of dead runtime containers until ctx ends: a
+// session whose container died is re-checked by the next call instead of being trusted for the
+// rest of its probe cache (a call right after "docker kill" would otherwise meet a dead
+// address). A failed event stream is watched again after a pause.
+func (s *Service) WatchDeaths(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := s.driver.WatchDeaths(ctx, map[string]string{bay.LabelManaged: "true"}, func(instance string) {
+			if id, ok := bay.SessionOfInstance(instance); ok {
+				s.forgetProbe(id)
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("watching runtime deaths failed; watching again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	return nil
+}
