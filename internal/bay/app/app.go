@@ -1,5 +1,5 @@
 // Package app wires the bay daemon: configuration -> store -> driver -> authentication ->
-// lifecycle service -> background loops (GC, warm pool, idempotency sweep) -> HTTP server.
+// services (lifecycle, capability, history) -> background loops (GC, warm pool, idempotency sweep) -> HTTP server.
 // Main.Run serves until its context ends, then drains in-flight requests and stops the loops.
 package app
 

@@ -1,5 +1,7 @@
 // Package httpapi is bay's HTTP API v1: a thin layer that decodes and validates requests,
-// calls the lifecycle service (internal/bay/sandbox) and encodes responses. Errors of every
+// calls the services (lifecycle internal/bay/sandbox, capability, cargo, history) and renders
+// the domain values they answer into the wire types of api/bayapi (render.go, the only place
+// that does). Errors of every
 // kind (domain errors, schema validation, unknown routes, wrong methods, panics) leave in the
 // one envelope of api/bayapi with the request id; the code-to-status translation lives in
 // statusOf (errors.go) and nowhere else. The routes are declared once (routes.go) and that

@@ -1,7 +1,10 @@
-// Package sandbox is bay's lifecycle service: the only code that sequences Store writes and
-// Driver calls. Every sandbox, session, cargo and execution-history change goes through a
-// *Service; the HTTP layer, the GC and the warm pool call it and never write the Store
-// themselves.
+// Package sandbox is bay's lifecycle service: sandboxes, their sessions (the driver instances
+// that run them), stop, TTL, keepalive and the reclaims the GC and the warm pool ask for. It is
+// the only code that sequences session and sandbox Store writes with Driver calls; the
+// capability service (internal/bay/capability) asks it for a running session and reports
+// runtimes it found dead, and managed cargos are created and removed through the cargo service
+// (internal/bay/cargo). It answers domain values (bay.SandboxView, bay.Page); the HTTP layer
+// renders them.
 //
 // Concurrency model:
 //   - Each Store.Tx is serialised and re-reads what it changes, so a read-check-write inside
@@ -21,7 +24,8 @@
 //     all-or-nothing by the driver, each runtime waited for by its own client; a dead container
 //     of any kind makes the session dead and it is rebuilt on the next call.
 //   - Stop removes containers (not just stops them) and deletes the session rows; files stay.
-//   - Expired sandboxes are refused by every capability call at once (409 sandbox_expired).
+//   - Expired sandboxes get no session (409 sandbox_expired), so every capability call on one
+//     is refused at once.
 //   - The liveness probe (instance inspect) of a running session is cached for ProbeCacheTTL and
 //     dropped when a call could not reach the runtime.
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
@@ -631,7 +632,7 @@ func (s *Service) probe(ctx context.Context, sess *bay.Session) (bool, error) {
 // RuntimeUnreachable is told that a call to a session's runtime could not connect: the next
 // call re-probes the instance instead of trusting the cache.
 func (s *Service) RuntimeUnreachable(sess *bay.Session, err error) {
-	if errors.Is(err, shipclient.ErrUnreachable) {
+	if errors.Is(err, runtime.ErrUnreachable) {
 		s.forgetProbe(sess.ID)
 	}
 }
