@@ -10,8 +10,8 @@ import (
 )
 
 // target resolves a capability call: the owner's sandbox (not_found), the profile's capability
-// (capability_not_supported), expiry (sandbox_expired), then EnsureRunning, and returns the
-// authorized endpoint of the container serving the capability (checked against its runtime's
+// (capability_not_supported), then the lifecycle's running session (which refuses an expired
+// sandbox: sandbox_expired), and returns the authorized endpoint of the container serving the capability (checked against its runtime's
 // description).
 func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, *bay.SessionContainer, string, error) {
 	sb, err := bay.OwnedSandbox(ctx, s.lc.Store(), owner, id)
@@ -27,8 +27,7 @@ func (s *Service) target(ctx context.Context, owner, id, capability string) (*ba
 		return nil, nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
 			WithDetails(map[string]any{"capability": capability, "available": prof.Capabilities()})
 	}
-	sess, err := s.lc.EnsureSession(ctx, sb) // refuses an expired sandbox
-
+	sess, err := s.lc.EnsureSession(ctx, sb)
 	if err != nil {
 		return nil, nil, nil, "", err
 	}

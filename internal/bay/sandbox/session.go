@@ -645,6 +645,28 @@ func (s *Service) Reprobe(ctx context.Context, sess *bay.Session) bool {
 	return alive
 }
 
+// WatchDeaths follows the platform's reports of dead runtime containers until ctx ends: a
+// session whose container died is re-checked by the next call instead of being trusted for the
+// rest of its probe cache (a call right after "docker kill" would otherwise meet a dead
+// address). A failed event stream is watched again after a pause.
+func (s *Service) WatchDeaths(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := s.driver.WatchDeaths(ctx, map[string]string{bay.LabelManaged: "true"}, func(instance string) {
+			if id, ok := bay.SessionOfInstance(instance); ok {
+				s.forgetProbe(id)
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("watching runtime deaths failed; watching again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	return nil
+}
+
 // ---- destroy ----
 
 // DiscardDead discards a session whose runtime was found dead or stuck: its instance is
@@ -876,25 +898,3 @@ var tokenEnv = map[string]string{bay.RuntimeShip: shipapi.EnvAuthToken, bay.Runt
 // EnvProfileEnvKeys lists (comma-separated) the keys of the profile's environment, so that the
 // runtime can write them to /workspace/.bay_env.sh for tools that read them from a login shell.
 const EnvProfileEnvKeys = "SHIP_PROFILE_ENV_KEYS"
-
-// WatchDeaths follows the platform's reports of dead runtime containers until ctx ends: a
-// session whose container died is re-checked by the next call instead of being trusted for the
-// rest of its probe cache (a call right after "docker kill" would otherwise meet a dead
-// address). A failed event stream is watched again after a pause.
-func (s *Service) WatchDeaths(ctx context.Context) error {
-	for ctx.Err() == nil {
-		err := s.driver.WatchDeaths(ctx, map[string]string{bay.LabelManaged: "true"}, func(instance string) {
-			if id, ok := bay.SessionOfInstance(instance); ok {
-				s.forgetProbe(id)
-			}
-		})
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("watching runtime deaths failed; watching again", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Second):
-			}
-		}
-	}
-	return nil
-}
