@@ -75,3 +75,37 @@ func TestDependencyRules(t *testing.T) {
 		})
 	}
 }
+
+// services are bay's service packages: they answer domain values (internal/bay) and leave
+// decoding requests and rendering the wire types of api/bayapi to internal/bay/httpapi. The
+// rule is on their own imports: the runtime clients they use translate the runtimes' errors
+// into bay's codes, which the wire package also names.
+var services = []string{
+	"./internal/bay/sandbox",
+	"./internal/bay/capability",
+	"./internal/bay/cargo",
+	"./internal/bay/history",
+}
+
+func TestServicesDoNotSpeakTheWire(t *testing.T) {
+	root := repoRoot(t)
+	for _, pkg := range services {
+		t.Run(strings.Trim(pkg, "./"), func(t *testing.T) {
+			cmd := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", pkg)
+			cmd.Dir = root
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+			}
+			imports := strings.Fields(string(out))
+			if len(imports) == 0 {
+				t.Fatalf("go list %s listed no imports", pkg)
+			}
+			for _, imp := range imports {
+				if imp == module+"/api/bayapi" || strings.HasSuffix(imp, "/internal/bay/httpapi") {
+					t.Errorf("%s imports %s: services return domain values and httpapi alone renders the wire types", pkg, imp)
+				}
+			}
+		})
+	}
+}

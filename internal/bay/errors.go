@@ -1,6 +1,7 @@
 package bay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -78,3 +79,49 @@ func IsNotFound(err error) bool { return ErrorCode(err) == CodeNotFound }
 
 // IsConflict reports whether err is classified conflict.
 func IsConflict(err error) bool { return ErrorCode(err) == CodeConflict }
+
+// Errors the services share.
+
+// ErrSandboxNotFound is the not_found of a sandbox the caller may not see.
+func ErrSandboxNotFound(id string) *Error {
+	return Errorf(CodeNotFound, "Sandbox not found: %s", id)
+}
+
+// ErrCargoNotFound is the not_found of a cargo the caller may not see.
+func ErrCargoNotFound(id string) *Error {
+	return Errorf(CodeNotFound, "Cargo not found: %s", id)
+}
+
+// ErrNotReady is 503 session_not_ready for sandboxID; with retry, details carry
+// retry_after_ms 1000.
+func ErrNotReady(msg, sandboxID string, retry bool) *Error {
+	d := map[string]any{"sandbox_id": sandboxID}
+	if retry {
+		d["retry_after_ms"] = 1000
+	}
+	return Errorf(CodeSessionNotReady, "%s", msg).WithDetails(d)
+}
+
+// ErrExpired is 409 sandbox_expired for sb (which has an expiry); details carry its id and
+// expires_at as a time.Time, which the HTTP layer renders in the wire's time format.
+func ErrExpired(sb *Sandbox, msg string) *Error {
+	return Errorf(CodeSandboxExpired, "%s", msg).WithDetails(map[string]any{"sandbox_id": sb.ID, "expires_at": *sb.ExpiresAt})
+}
+
+// Internal is an internal_error with a safe message and its cause.
+func Internal(msg string, cause error) *Error {
+	return Errorf(CodeInternal, "%s", msg).WithCause(cause)
+}
+
+// Classify returns err unchanged when it is already classified, a timeout when a context ended
+// it, else an internal error with the safe message msg.
+func Classify(err error, msg string) error {
+	var be *Error
+	if errors.As(err, &be) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Errorf(CodeTimeout, "%s: timed out", msg).WithCause(err)
+	}
+	return Internal(msg, err)
+}

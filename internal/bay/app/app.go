@@ -1,5 +1,5 @@
 // Package app wires the bay daemon: configuration -> store -> driver -> authentication ->
-// lifecycle service -> background loops (GC, warm pool, idempotency sweep) -> HTTP server.
+// services (lifecycle, capability, history) -> background loops (GC, warm pool, idempotency sweep) -> HTTP server.
 // Main.Run serves until its context ends, then drains in-flight requests and stops the loops.
 package app
 
@@ -21,10 +21,12 @@ import (
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/auth"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/bay/gc"
 	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/lease"
@@ -194,7 +196,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Tune(&scfg)
 	}
 	svc := sandbox.New(store, drv, ship, nil, log, scfg)
-	svc.SetGull(gullclient.New(nil, log))
+	caps := capability.New(svc, ship, log, capability.Config{})
+	caps.SetGull(gullclient.New(nil, log))
 	utcNow := func() time.Time { return time.Now().UTC() }
 	if err := lease.ClaimInstance(ctx, store, instanceID, svc.BootID(), utcNow); err != nil {
 		return fmt.Errorf("instance id: %w", err)
@@ -245,7 +248,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	svc.SetWarmClaimer(pool)
 
 	api := httpapi.New(httpapi.Options{
-		Service: svc, Idempotency: idem, Auth: authn, GC: sched, Log: log,
+		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Log: log,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 	})
 	if m.MountMCP != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
-	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
 
 // maxJSONBody bounds a JSON request body (file content of PUT filesystem/files included).
@@ -129,8 +128,12 @@ func queryInt(r *http.Request, is *issues, name string, def, lo, hi int64) int64
 	return v
 }
 
-// validatePath is sandbox.ValidatePath with the length limits of the file systems a
-// workspace lives on (a longer path is the client's mistake, not the runtime's).
+// validatePath validates a workspace-relative path and returns its normalised form ("." for
+// the root): not empty, no NUL, relative, never above the workspace after resolving "..", and
+// within the length limits of the file systems a workspace lives on (a longer path is the
+// client's mistake, not the runtime's). field names the request field ("path" or "cwd") in the
+// invalid_path error's details {field, reason}; reasons: empty_path, null_byte, absolute_path,
+// path_traversal, path_too_long, name_too_long.
 func validatePath(field, p string) (string, error) {
 	bad := func(reason, format string, args ...any) error {
 		return bay.Errorf(bay.CodeInvalidPath, format, args...).WithDetails(map[string]any{"field": field, "reason": reason})
@@ -143,7 +146,31 @@ func validatePath(field, p string) (string, error) {
 			return "", bad("name_too_long", "%s has a name longer than %d bytes", field, bayapi.MaxNameLen)
 		}
 	}
-	return sandbox.ValidatePath(field, p)
+	switch {
+	case p == "":
+		return "", bad("empty_path", "%s cannot be empty", field)
+	case strings.ContainsRune(p, 0):
+		return "", bad("null_byte", "%s contains invalid characters", field)
+	case strings.HasPrefix(p, "/"):
+		return "", bad("absolute_path", "%s must be a relative path", field)
+	}
+	var stack []string
+	for _, c := range strings.Split(p, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if len(stack) == 0 {
+				return "", bad("path_traversal", "%s escapes workspace boundary", field)
+			}
+			stack = stack[:len(stack)-1]
+		default:
+			stack = append(stack, c)
+		}
+	}
+	if len(stack) == 0 {
+		return ".", nil
+	}
+	return strings.Join(stack, "/"), nil
 }
 
 // queryString reads an optional string query parameter of at most max bytes.

@@ -70,7 +70,7 @@ func statusOf(err error) (int, bayapi.ErrorEnvelope) {
 	}
 	var be *bay.Error
 	if errors.As(err, &be) {
-		return bayapi.StatusOf(be.Code), bayapi.ErrorEnvelope{Error: bayapi.ErrorBody{Code: be.Code, Message: be.Message, Details: be.Details}}
+		return bayapi.StatusOf(be.Code), bayapi.ErrorEnvelope{Error: bayapi.ErrorBody{Code: be.Code, Message: be.Message, Details: wireDetails(be.Details)}}
 	}
 	return http.StatusInternalServerError, bayapi.ErrorEnvelope{Error: bayapi.ErrorBody{Code: bayapi.CodeInternal, Message: "Internal server error"}}
 }

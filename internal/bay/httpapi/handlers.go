@@ -16,6 +16,8 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
+	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
@@ -53,7 +55,7 @@ func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.svc.ProfileList(detail != nil && *detail))
+	writeJSON(w, http.StatusOK, renderProfiles(s.svc.Profiles(), detail != nil && *detail))
 }
 
 // ---- idempotent helpers ----
@@ -110,7 +112,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}{p.ProfileID, p.CargoID, p.TTL}
 	owner := Owner(r.Context())
 	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
-		return s.svc.CreateSandbox(ctx, owner, p, hook)
+		v, err := s.svc.CreateSandbox(ctx, owner, p, rendered(hook, renderSandbox))
+		if err != nil {
+			return nil, err
+		}
+		return renderSandbox(v), nil
 	})
 	s.writeIdem(w, r, res, err)
 }
@@ -129,12 +135,12 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.svc.ListSandboxes(r.Context(), Owner(r.Context()), sandbox.ListParams{Limit: int(limit), Cursor: cursor, Status: status})
-	s.reply(w, r, out, err)
+	replyAs(s, w, r, out, err, renderSandboxList)
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	out, err := s.svc.GetSandbox(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"))
-	s.reply(w, r, out, err)
+	replyAs(s, w, r, out, err, renderSandbox)
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
@@ -168,7 +174,11 @@ func (s *Server) extendTTL(w http.ResponseWriter, r *http.Request) {
 		ExtendBy int64 `json:"extend_by"`
 	}{by}
 	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusOK, func(ctx context.Context, hook idempotency.Hook) (any, error) {
-		return s.svc.ExtendTTL(ctx, owner, id, by, hook)
+		v, err := s.svc.ExtendTTL(ctx, owner, id, by, rendered(hook, renderSandbox))
+		if err != nil {
+			return nil, err
+		}
+		return renderSandbox(v), nil
 	})
 	s.writeIdem(w, r, res, err)
 }
@@ -213,10 +223,10 @@ func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.ExecPython(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.PythonParams{
+	out, err := s.caps.ExecPython(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.PythonParams{
 		Code: *req.Code, Timeout: timeout, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,
 	})
-	s.reply(w, r, out, err)
+	replyAs(s, w, r, out, err, renderPython)
 }
 
 func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
@@ -241,10 +251,10 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 		}
 		cwd = &c
 	}
-	out, err := s.svc.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.ShellParams{
+	out, err := s.caps.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.ShellParams{
 		Command: *req.Command, Timeout: timeout, Cwd: cwd, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,
 	})
-	s.reply(w, r, out, err)
+	replyAs(s, w, r, out, err, renderShell)
 }
 
 // Bounds of a browser batch (the gull runtime's own).
@@ -283,10 +293,10 @@ func (s *Server) execBrowser(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.ExecBrowser(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.BrowserParams{
+	out, err := s.caps.ExecBrowser(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.BrowserParams{
 		Cmd: *req.Cmd, Timeout: timeout, Description: req.Description, Tags: req.Tags,
 	})
-	s.reply(w, r, out, err)
+	replyAs(s, w, r, out, err, renderBrowser)
 }
 
 func (s *Server) execBrowserBatch(w http.ResponseWriter, r *http.Request) {
@@ -317,10 +327,10 @@ func (s *Server) execBrowserBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stop := req.StopOnError == nil || *req.StopOnError
-	out, err := s.svc.ExecBrowserBatch(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.BrowserBatchParams{
+	out, err := s.caps.ExecBrowserBatch(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.BrowserBatchParams{
 		Commands: req.Commands, Timeout: timeout, StopOnError: stop, Description: req.Description, Tags: req.Tags,
 	})
-	s.reply(w, r, out, err)
+	replyAs(s, w, r, out, err, renderBrowserBatch)
 }
 
 // pathParam reads and validates the path query parameter; def "" = required.
@@ -343,7 +353,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	content, err := s.svc.ReadFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	content, err := s.caps.ReadFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
 	s.reply(w, r, bayapi.FileContentResponse{Content: content}, err)
 }
 
@@ -358,7 +368,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	err = s.svc.WriteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, *req.Content)
+	err = s.caps.WriteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, *req.Content)
 	s.reply(w, r, bayapi.StatusResponse{Status: "ok"}, err)
 }
 
@@ -368,7 +378,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	err = s.svc.DeleteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	err = s.caps.DeleteFile(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
 	s.reply(w, r, bayapi.StatusResponse{Status: "ok"}, err)
 }
 
@@ -378,8 +388,8 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	entries, err := s.svc.ListDir(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
-	s.reply(w, r, bayapi.DirectoryResponse{Entries: entries}, err)
+	entries, err := s.caps.ListDir(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	replyAs(s, w, r, entries, err, renderDirectory)
 }
 
 // maxFormField bounds a text field of the upload form (spooled in memory).
@@ -392,7 +402,7 @@ const maxFormField = 8 << 10
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	max := s.opts.MaxUploadBytes
 	if max > 0 && r.ContentLength > max+1<<20 {
-		s.fail(w, r, sandbox.ErrTooLarge(max))
+		s.fail(w, r, capability.ErrTooLarge(max))
 		return
 	}
 	// The multipart reader reads in 4 KiB pieces; a larger buffer under it cuts the reads of
@@ -444,7 +454,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, r, err)
 				return
 			}
-			n, err := s.svc.Upload(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, part, max)
+			n, err := s.caps.Upload(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, part, max)
 			if err != nil {
 				s.fail(w, r, err)
 				return
@@ -472,7 +482,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	rc, size, err := s.svc.Download(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	rc, size, err := s.caps.Download(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -544,7 +554,7 @@ func execTypeParam(r *http.Request, is *issues) string {
 
 func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) {
 	var is issues
-	p := sandbox.HistoryParams{ExecType: execTypeParam(r, &is)}
+	p := history.Params{ExecType: execTypeParam(r, &is)}
 	if v := queryBool(r, &is, "success_only"); v != nil {
 		p.SuccessOnly = *v
 	}
@@ -560,8 +570,8 @@ func (s *Server) listHistory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.ListHistory(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
-	s.reply(w, r, out, err)
+	out, err := s.history.List(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p)
+	replyAs(s, w, r, out, err, renderExecutionPage)
 }
 
 func (s *Server) lastHistory(w http.ResponseWriter, r *http.Request) {
@@ -571,13 +581,13 @@ func (s *Server) lastHistory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.LastExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), t)
-	s.reply(w, r, out, err)
+	out, err := s.history.Last(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), t)
+	replyAs(s, w, r, out, err, renderExecution)
 }
 
 func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) {
-	out, err := s.svc.GetExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"))
-	s.reply(w, r, out, err)
+	out, err := s.history.Get(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"))
+	replyAs(s, w, r, out, err, renderExecution)
 }
 
 func (s *Server) annotateHistory(w http.ResponseWriter, r *http.Request) {
@@ -593,9 +603,9 @@ func (s *Server) annotateHistory(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.AnnotateExecution(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"),
+	out, err := s.history.Annotate(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("execution_id"),
 		req.Description, req.Tags, req.Notes)
-	s.reply(w, r, out, err)
+	replyAs(s, w, r, out, err, renderExecution)
 }
 
 // ---- cargos ----
@@ -622,7 +632,11 @@ func (s *Server) createCargo(w http.ResponseWriter, r *http.Request) {
 	}{size}
 	owner := Owner(r.Context())
 	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
-		return s.svc.CreateCargo(ctx, owner, size, hook)
+		c, err := s.cargos.Create(ctx, owner, size, rendered(hook, renderCargo))
+		if err != nil {
+			return nil, err
+		}
+		return renderCargo(c), nil
 	})
 	s.writeIdem(w, r, res, err)
 }
@@ -636,17 +650,17 @@ func (s *Server) listCargos(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	out, err := s.svc.ListCargos(r.Context(), Owner(r.Context()), managed != nil && *managed, int(limit), cursor)
-	s.reply(w, r, out, err)
+	out, err := s.cargos.List(r.Context(), Owner(r.Context()), managed != nil && *managed, int(limit), cursor)
+	replyAs(s, w, r, out, err, renderCargoList)
 }
 
 func (s *Server) getCargo(w http.ResponseWriter, r *http.Request) {
-	out, err := s.svc.GetCargo(r.Context(), Owner(r.Context()), r.PathValue("cargo_id"))
-	s.reply(w, r, out, err)
+	out, err := s.cargos.Get(r.Context(), Owner(r.Context()), r.PathValue("cargo_id"))
+	replyAs(s, w, r, out, err, renderCargo)
 }
 
 func (s *Server) deleteCargo(w http.ResponseWriter, r *http.Request) {
-	if err := s.svc.DeleteCargo(r.Context(), Owner(r.Context()), r.PathValue("cargo_id")); err != nil {
+	if err := s.cargos.Delete(r.Context(), Owner(r.Context()), r.PathValue("cargo_id")); err != nil {
 		s.fail(w, r, err)
 		return
 	}

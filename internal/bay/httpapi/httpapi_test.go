@@ -9,7 +9,6 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,10 +21,8 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
-	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
-	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox/sandboxtest"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient/shipstub"
-	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
 )
 
 // tokens is a test Authenticator: "Bearer <owner>-key" -> owner.
@@ -55,27 +52,15 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith is newHarness with the server's logger.
 func newHarnessWith(t *testing.T, log *slog.Logger) *harness {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	stub := shipstub.New()
-	t.Cleanup(stub.Close)
-	drv := fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() }))
-	profiles := []bay.Profile{{ID: "python-default", IdleTimeout: 30 * time.Minute,
-		Containers: []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123,
-			Resources: bay.Resources{CPUs: 1, Memory: "1g"}, Capabilities: bay.DefaultCapabilities}}}}
-	svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{Profiles: profiles, InstanceID: "test"})
+	e := sandboxtest.New(t, sandboxtest.Options{})
 	api := httpapi.New(httpapi.Options{
-		Service: svc, Auth: tokens{}, Version: "test", MaxUploadBytes: 1 << 20, Log: log,
-		Idempotency: idempotency.New(st, nil, idempotency.Config{Enabled: true}, nil),
+		Service: e.Svc, Capabilities: e.Caps, History: e.Hist, Auth: tokens{}, Version: "test", MaxUploadBytes: 1 << 20, Log: log,
+		Idempotency: idempotency.New(e.Store, nil, idempotency.Config{Enabled: true}, nil),
 	})
 	api.Mount("GET /panic", http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }), false)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &harness{t: t, srv: srv, api: api, drv: drv, ship: stub}
+	return &harness{t: t, srv: srv, api: api, drv: e.Drv, ship: e.Ship}
 }
 
 type resp struct {

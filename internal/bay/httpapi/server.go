@@ -1,5 +1,7 @@
 // Package httpapi is bay's HTTP API v1: a thin layer that decodes and validates requests,
-// calls the lifecycle service (internal/bay/sandbox) and encodes responses. Errors of every
+// calls the services (lifecycle internal/bay/sandbox, capability, cargo, history) and renders
+// the domain values they answer into the wire types of api/bayapi (render.go, the only place
+// that does). Errors of every
 // kind (domain errors, schema validation, unknown routes, wrong methods, panics) leave in the
 // one envelope of api/bayapi with the request id; the code-to-status translation lives in
 // statusOf (errors.go) and nowhere else. The routes are declared once (routes.go) and that
@@ -53,6 +55,9 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
+	"github.com/shipyard-dev/shipyard/internal/bay/cargo"
+	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
@@ -72,12 +77,18 @@ type GCAdmin interface {
 
 // Options configures a Server.
 type Options struct {
-	Service     *sandbox.Service
-	Idempotency *idempotency.Manager
-	Auth        Authenticator
-	GC          GCAdmin // nil: admin endpoints answer 503 unavailable
-	Log         *slog.Logger
-	Version     string // reported by /health and the OpenAPI document
+	Service *sandbox.Service
+	// Capabilities, Cargos and History serve their endpoints (nil: a capability service over
+	// Service with a default ship client and no browser; the Service's cargo service; a history
+	// service over the Service's store).
+	Capabilities *capability.Service
+	Cargos       *cargo.Service
+	History      *history.Service
+	Idempotency  *idempotency.Manager
+	Auth         Authenticator
+	GC           GCAdmin // nil: admin endpoints answer 503 unavailable
+	Log          *slog.Logger
+	Version      string // reported by /health and the OpenAPI document
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
@@ -87,11 +98,14 @@ type Options struct {
 
 // Server is the HTTP API. Create it with New and serve Handler().
 type Server struct {
-	opts Options
-	svc  *sandbox.Service
-	idem *idempotency.Manager
-	log  *slog.Logger
-	mux  *http.ServeMux
+	opts    Options
+	svc     *sandbox.Service
+	caps    *capability.Service
+	cargos  *cargo.Service
+	history *history.Service
+	idem    *idempotency.Manager
+	log     *slog.Logger
+	mux     *http.ServeMux
 
 	mu      sync.Mutex
 	mounted map[string]http.Handler // extra handlers (e.g. /mcp), by pattern
@@ -134,8 +148,17 @@ func New(opts Options) *Server {
 	if opts.Idempotency == nil {
 		opts.Idempotency = idempotency.New(opts.Service.Store(), nil, idempotency.Config{Enabled: false}, opts.Log)
 	}
+	if opts.Capabilities == nil {
+		opts.Capabilities = capability.New(opts.Service, nil, opts.Log, capability.Config{})
+	}
+	if opts.Cargos == nil {
+		opts.Cargos = opts.Service.Cargos()
+	}
+	if opts.History == nil {
+		opts.History = history.New(opts.Service.Store())
+	}
 	s := &Server{
-		opts: opts, svc: opts.Service, idem: opts.Idempotency,
+		opts: opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
 	s.routes = s.routeTable()

@@ -22,7 +22,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("sandbox_id")
-	up, err := s.svc.OpenTerminal(r.Context(), Owner(r.Context()), id, int(cols), int(rows))
+	up, err := s.caps.OpenTerminal(r.Context(), Owner(r.Context()), id, int(cols), int(rows))
 	if err != nil {
 		s.fail(w, r, err)
 		return

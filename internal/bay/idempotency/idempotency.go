@@ -39,7 +39,8 @@ type Config struct {
 }
 
 // Hook is what the effect calls inside its store transaction with the response it will
-// return; it writes the record. It has the shape of sandbox.TxHook.
+// return; it writes the record. httpapi adapts it to a service's bay.TxHook, rendering the
+// service's result into the response first.
 type Hook = func(ctx context.Context, tx bay.Tx, resp any) error
 
 // Request identifies one idempotent request.

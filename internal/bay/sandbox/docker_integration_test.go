@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
@@ -65,9 +66,11 @@ func TestDockerStopResume(t *testing.T) {
 		Env: map[string]string{"PROFILE_URL": "http://example.com:8080/a:b"},
 		Containers: []bay.ContainerProfile{{Name: "primary", Image: image, RuntimeType: "ship", RuntimePort: 8123,
 			Resources: bay.Resources{CPUs: 1, Memory: "512m", MemoryBytes: 512 << 20}, Capabilities: bay.DefaultCapabilities}}}
-	svc := sandbox.New(st, drv, shipclient.New(nil, log), nil, log, sandbox.Config{
+	ship := shipclient.New(nil, log)
+	svc := sandbox.New(st, drv, ship, nil, log, sandbox.Config{
 		Profiles: []bay.Profile{prof}, InstanceID: "it-" + bay.NewID("t"), ReadinessTimeout: 60 * time.Second,
 	})
+	caps := capability.New(svc, ship, log, capability.Config{})
 	sb, err := svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -76,18 +79,18 @@ func TestDockerStopResume(t *testing.T) {
 
 	py := func(code string) (string, bool) {
 		t.Helper()
-		r, err := svc.ExecPython(ctx, "alice", sb.ID, sandbox.PythonParams{Code: code, Timeout: 60})
+		r, err := caps.ExecPython(ctx, "alice", sb.ID, capability.PythonParams{Code: code, Timeout: 60})
 		if err != nil {
 			t.Fatalf("python %q: %v", code, err)
 		}
 		if r.Error != nil {
 			return *r.Error, r.Success
 		}
-		return r.Output, r.Success
+		return r.Text, r.Success
 	}
 	sh := func(cmd string) string {
 		t.Helper()
-		r, err := svc.ExecShell(ctx, "alice", sb.ID, sandbox.ShellParams{Command: cmd, Timeout: 60})
+		r, err := caps.ExecShell(ctx, "alice", sb.ID, capability.ShellParams{Command: cmd, Timeout: 60})
 		if err != nil {
 			t.Fatalf("shell %q: %v", cmd, err)
 		}
@@ -104,7 +107,7 @@ func TestDockerStopResume(t *testing.T) {
 	if out := sh("echo $PROFILE_URL; id -u"); out != prof.Env["PROFILE_URL"]+"\n1000" {
 		t.Fatalf("shell env/user: %q", out)
 	}
-	if err := svc.WriteFile(ctx, "alice", sb.ID, "notes/keep.txt", "kept"); err != nil {
+	if err := caps.WriteFile(ctx, "alice", sb.ID, "notes/keep.txt", "kept"); err != nil {
 		t.Fatal(err)
 	}
 	sh("echo tmp > /tmp/marker")
@@ -123,7 +126,7 @@ func TestDockerStopResume(t *testing.T) {
 	if out, ok := py("print(x)"); ok || !strings.Contains(out, "NameError") {
 		t.Fatalf("variables survived the stop: %q %v", out, ok)
 	}
-	if c, err := svc.ReadFile(ctx, "alice", sb.ID, "notes/keep.txt"); err != nil || c != "kept" {
+	if c, err := caps.ReadFile(ctx, "alice", sb.ID, "notes/keep.txt"); err != nil || c != "kept" {
 		t.Fatalf("file lost: %q %v", c, err)
 	}
 	if out := sh("test -e /tmp/marker && echo stale || echo fresh"); out != "fresh" {
@@ -162,17 +165,19 @@ func TestDockerMultiContainer(t *testing.T) {
 			{Name: "ship", Image: image, RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"python", "filesystem"}},
 			{Name: "aux", Image: image, RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"shell"}},
 		}}
-	svc := sandbox.New(st, drv, shipclient.New(nil, log), nil, log, sandbox.Config{Profiles: []bay.Profile{prof}, InstanceID: "it-" + bay.NewID("t")})
+	ship := shipclient.New(nil, log)
+	svc := sandbox.New(st, drv, ship, nil, log, sandbox.Config{Profiles: []bay.Profile{prof}, InstanceID: "it-" + bay.NewID("t")})
+	caps := capability.New(svc, ship, log, capability.Config{})
 	sb, err := svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{ProfileID: "duo"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = svc.DeleteSandbox(context.Background(), "alice", sb.ID) })
-	if err := svc.WriteFile(ctx, "alice", sb.ID, "shared.txt", "from ship"); err != nil {
+	if err := caps.WriteFile(ctx, "alice", sb.ID, "shared.txt", "from ship"); err != nil {
 		t.Fatal(err)
 	}
 	// shell is served by the aux container, which sees the same cargo.
-	r, err := svc.ExecShell(ctx, "alice", sb.ID, sandbox.ShellParams{Command: "hostname; cat shared.txt", Timeout: 30})
+	r, err := caps.ExecShell(ctx, "alice", sb.ID, capability.ShellParams{Command: "hostname; cat shared.txt", Timeout: 30})
 	if err != nil || r.Output != "aux\nfrom ship" {
 		t.Fatalf("shell on aux: %+v %v", r, err)
 	}

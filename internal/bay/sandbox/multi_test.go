@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
@@ -29,20 +30,20 @@ func withMulti(c *sandbox.Config) {
 func TestMultiContainerSession(t *testing.T) {
 	e := newEnv(t, withMulti)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{ProfileID: "browser-python"})
-	if _, err := e.svc.ExecShell(ctx, "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30}); err != nil {
+	r := e.Create(t, "alice", sandbox.CreateParams{ProfileID: "browser-python"})
+	if _, err := e.Caps.ExecShell(ctx, "alice", r.ID, capability.ShellParams{Command: "ls", Timeout: 30}); err != nil {
 		t.Fatal(err)
 	}
-	cs := e.drv.Containers()
-	if len(cs) != 2 || len(e.drv.Instances()) != 1 {
-		t.Fatalf("containers %d instances %v", len(cs), e.drv.Instances())
+	cs := e.Drv.Containers()
+	if len(cs) != 2 || len(e.Drv.Instances()) != 1 {
+		t.Fatalf("containers %d instances %v", len(cs), e.Drv.Instances())
 	}
-	sess, err := e.svc.EnsureRunning(ctx, r.ID)
+	sess, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.drv.Instances()[0] != bay.InstanceName(sess.ID) {
-		t.Fatalf("instance %v", e.drv.Instances())
+	if e.Drv.Instances()[0] != bay.InstanceName(sess.ID) {
+		t.Fatalf("instance %v", e.Drv.Instances())
 	}
 	for _, c := range cs {
 		if c.Spec.Env["BAY_CONTAINER_NAME"] != c.Spec.Name || c.VolumeRef != bay.VolumeName(r.CargoID) {
@@ -53,38 +54,38 @@ func TestMultiContainerSession(t *testing.T) {
 		sess.Containers[1].RuntimeType != bay.RuntimeGull || !slices.Equal(sess.Containers[1].Capabilities, []string{"browser", "filesystem"}) {
 		t.Fatalf("session %+v", sess)
 	}
-	got, _ := e.svc.GetSandbox(ctx, "alice", r.ID)
+	got, _ := e.Svc.GetSandbox(ctx, "alice", r.ID)
 	if len(got.Containers) != 2 || got.Containers[1].Name != "browser" || got.Containers[1].RuntimeType != "gull" {
 		t.Fatalf("get: %+v", got.Containers)
 	}
 
 	// A dead sidecar: after the probe cache, the whole session is rebuilt.
-	e.drv.Kill(sess.Containers[1].ContainerID)
-	e.clock.Advance(3 * time.Second)
-	s2, err := e.svc.EnsureRunning(ctx, r.ID)
+	e.Drv.Kill(sess.Containers[1].ContainerID)
+	e.Clock.Advance(3 * time.Second)
+	s2, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil || s2.ID == sess.ID {
 		t.Fatalf("rebuild: %v %v", s2, err)
 	}
-	if len(e.drv.Containers()) != 2 || len(e.drv.Instances()) != 1 {
-		t.Fatalf("after rebuild: %d containers, instances %v", len(e.drv.Containers()), e.drv.Instances())
+	if len(e.Drv.Containers()) != 2 || len(e.Drv.Instances()) != 1 {
+		t.Fatalf("after rebuild: %d containers, instances %v", len(e.Drv.Containers()), e.Drv.Instances())
 	}
 
-	if err := e.svc.StopSandbox(ctx, "alice", r.ID); err != nil {
+	if err := e.Svc.StopSandbox(ctx, "alice", r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.drv.Containers()) != 0 || len(e.drv.Instances()) != 0 {
-		t.Fatalf("after stop: %d containers, instances %v", len(e.drv.Containers()), e.drv.Instances())
+	if len(e.Drv.Containers()) != 0 || len(e.Drv.Instances()) != 0 {
+		t.Fatalf("after stop: %d containers, instances %v", len(e.Drv.Containers()), e.Drv.Instances())
 	}
 
 	// The instance cannot be created: nothing is left, the sandbox shows failed.
-	e.drv.Fail(fake.MethodCreateInstance, errors.New("boom"), 1)
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeInternal {
+	e.Drv.Fail(fake.MethodCreateInstance, errors.New("boom"), 1)
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeInternal {
 		t.Fatalf("start failure: %v", err)
 	}
-	if len(e.drv.Containers()) != 0 || len(e.drv.Instances()) != 0 {
-		t.Fatalf("after failure: %d containers, instances %v", len(e.drv.Containers()), e.drv.Instances())
+	if len(e.Drv.Containers()) != 0 || len(e.Drv.Instances()) != 0 {
+		t.Fatalf("after failure: %d containers, instances %v", len(e.Drv.Containers()), e.Drv.Instances())
 	}
-	if got, _ := e.svc.GetSandbox(ctx, "alice", r.ID); got.Status != "failed" {
+	if got, _ := e.Svc.GetSandbox(ctx, "alice", r.ID); got.Status != "failed" {
 		t.Fatalf("status %s", got.Status)
 	}
 }
@@ -93,15 +94,15 @@ func TestMultiContainerSession(t *testing.T) {
 func TestMultiContainerReadinessNamesTheContainer(t *testing.T) {
 	e := newEnv(t, withMulti, func(c *sandbox.Config) { c.ReadinessTimeout = 300 * time.Millisecond })
 	ctx := context.Background()
-	e.svc.SetRuntime(bay.RuntimeGull, neverReady{})
-	r := e.create(t, "alice", sandbox.CreateParams{ProfileID: "browser-python"})
-	_, err := e.svc.EnsureRunning(ctx, r.ID)
+	e.Svc.SetRuntime(bay.RuntimeGull, neverReady{})
+	r := e.Create(t, "alice", sandbox.CreateParams{ProfileID: "browser-python"})
+	_, err := e.Svc.EnsureRunning(ctx, r.ID)
 	var be *bay.Error
 	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Message != "Containers not ready: [browser]" {
 		t.Fatalf("err = %v", err)
 	}
-	if len(e.drv.Containers()) != 0 {
-		t.Fatalf("containers left: %d", len(e.drv.Containers()))
+	if len(e.Drv.Containers()) != 0 {
+		t.Fatalf("containers left: %d", len(e.Drv.Containers()))
 	}
 }
 

@@ -2,11 +2,9 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
@@ -26,9 +24,9 @@ type CreateParams struct {
 // Errors: validation_error "Invalid profile: X" (400); not_found "Cargo not found: X"; conflict
 // (409) when cargo_id names a managed cargo (it belongs to another sandbox); internal_error when
 // the volume cannot be created.
-func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParams, hook TxHook) (*bayapi.SandboxResponse, error) {
+func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParams, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	if p.ProfileID == "" {
-		p.ProfileID = bayapi.DefaultProfile
+		p.ProfileID = bay.DefaultProfileID
 	}
 	prof := s.Profile(p.ProfileID)
 	if prof == nil {
@@ -83,7 +81,7 @@ func (s *Service) CreateWarmSandbox(ctx context.Context, profileID, instanceID s
 
 // createManaged inserts sb with a new managed cargo (with EagerVolume its volume is created
 // first and removed again if the database write fails; else at the first start).
-func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.Time, hook TxHook) (*bayapi.SandboxResponse, error) {
+func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.Time, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	cargo := &bay.Cargo{
 		ID: bay.NewID(bay.PrefixCargo), Owner: sb.Owner, Backend: bay.BackendDockerVolume,
 		Managed: true, ManagedBySandboxID: sb.ID, SizeLimitMB: s.cfg.DefaultCargoSizeMB,
@@ -91,13 +89,13 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 	}
 	sb.CargoID = cargo.ID
 	if s.cfg.EagerVolume {
-		ref, err := s.createVolume(ctx, cargo)
+		ref, err := s.cargos.CreateVolume(ctx, cargo)
 		if err != nil {
 			return nil, err
 		}
 		cargo.DriverRef = ref
 	}
-	resp := s.sandboxResponse(sb, nil, now)
+	resp := s.view(sb, nil, now)
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		if err := tx.InsertCargo(ctx, cargo); err != nil {
 			return err
@@ -112,25 +110,25 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 	})
 	if err != nil {
 		if cargo.DriverRef != "" {
-			s.deleteVolume(ctx, cargo.DriverRef)
+			s.cargos.DeleteVolume(ctx, cargo.DriverRef)
 		}
-		return nil, classify(err, "Failed to create sandbox")
+		return nil, bay.Classify(err, "Failed to create sandbox")
 	}
 	s.log.Info("sandbox created", "sandbox_id", sb.ID, "owner", sb.Owner, "profile", sb.ProfileID, "cargo_id", cargo.ID, "warm", sb.IsWarm)
 	return resp, nil
 }
 
-func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Profile, cargoID string, now time.Time, expires *time.Time, hook TxHook) (*bayapi.SandboxResponse, error) {
+func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Profile, cargoID string, now time.Time, expires *time.Time, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	sb := &bay.Sandbox{
 		ID: bay.NewID(bay.PrefixSandbox), Owner: owner, ProfileID: prof.ID, CargoID: cargoID,
 		ExpiresAt: expires, CreatedAt: now, LastActiveAt: now,
 	}
-	resp := s.sandboxResponse(sb, nil, now)
+	resp := s.view(sb, nil, now)
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		c, err := tx.GetCargo(ctx, cargoID)
 		if err != nil || c.Owner != owner {
 			if err == nil || bay.IsNotFound(err) {
-				return notFoundCargo(cargoID)
+				return bay.ErrCargoNotFound(cargoID)
 			}
 			return err
 		}
@@ -147,15 +145,15 @@ func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Pro
 		return nil
 	})
 	if err != nil {
-		return nil, classify(err, "Failed to create sandbox")
+		return nil, bay.Classify(err, "Failed to create sandbox")
 	}
 	s.log.Info("sandbox created", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID, "cargo_id", cargoID)
 	return resp, nil
 }
 
 // claimWarm tries to claim a warm sandbox; (nil, nil, nil) on a miss.
-func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile, now time.Time, expires *time.Time, hook TxHook) (*bayapi.SandboxResponse, *bay.Sandbox, error) {
-	var resp *bayapi.SandboxResponse
+func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile, now time.Time, expires *time.Time, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, *bay.Sandbox, error) {
+	var resp *bay.SandboxView
 	var sb *bay.Sandbox
 	idle := now.Add(prof.IdleTimeout)
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
@@ -164,8 +162,8 @@ func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile
 		if err != nil {
 			return err
 		}
-		resp = s.sandboxResponse(sb, nil, now)
-		resp.Status = bayapi.StatusIdle
+		resp = s.view(sb, nil, now)
+		resp.Status = bay.StatusIdle
 		if hook != nil {
 			return hook(ctx, tx, resp)
 		}
@@ -175,23 +173,19 @@ func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile
 		if bay.IsNotFound(err) {
 			return nil, nil, nil
 		}
-		return nil, nil, classify(err, "Failed to claim a warm sandbox")
+		return nil, nil, bay.Classify(err, "Failed to claim a warm sandbox")
 	}
 	s.log.Info("warm sandbox claimed", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID)
 	return resp, sb, nil
 }
 
-// sandboxResponse renders a sandbox with the given current session (nil = none).
-func (s *Service) sandboxResponse(sb *bay.Sandbox, cur *bay.Session, now time.Time) *bayapi.SandboxResponse {
+// view is the sandbox with the given current session (nil = none) as its owner sees it at now.
+func (s *Service) view(sb *bay.Sandbox, cur *bay.Session, now time.Time) *bay.SandboxView {
 	caps := []string{}
 	if p := s.Profile(sb.ProfileID); p != nil {
 		caps = p.Capabilities()
 	}
-	return &bayapi.SandboxResponse{
-		ID: sb.ID, Status: bay.ComputeStatus(sb, cur, now), Profile: sb.ProfileID, CargoID: sb.CargoID,
-		Capabilities: caps, CreatedAt: bayapi.NewTime(sb.CreatedAt),
-		ExpiresAt: bayapi.TimePtr(sb.ExpiresAt), IdleExpiresAt: bayapi.TimePtr(sb.IdleExpiresAt),
-	}
+	return &bay.SandboxView{Sandbox: sb, Status: bay.ComputeStatus(sb, cur, now), Capabilities: caps}
 }
 
 // ListParams are the inputs of ListSandboxes.
@@ -212,16 +206,16 @@ func ValidStatus(status string) bool {
 
 // ListSandboxes returns one page of the owner's sandboxes ordered by id, filtered on the
 // computed status. Unlike the reference it never returns a short page with a cursor: it scans
-// until the page is full plus one more match (then next_cursor = the last returned id) or the
-// table is exhausted (next_cursor null).
-func (s *Service) ListSandboxes(ctx context.Context, owner string, p ListParams) (*bayapi.SandboxList, error) {
+// until the page is full plus one more match (then NextCursor = the last returned id) or the
+// table is exhausted (NextCursor "").
+func (s *Service) ListSandboxes(ctx context.Context, owner string, p ListParams) (*bay.Page[*bay.SandboxView], error) {
 	if !ValidStatus(p.Status) {
 		return nil, bay.Errorf(bay.CodeValidation, "Invalid status: %s", p.Status)
 	}
 	if p.Limit <= 0 {
-		p.Limit = bayapi.DefaultListLimit
+		p.Limit = bay.DefaultPageLimit
 	}
-	out := &bayapi.SandboxList{Items: []bayapi.SandboxResponse{}}
+	out := &bay.Page[*bay.SandboxView]{}
 	if p.Status == bay.StatusDeleted {
 		return out, nil // deleted sandboxes are invisible
 	}
@@ -238,7 +232,7 @@ scan:
 		q.Limit = batch
 		rows, err := s.store.ListSandboxes(ctx, q)
 		if err != nil {
-			return nil, internal("Failed to list sandboxes", err)
+			return nil, bay.Internal("Failed to list sandboxes", err)
 		}
 		for _, sb := range rows {
 			q.AfterID = sb.ID
@@ -248,7 +242,7 @@ scan:
 					return nil, err
 				}
 			}
-			r := s.sandboxResponse(sb, cur, now)
+			r := s.view(sb, cur, now)
 			if p.Status != "" && r.Status != p.Status {
 				continue
 			}
@@ -256,15 +250,14 @@ scan:
 				more = true
 				break scan
 			}
-			out.Items = append(out.Items, *r)
+			out.Items = append(out.Items, r)
 		}
 		if len(rows) < batch {
 			break
 		}
 	}
 	if more {
-		last := out.Items[len(out.Items)-1].ID
-		out.NextCursor = &last
+		out.NextCursor = out.Items[len(out.Items)-1].ID
 	}
 	return out, nil
 }
@@ -273,8 +266,8 @@ scan:
 // from the runtime's cached description (read with the session's runtime token) and healthy
 // from a live health check, all within a 2 s budget (null values on failure). No probe or
 // recovery is done.
-func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.SandboxResponse, error) {
-	sb, err := s.ownedSandbox(ctx, s.store, owner, id)
+func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bay.SandboxView, error) {
+	sb, err := bay.OwnedSandbox(ctx, s.store, owner, id)
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +275,7 @@ func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.San
 	if err != nil {
 		return nil, err
 	}
-	resp := s.sandboxResponse(sb, cur, s.now())
+	resp := s.view(sb, cur, s.now())
 	// containers is null unless the sandbox is ready: an idle, stopped, failed or expired
 	// sandbox has no runtime to describe.
 	if resp.Status == bay.StatusReady && cur.Ready() {
@@ -291,8 +284,8 @@ func (s *Service) GetSandbox(ctx context.Context, owner, id string) (*bayapi.San
 	return resp, nil
 }
 
-func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bayapi.ContainerRuntime {
-	out := make([]bayapi.ContainerRuntime, len(cur.Containers))
+func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bay.ContainerView {
+	out := make([]bay.ContainerView, len(cur.Containers))
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -302,7 +295,7 @@ func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bay
 			// A single-container session shows its runtime type as its name, as the reference does.
 			name = c.RuntimeType
 		}
-		out[i] = bayapi.ContainerRuntime{Name: name, RuntimeType: c.RuntimeType, Status: c.Status, Capabilities: append([]string{}, c.Capabilities...)}
+		out[i] = bay.ContainerView{Name: name, RuntimeType: c.RuntimeType, Status: c.Status, Capabilities: append([]string{}, c.Capabilities...)}
 		rc, err := s.runtimes.For(c.RuntimeType)
 		if err != nil {
 			continue
@@ -327,19 +320,18 @@ func (s *Service) containerRuntimes(ctx context.Context, cur *bay.Session) []bay
 // infinite TTL -> sandbox_ttl_infinite; already expired (also after the expiry GC deleted it)
 // -> sandbox_expired with details;
 // otherwise expires_at = max(expires_at, now) + extend_by. hook runs in the same transaction.
-func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int64, hook TxHook) (*bayapi.SandboxResponse, error) {
+func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int64, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	if extendBy <= 0 {
 		return nil, bay.Errorf(bay.CodeValidation, "extend_by must be a positive integer")
 	}
-	var resp *bayapi.SandboxResponse
+	var resp *bay.SandboxView
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
 		now := s.now()
-		sb, err := s.ownedSandbox(ctx, tx, owner, id)
+		sb, err := bay.OwnedSandbox(ctx, tx, owner, id)
 		if err != nil {
 			// Expiry is final: a sandbox deleted by the expiry GC still answers sandbox_expired.
 			if old, gerr := tx.GetSandbox(ctx, id); gerr == nil && old.Owner == owner && !old.IsWarm && old.Expired(now) {
-				return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired, cannot extend ttl").
-					WithDetails(map[string]any{"sandbox_id": id, "expires_at": bayapi.FormatTime(*old.ExpiresAt)})
+				return bay.ErrExpired(old, "sandbox is expired, cannot extend ttl")
 			}
 			return err
 		}
@@ -347,8 +339,7 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 			return bay.Errorf(bay.CodeSandboxTTLInfinite, "sandbox ttl is infinite, cannot extend ttl").WithDetails(map[string]any{"sandbox_id": id})
 		}
 		if sb.ExpiresAt.Before(now) {
-			return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired, cannot extend ttl").
-				WithDetails(map[string]any{"sandbox_id": id, "expires_at": bayapi.FormatTime(*sb.ExpiresAt)})
+			return bay.ErrExpired(sb, "sandbox is expired, cannot extend ttl")
 		}
 		base := *sb.ExpiresAt
 		if now.After(base) {
@@ -359,14 +350,14 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 		if err := tx.UpdateSandbox(ctx, sb); err != nil {
 			return err
 		}
-		resp = s.sandboxResponse(sb, nil, now)
+		resp = s.view(sb, nil, now)
 		if hook != nil {
 			return hook(ctx, tx, resp)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, classify(err, "Failed to extend ttl")
+		return nil, bay.Classify(err, "Failed to extend ttl")
 	}
 	return resp, nil
 }
@@ -375,13 +366,13 @@ func (s *Service) ExtendTTL(ctx context.Context, owner, id string, extendBy int6
 // when the sandbox has a session; last_active_at always). Expired -> sandbox_expired.
 func (s *Service) Keepalive(ctx context.Context, owner, id string) error {
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
-		sb, err := s.ownedSandbox(ctx, tx, owner, id)
+		sb, err := bay.OwnedSandbox(ctx, tx, owner, id)
 		if err != nil {
 			return err
 		}
 		now := s.now()
 		if sb.Expired(now) {
-			return expiredErr(sb)
+			return bay.ErrExpired(sb, "sandbox is expired")
 		}
 		sb.LastActiveAt = now
 		if p := s.Profile(sb.ProfileID); p != nil && sb.CurrentSessionID != "" && p.IdleTimeout > 0 {
@@ -391,7 +382,7 @@ func (s *Service) Keepalive(ctx context.Context, owner, id string) error {
 		return tx.UpdateSandbox(ctx, sb)
 	})
 	if err != nil {
-		return classify(err, "Failed to keep the sandbox alive")
+		return bay.Classify(err, "Failed to keep the sandbox alive")
 	}
 	return nil
 }
@@ -400,7 +391,7 @@ func (s *Service) Keepalive(ctx context.Context, owner, id string) error {
 // stopped; rows deleted) and clears current_session_id and idle_expires_at. Idempotent; it
 // does not wait for a start in progress (that start cleans up after itself). Files are kept.
 func (s *Service) StopSandbox(ctx context.Context, owner, id string) error {
-	if _, err := s.ownedSandbox(ctx, s.store, owner, id); err != nil {
+	if _, err := bay.OwnedSandbox(ctx, s.store, owner, id); err != nil {
 		return err
 	}
 	_, err := s.destroySessions(ctx, id, nil, ReasonStop)
@@ -414,12 +405,12 @@ func (s *Service) DeleteSandbox(ctx context.Context, owner, id string) error {
 	sb, err := s.store.GetSandbox(ctx, id)
 	if err != nil {
 		if bay.IsNotFound(err) {
-			return notFoundSandbox(id)
+			return bay.ErrSandboxNotFound(id)
 		}
-		return internal("Failed to load sandbox", err)
+		return bay.Internal("Failed to load sandbox", err)
 	}
 	if sb.Owner != owner {
-		return notFoundSandbox(id)
+		return bay.ErrSandboxNotFound(id)
 	}
 	if sb.DeletedAt != nil {
 		return nil
@@ -474,9 +465,9 @@ func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.
 	})
 	if err != nil {
 		if bay.IsNotFound(err) {
-			return false, notFoundSandbox(id)
+			return false, bay.ErrSandboxNotFound(id)
 		}
-		return false, classify(err, "Failed to delete sandbox")
+		return false, bay.Classify(err, "Failed to delete sandbox")
 	}
 	if already {
 		return false, nil
@@ -495,7 +486,7 @@ func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.
 // deleteManagedCargo removes the sandbox's managed cargo (volume, then row). Failures are
 // logged; the row stays so that the orphan-cargo GC retries.
 func (s *Service) deleteManagedCargo(ctx context.Context, sb *bay.Sandbox) {
-	dctx, cancel := detached(ctx, 30*time.Second)
+	dctx, cancel := bay.Detached(ctx, 30*time.Second)
 	defer cancel()
 	c, err := s.store.GetCargo(dctx, sb.CargoID)
 	if err != nil {
@@ -507,79 +498,7 @@ func (s *Service) deleteManagedCargo(ctx context.Context, sb *bay.Sandbox) {
 	if !c.Managed || c.ManagedBySandboxID != sb.ID {
 		return
 	}
-	if err := s.DeleteCargoResources(dctx, c); err != nil {
+	if err := s.cargos.DeleteResources(dctx, c); err != nil {
 		s.log.Error("delete managed cargo; the row is kept for the orphan_cargo GC", "cargo_id", c.ID, "sandbox_id", sb.ID, "err", err)
-	}
-}
-
-// DeleteCargoResources deletes a cargo's volume and then its row (no reference checks: the GC
-// and the delete paths check first). A volume still in use wraps ErrConflict.
-func (s *Service) DeleteCargoResources(ctx context.Context, c *bay.Cargo) error {
-	ref := c.DriverRef
-	if ref == "" {
-		ref = bay.VolumeName(c.ID) // lazily created volume, possibly never persisted
-	}
-	if err := s.driver.DeleteVolume(ctx, ref); err != nil {
-		return fmt.Errorf("delete volume %s: %w", ref, err)
-	}
-	if err := s.store.Tx(ctx, func(tx bay.Tx) error { return tx.DeleteCargo(ctx, c.ID) }); err != nil {
-		return fmt.Errorf("delete cargo row %s: %w", c.ID, err)
-	}
-	return nil
-}
-
-// ---- volumes ----
-
-func (s *Service) volumeLabels(c *bay.Cargo) map[string]string {
-	managed := "false"
-	if c.Managed {
-		managed = "true"
-	}
-	return map[string]string{
-		bay.LabelOwner: c.Owner, bay.LabelCargoID: c.ID, bay.LabelManaged: managed,
-		bay.LabelInstanceID: s.cfg.InstanceID, bay.LabelCreatedAt: s.now().Format(time.RFC3339),
-	}
-}
-
-// createVolume creates the cargo's volume and returns its driver ref.
-func (s *Service) createVolume(ctx context.Context, c *bay.Cargo) (string, error) {
-	ref, err := s.driver.CreateVolume(ctx, bay.VolumeName(c.ID), s.volumeLabels(c))
-	if err != nil {
-		s.log.Error("create volume", "cargo_id", c.ID, "err", err)
-		return "", internal("Failed to create the cargo volume", fmt.Errorf("create volume %s: %w", bay.VolumeName(c.ID), err))
-	}
-	return ref, nil
-}
-
-// ensureVolume returns the cargo's driver ref, creating the volume first when it does not
-// exist yet (managed cargos without EagerVolume) and persisting the ref.
-func (s *Service) ensureVolume(ctx context.Context, c *bay.Cargo) (string, error) {
-	if c.DriverRef != "" {
-		return c.DriverRef, nil
-	}
-	ref, err := s.createVolume(ctx, c)
-	if err != nil {
-		return "", err
-	}
-	err = s.store.Tx(ctx, func(tx bay.Tx) error {
-		cur, err := tx.GetCargo(ctx, c.ID)
-		if err != nil {
-			return err
-		}
-		cur.DriverRef = ref
-		return tx.UpdateCargo(ctx, cur)
-	})
-	if err != nil {
-		return "", classify(err, "Failed to record the cargo volume")
-	}
-	c.DriverRef = ref
-	return ref, nil
-}
-
-func (s *Service) deleteVolume(ctx context.Context, ref string) {
-	dctx, cancel := detached(ctx, 30*time.Second)
-	defer cancel()
-	if err := s.driver.DeleteVolume(dctx, ref); err != nil {
-		s.log.Error("delete volume after a failed create", "volume", ref, "err", err)
 	}
 }

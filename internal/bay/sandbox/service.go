@@ -1,7 +1,10 @@
-// Package sandbox is bay's lifecycle service: the only code that sequences Store writes and
-// Driver calls. Every sandbox, session, cargo and execution-history change goes through a
-// *Service; the HTTP layer, the GC and the warm pool call it and never write the Store
-// themselves.
+// Package sandbox is bay's lifecycle service: sandboxes, their sessions (the driver instances
+// that run them), stop, TTL, keepalive and the reclaims the GC and the warm pool ask for. It is
+// the only code that sequences session and sandbox Store writes with Driver calls; the
+// capability service (internal/bay/capability) asks it for a running session and reports
+// runtimes it found dead, and managed cargos are created and removed through the cargo service
+// (internal/bay/cargo). It answers domain values (bay.SandboxView, bay.Page); the HTTP layer
+// renders them.
 //
 // Concurrency model:
 //   - Each Store.Tx is serialised and re-reads what it changes, so a read-check-write inside
@@ -21,7 +24,8 @@
 //     all-or-nothing by the driver, each runtime waited for by its own client; a dead container
 //     of any kind makes the session dead and it is rebuilt on the next call.
 //   - Stop removes containers (not just stops them) and deletes the session rows; files stay.
-//   - Expired sandboxes are refused by every capability call at once (409 sandbox_expired).
+//   - Expired sandboxes get no session (409 sandbox_expired), so every capability call on one
+//     is refused at once.
 //   - The liveness probe (instance inspect) of a running session is cached for ProbeCacheTTL and
 //     dropped when a call could not reach the runtime.
 //
@@ -33,15 +37,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
-	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/cargo"
 	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
@@ -79,10 +81,6 @@ type Config struct {
 	// concurrent deletes made removals take more than 5 s), because a container given up on
 	// keeps the managed cargo's volume in use.
 	StopTimeout time.Duration
-	// WatchdogDelay and WatchdogEvery pace the health checks that end a call whose runtime froze
-	// (faults.go; defaults 2 s and 2 s).
-	WatchdogDelay time.Duration
-	WatchdogEvery time.Duration
 }
 
 func (c *Config) applyDefaults() {
@@ -107,12 +105,6 @@ func (c *Config) applyDefaults() {
 	if c.InstanceID == "" {
 		c.InstanceID = "bay"
 	}
-	if c.WatchdogDelay <= 0 {
-		c.WatchdogDelay = 2 * time.Second
-	}
-	if c.WatchdogEvery <= 0 {
-		c.WatchdogEvery = 2 * time.Second
-	}
 }
 
 // Reasons of session and sandbox destruction that are not background reclaims (those are
@@ -133,19 +125,13 @@ type WarmClaimer interface {
 	Claimed(ctx context.Context, sb *bay.Sandbox)
 }
 
-// TxHook is called inside the transaction that makes an effect durable, with the response
-// the caller will get; the idempotency layer uses it to store its record atomically with the
-// effect. An error aborts the transaction.
-type TxHook func(ctx context.Context, tx bay.Tx, resp any) error
-
 // Service is the lifecycle service. Create it with New.
 type Service struct {
 	store  bay.Store
 	driver bay.Driver
-	// ship serves the code capabilities (python, shell, files, terminal); runtimes holds every
-	// runtime type's client for readiness, descriptions and capability checks.
-	ship     *shipclient.Client
-	gull     *gullclient.Client // nil: no browser calls (SetGull)
+	// cargos creates and deletes the volumes of managed cargos.
+	cargos *cargo.Service
+	// runtimes holds every runtime type's client for readiness, descriptions and health.
 	runtimes runtime.Clients
 	clock    bay.Clock
 	log      *slog.Logger
@@ -167,7 +153,8 @@ type Service struct {
 	warm   WarmClaimer
 }
 
-// New returns a service. clock nil = bay.SystemClock; log nil = discard.
+// New returns a service; ship is the client of the ship runtime type (nil = a default one).
+// clock nil = bay.SystemClock; log nil = discard.
 func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.Clock, log *slog.Logger, cfg Config) *Service {
 	cfg.applyDefaults()
 	if clock == nil {
@@ -182,7 +169,8 @@ func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	s := &Service{
-		store: store, driver: driver, ship: ship, clock: clock,
+		store: store, driver: driver, clock: clock,
+		cargos:   cargo.New(store, driver, clock, log, cargo.Config{InstanceID: cfg.InstanceID, DefaultSizeMB: cfg.DefaultCargoSizeMB}),
 		runtimes: runtime.Clients{bay.RuntimeShip: ship},
 		log:      log.With("component", "sandbox"),
 		cfg:      cfg,
@@ -234,8 +222,19 @@ func (healthOnly) ForgetEndpoint(string) {}
 // SetRuntime installs the client of a runtime type (before serving).
 func (s *Service) SetRuntime(runtimeType string, c runtime.Client) { s.runtimes[runtimeType] = c }
 
+// Runtime returns the client of a runtime type.
+func (s *Service) Runtime(runtimeType string) (runtime.Client, error) {
+	return s.runtimes.For(runtimeType)
+}
+
+// Now is the service's clock in UTC at the database's precision.
+func (s *Service) Now() time.Time { return s.now() }
+
 // Store returns the store (read-only use by GC and warm pool; writes go through the service).
 func (s *Service) Store() bay.Store { return s.store }
+
+// Cargos returns the cargo service (sharing the store, driver and configuration).
+func (s *Service) Cargos() *cargo.Service { return s.cargos }
 
 // Driver returns the driver.
 func (s *Service) Driver() bay.Driver { return s.driver }
@@ -250,71 +249,9 @@ func (s *Service) Profile(id string) *bay.Profile { return s.profiles[id] }
 func (s *Service) Profiles() []bay.Profile { return s.cfg.Profiles }
 
 // now returns the clock's time in UTC, truncated to microseconds (the wire and DB precision).
-func (s *Service) now() time.Time { return s.clock.Now().UTC().Truncate(time.Microsecond) }
-
-// detached returns a context that survives the caller's cancellation, bounded by d: used for
-// cleanup after a failure so that a cancelled request still undoes its partial work.
-func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d)
-}
-
-// ---- errors ----
-
-func notFoundSandbox(id string) *bay.Error {
-	return bay.Errorf(bay.CodeNotFound, "Sandbox not found: %s", id)
-}
-
-func notFoundCargo(id string) *bay.Error {
-	return bay.Errorf(bay.CodeNotFound, "Cargo not found: %s", id)
-}
-
-func notReady(msg, sandboxID string, retry bool) *bay.Error {
-	d := map[string]any{"sandbox_id": sandboxID}
-	if retry {
-		d["retry_after_ms"] = 1000
-	}
-	return bay.Errorf(bay.CodeSessionNotReady, "%s", msg).WithDetails(d)
-}
-
-func expiredErr(sb *bay.Sandbox) *bay.Error {
-	return bay.Errorf(bay.CodeSandboxExpired, "sandbox is expired").WithDetails(map[string]any{
-		"sandbox_id": sb.ID, "expires_at": bayapi.FormatTime(*sb.ExpiresAt),
-	})
-}
-
-func internal(msg string, cause error) *bay.Error {
-	return bay.Errorf(bay.CodeInternal, "%s", msg).WithCause(cause)
-}
-
-// classify returns err unchanged when it is already classified, else an internal error with a
-// safe message.
-func classify(err error, msg string) error {
-	var be *bay.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return bay.Errorf(bay.CodeTimeout, "%s: timed out", msg).WithCause(err)
-	}
-	return internal(msg, err)
-}
+func (s *Service) now() time.Time { return bay.Stamp(s.clock) }
 
 // ---- lookups ----
-
-// ownedSandbox returns the owner's non-deleted sandbox or not_found.
-func (s *Service) ownedSandbox(ctx context.Context, r bay.Reader, owner, id string) (*bay.Sandbox, error) {
-	sb, err := r.GetSandbox(ctx, id)
-	if err != nil {
-		if bay.IsNotFound(err) {
-			return nil, notFoundSandbox(id)
-		}
-		return nil, internal("Failed to load sandbox", fmt.Errorf("get sandbox %s: %w", id, err))
-	}
-	if sb.Owner != owner || sb.DeletedAt != nil || sb.IsWarm {
-		return nil, notFoundSandbox(id)
-	}
-	return sb, nil
-}
 
 // currentSession returns the sandbox's current session or nil (also when the row vanished).
 func (s *Service) currentSession(ctx context.Context, r bay.Reader, sb *bay.Sandbox) (*bay.Session, error) {
@@ -326,7 +263,7 @@ func (s *Service) currentSession(ctx context.Context, r bay.Reader, sb *bay.Sand
 		if bay.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, internal("Failed to load session", fmt.Errorf("get session %s: %w", sb.CurrentSessionID, err))
+		return nil, bay.Internal("Failed to load session", fmt.Errorf("get session %s: %w", sb.CurrentSessionID, err))
 	}
 	return sess, nil
 }

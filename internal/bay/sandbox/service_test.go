@@ -5,133 +5,80 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox/sandboxtest"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
-	"github.com/shipyard-dev/shipyard/internal/bay/shipclient/shipstub"
-	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
 )
 
-// clock is a settable bay.Clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+type env = sandboxtest.Env
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-type env struct {
-	svc   *sandbox.Service
-	store *sqlite.Store
-	drv   *fake.Driver
-	ship  *shipstub.Stub
-	clock *clock
-}
-
-func testProfiles() []bay.Profile {
-	return []bay.Profile{{
-		ID: "python-default",
-		Containers: []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123,
-			Resources: bay.Resources{CPUs: 1, Memory: "1g", MemoryBytes: 1 << 30}, Capabilities: bay.DefaultCapabilities, PrimaryFor: bay.DefaultCapabilities,
-			Env: map[string]string{"FOO": "bar:baz"}}},
-		Env:         map[string]string{"PROFILE_VAR": "1"},
-		IdleTimeout: 30 * time.Minute,
-	}, {
-		ID:          "shell-only",
-		Containers:  []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"shell"}}},
-		IdleTimeout: 30 * time.Minute,
-	}}
-}
-
-func newEnv(t *testing.T, mod ...func(*sandbox.Config)) *env {
+// newEnv builds the services over the fake driver and the ship stub; mods adjust the
+// lifecycle's configuration.
+func newEnv(t *testing.T, mods ...func(*sandbox.Config)) *env {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	stub := shipstub.New()
-	t.Cleanup(stub.Close)
-	drv := fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() }))
-	clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-	cfg := sandbox.Config{Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 5 * time.Second}
-	for _, m := range mod {
-		m(&cfg)
-	}
-	ship := shipclient.New(nil, nil)
-	svc := sandbox.New(st, drv, ship, clk, nil, cfg)
-	// The stub answers /health and /meta like any runtime: it stands in for gull too.
-	svc.SetRuntime(bay.RuntimeGull, ship)
-	return &env{svc: svc, store: st, drv: drv, ship: stub, clock: clk}
+	return sandboxtest.New(t, sandboxtest.Options{Config: func(c *sandbox.Config) {
+		for _, m := range mods {
+			m(c)
+		}
+	}})
 }
 
-func (e *env) create(t *testing.T, owner string, p sandbox.CreateParams) *bayapi.SandboxResponse {
-	t.Helper()
-	r, err := e.svc.CreateSandbox(context.Background(), owner, p, nil)
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	return r
-}
+var (
+	code         = sandboxtest.Code
+	testProfiles = sandboxtest.Profiles
+)
 
-// code is the error's code, "" for nil (bay.ErrorCode(nil) is internal_error).
-func code(err error) string {
-	if err == nil {
-		return ""
+// idemHook hands the idempotency record the service's view itself (httpapi renders it first).
+func idemHook(h idempotency.Hook) bay.TxHook[*bay.SandboxView] {
+	if h == nil {
+		return nil
 	}
-	return bay.ErrorCode(err)
+	return func(ctx context.Context, tx bay.Tx, v *bay.SandboxView) error { return h(ctx, tx, v) }
 }
 
 func eager(c *sandbox.Config) { c.EagerVolume = true }
 
-func TestCreateIsLazyAndRendersTheReferenceShape(t *testing.T) {
+func TestCreateIsLazy(t *testing.T) {
 	e := newEnv(t, eager)
 	ttl := int64(3600)
-	r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl})
-	if r.Status != "idle" || r.Profile != "python-default" || r.Containers != nil || r.IdleExpiresAt != nil {
+	r := e.Create(t, "alice", sandbox.CreateParams{TTL: &ttl})
+	if r.Status != "idle" || r.ProfileID != "python-default" || r.Containers != nil || r.IdleExpiresAt != nil {
 		t.Fatalf("unexpected response %+v", r)
 	}
-	if r.ExpiresAt == nil || !r.ExpiresAt.Equal(e.clock.Now().Add(time.Hour)) {
+	if r.ExpiresAt == nil || !r.ExpiresAt.Equal(e.Clock.Now().Add(time.Hour)) {
 		t.Fatalf("expires_at = %v", r.ExpiresAt)
 	}
-	if n := e.drv.CallCount(fake.MethodCreateInstance); n != 0 {
+	if n := e.Drv.CallCount(fake.MethodCreateInstance); n != 0 {
 		t.Fatalf("create started %d containers, want lazy", n)
 	}
-	if vols := e.drv.Volumes(); len(vols) != 1 || vols[0].Labels[bay.LabelOwner] != "alice" || vols[0].Labels[bay.LabelManaged] != "true" {
+	if vols := e.Drv.Volumes(); len(vols) != 1 || vols[0].Labels[bay.LabelOwner] != "alice" || vols[0].Labels[bay.LabelManaged] != "true" {
 		t.Fatalf("volumes %+v", vols)
 	}
 	for _, ttl := range []int64{0, -5} {
-		if r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl}); r.ExpiresAt != nil {
+		if r := e.Create(t, "alice", sandbox.CreateParams{TTL: &ttl}); r.ExpiresAt != nil {
 			t.Fatalf("ttl %d gave expiry %v", ttl, r.ExpiresAt)
 		}
 	}
-	if _, err := e.svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{ProfileID: "nope"}, nil); code(err) != bay.CodeValidation {
+	if _, err := e.Svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{ProfileID: "nope"}, nil); code(err) != bay.CodeValidation {
 		t.Fatalf("invalid profile: %v", err)
 	}
 }
 
 func TestCreateVolumeFailureLeavesNoRows(t *testing.T) {
 	e := newEnv(t, eager)
-	e.drv.Fail(fake.MethodCreateVolume, errors.New("disk full"), 1)
-	_, err := e.svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{}, nil)
+	e.Drv.Fail(fake.MethodCreateVolume, errors.New("disk full"), 1)
+	_, err := e.Svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{}, nil)
 	if code(err) != bay.CodeInternal {
 		t.Fatalf("err = %v", err)
 	}
@@ -145,20 +92,20 @@ func TestCreateVolumeFailureLeavesNoRows(t *testing.T) {
 func TestCreateDatabaseFailureRemovesTheVolume(t *testing.T) {
 	e := newEnv(t, eager)
 	hookErr := errors.New("boom")
-	_, err := e.svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{}, func(context.Context, bay.Tx, any) error { return hookErr })
+	_, err := e.Svc.CreateSandbox(context.Background(), "alice", sandbox.CreateParams{}, func(context.Context, bay.Tx, *bay.SandboxView) error { return hookErr })
 	if !errors.Is(err, hookErr) {
 		t.Fatalf("err = %v", err)
 	}
 	assertEmpty(t, e)
-	if v := e.drv.Volumes(); len(v) != 0 {
+	if v := e.Drv.Volumes(); len(v) != 0 {
 		t.Fatalf("volume left behind: %+v", v)
 	}
 }
 
 func assertEmpty(t *testing.T, e *env) {
 	t.Helper()
-	sbs, _ := e.store.ListSandboxes(context.Background(), bay.SandboxQuery{IncludeDeleted: true})
-	cs, _ := e.store.ListCargos(context.Background(), bay.CargoQuery{})
+	sbs, _ := e.Store.ListSandboxes(context.Background(), bay.SandboxQuery{IncludeDeleted: true})
+	cs, _ := e.Store.ListCargos(context.Background(), bay.CargoQuery{})
 	if len(sbs) != 0 || len(cs) != 0 {
 		t.Fatalf("rows left: %d sandboxes, %d cargos", len(sbs), len(cs))
 	}
@@ -182,32 +129,32 @@ func indexOf(s, sub string) int {
 func TestLazyVolume(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	if calls := e.drv.Calls(); len(calls) != 0 {
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	if calls := e.Drv.Calls(); len(calls) != 0 {
 		t.Fatalf("create made driver calls: %+v", calls)
 	}
-	e.drv.Fail(fake.MethodCreateVolume, errors.New("disk full"), 1)
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeInternal {
+	e.Drv.Fail(fake.MethodCreateVolume, errors.New("disk full"), 1)
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeInternal {
 		t.Fatalf("err = %v", err)
 	}
-	if len(e.drv.Containers()) != 0 || len(e.drv.Volumes()) != 0 {
+	if len(e.Drv.Containers()) != 0 || len(e.Drv.Volumes()) != 0 {
 		t.Fatal("left-overs after a failed volume create")
 	}
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	vols := e.drv.Volumes()
+	vols := e.Drv.Volumes()
 	if len(vols) != 1 || vols[0].Name != bay.VolumeName(r.CargoID) || vols[0].Labels[bay.LabelOwner] != "alice" || vols[0].Labels[bay.LabelCargoID] != r.CargoID {
 		t.Fatalf("volumes %+v", vols)
 	}
-	c, _ := e.store.GetCargo(ctx, r.CargoID)
-	if c.DriverRef == "" || e.drv.Containers()[0].VolumeRef != c.DriverRef {
+	c, _ := e.Store.GetCargo(ctx, r.CargoID)
+	if c.DriverRef == "" || e.Drv.Containers()[0].VolumeRef != c.DriverRef {
 		t.Fatalf("ref %q", c.DriverRef)
 	}
-	if err := e.svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
+	if err := e.Svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.drv.Volumes()) != 0 {
+	if len(e.Drv.Volumes()) != 0 {
 		t.Fatal("volume kept after delete")
 	}
 }
@@ -215,52 +162,52 @@ func TestLazyVolume(t *testing.T) {
 func TestCreateOnCargo(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	ext, err := e.svc.CreateCargo(ctx, "alice", nil, nil)
+	ext, err := e.Svc.Cargos().Create(ctx, "alice", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.create(t, "alice", sandbox.CreateParams{CargoID: &ext.ID})
+	r := e.Create(t, "alice", sandbox.CreateParams{CargoID: &ext.ID})
 	if r.CargoID != ext.ID {
 		t.Fatalf("cargo %s", r.CargoID)
 	}
 	// Another owner's cargo is invisible.
-	if _, err := e.svc.CreateSandbox(ctx, "bob", sandbox.CreateParams{CargoID: &ext.ID}, nil); code(err) != bay.CodeNotFound {
+	if _, err := e.Svc.CreateSandbox(ctx, "bob", sandbox.CreateParams{CargoID: &ext.ID}, nil); code(err) != bay.CodeNotFound {
 		t.Fatalf("bob: %v", err)
 	}
 	// A managed cargo (another sandbox's workspace) is refused: it belongs to that sandbox.
-	other := e.create(t, "alice", sandbox.CreateParams{})
-	if _, err := e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{CargoID: &other.CargoID}, nil); code(err) != bay.CodeConflict {
+	other := e.Create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.Svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{CargoID: &other.CargoID}, nil); code(err) != bay.CodeConflict {
 		t.Fatalf("managed cargo: %v", err)
 	}
 	// Deleting the sandbox keeps the external cargo; the cargo is then deletable.
-	if err := e.svc.DeleteCargo(ctx, "alice", ext.ID); code(err) != bay.CodeConflict {
+	if err := e.Svc.Cargos().Delete(ctx, "alice", ext.ID); code(err) != bay.CodeConflict {
 		t.Fatalf("delete used cargo: %v", err)
 	}
-	if err := e.svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
+	if err := e.Svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.GetCargo(ctx, "alice", ext.ID); err != nil {
+	if _, err := e.Svc.Cargos().Get(ctx, "alice", ext.ID); err != nil {
 		t.Fatalf("external cargo gone: %v", err)
 	}
-	if err := e.svc.DeleteCargo(ctx, "alice", other.CargoID); code(err) != bay.CodeConflict {
+	if err := e.Svc.Cargos().Delete(ctx, "alice", other.CargoID); code(err) != bay.CodeConflict {
 		t.Fatalf("delete managed cargo of a live sandbox: %v", err)
 	}
-	if err := e.svc.DeleteCargo(ctx, "alice", ext.ID); err != nil {
+	if err := e.Svc.Cargos().Delete(ctx, "alice", ext.ID); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestEnsureRunningStartsOneContainerForConcurrentCalls(t *testing.T) {
 	e := newEnv(t)
-	e.drv.SetLatency(fake.MethodCreateInstance, 50*time.Millisecond)
-	r := e.create(t, "alice", sandbox.CreateParams{})
+	e.Drv.SetLatency(fake.MethodCreateInstance, 50*time.Millisecond)
+	r := e.Create(t, "alice", sandbox.CreateParams{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
 	for range 20 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := e.svc.ExecPython(context.Background(), "alice", r.ID, sandbox.PythonParams{Code: "1", Timeout: 30})
+			_, err := e.Caps.ExecPython(context.Background(), "alice", r.ID, capability.PythonParams{Code: "1", Timeout: 30})
 			errs <- err
 		}()
 	}
@@ -271,10 +218,10 @@ func TestEnsureRunningStartsOneContainerForConcurrentCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := e.drv.CallCount(fake.MethodCreateInstance); n != 1 {
+	if n := e.Drv.CallCount(fake.MethodCreateInstance); n != 1 {
 		t.Fatalf("CreateInstance called %d times", n)
 	}
-	c := e.drv.Containers()
+	c := e.Drv.Containers()
 	if len(c) != 1 {
 		t.Fatalf("containers: %d", len(c))
 	}
@@ -286,7 +233,7 @@ func TestEnsureRunningStartsOneContainerForConcurrentCalls(t *testing.T) {
 		spec.Limits.NanoCPUs != 1e9 || spec.Limits.MemoryBytes != 1<<30 || spec.RuntimeType != bay.RuntimeShip || spec.Port != 8123 {
 		t.Fatalf("container %+v", c[0])
 	}
-	got, err := e.svc.GetSandbox(context.Background(), "alice", r.ID)
+	got, err := e.Svc.GetSandbox(context.Background(), "alice", r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,21 +246,21 @@ func TestEnsureRunningStartsOneContainerForConcurrentCalls(t *testing.T) {
 
 func TestInstanceCreateFailureMarksFailedAndLeavesNothing(t *testing.T) {
 	e := newEnv(t)
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	e.drv.Fail(fake.MethodCreateInstance, errors.New("no such image"), 1)
-	_, err := e.svc.ExecShell(context.Background(), "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30})
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	e.Drv.Fail(fake.MethodCreateInstance, errors.New("no such image"), 1)
+	_, err := e.Caps.ExecShell(context.Background(), "alice", r.ID, capability.ShellParams{Command: "ls", Timeout: 30})
 	if code(err) != bay.CodeInternal {
 		t.Fatalf("err = %v", err)
 	}
-	if c := e.drv.Containers(); len(c) != 0 {
+	if c := e.Drv.Containers(); len(c) != 0 {
 		t.Fatalf("containers left: %d", len(c))
 	}
-	got, _ := e.svc.GetSandbox(context.Background(), "alice", r.ID)
+	got, _ := e.Svc.GetSandbox(context.Background(), "alice", r.ID)
 	if got.Status != "failed" {
 		t.Fatalf("status %s", got.Status)
 	}
 	// The next call rebuilds.
-	if _, err := e.svc.ExecShell(context.Background(), "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30}); err != nil {
+	if _, err := e.Caps.ExecShell(context.Background(), "alice", r.ID, capability.ShellParams{Command: "ls", Timeout: 30}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -322,12 +269,12 @@ func TestInstanceCreateFailureMarksFailedAndLeavesNothing(t *testing.T) {
 // the service destroys the instance by its name.
 func TestLateCreateFailureDestroysTheInstance(t *testing.T) {
 	e := newEnv(t)
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	e.drv.FailLate(fake.MethodCreateInstance, errors.New("answer lost"), 1)
-	if _, err := e.svc.EnsureRunning(context.Background(), r.ID); code(err) != bay.CodeInternal {
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	e.Drv.FailLate(fake.MethodCreateInstance, errors.New("answer lost"), 1)
+	if _, err := e.Svc.EnsureRunning(context.Background(), r.ID); code(err) != bay.CodeInternal {
 		t.Fatalf("err = %v", err)
 	}
-	if c := e.drv.Containers(); len(c) != 0 {
+	if c := e.Drv.Containers(); len(c) != 0 {
 		t.Fatalf("containers left: %d", len(c))
 	}
 }
@@ -335,58 +282,58 @@ func TestLateCreateFailureDestroysTheInstance(t *testing.T) {
 func TestStopRemovesContainersAndResumeKeepsTheCargo(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	s1, err := e.svc.EnsureRunning(ctx, r.ID)
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	s1, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // idempotent
-		if err := e.svc.StopSandbox(ctx, "alice", r.ID); err != nil {
+		if err := e.Svc.StopSandbox(ctx, "alice", r.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if c := e.drv.Containers(); len(c) != 0 {
+	if c := e.Drv.Containers(); len(c) != 0 {
 		t.Fatalf("stop left %d containers", len(c))
 	}
-	sess, _ := e.store.ListSessions(ctx, bay.SessionQuery{SandboxID: r.ID})
-	got, _ := e.svc.GetSandbox(ctx, "alice", r.ID)
+	sess, _ := e.Store.ListSessions(ctx, bay.SessionQuery{SandboxID: r.ID})
+	got, _ := e.Svc.GetSandbox(ctx, "alice", r.ID)
 	if len(sess) != 0 || got.Status != "idle" || got.IdleExpiresAt != nil {
 		t.Fatalf("after stop: %d sessions, %+v", len(sess), got)
 	}
-	s2, err := e.svc.EnsureRunning(ctx, r.ID)
+	s2, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s2.ID == s1.ID || e.drv.Containers()[0].VolumeRef != bay.VolumeName(r.CargoID) {
-		t.Fatalf("resume: %s vs %s, %+v", s1.ID, s2.ID, e.drv.Containers()[0])
+	if s2.ID == s1.ID || e.Drv.Containers()[0].VolumeRef != bay.VolumeName(r.CargoID) {
+		t.Fatalf("resume: %s vs %s, %+v", s1.ID, s2.ID, e.Drv.Containers()[0])
 	}
 }
 
 func TestDeleteRemovesEverythingAndIsIdempotent(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.DeleteSandbox(ctx, "bob", r.ID); code(err) != bay.CodeNotFound {
+	if err := e.Svc.DeleteSandbox(ctx, "bob", r.ID); code(err) != bay.CodeNotFound {
 		t.Fatalf("other owner: %v", err)
 	}
 	for range 2 {
-		if err := e.svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
+		if err := e.Svc.DeleteSandbox(ctx, "alice", r.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(e.drv.Containers()) != 0 || len(e.drv.Volumes()) != 0 {
-		t.Fatalf("left: %d containers %d volumes", len(e.drv.Containers()), len(e.drv.Volumes()))
+	if len(e.Drv.Containers()) != 0 || len(e.Drv.Volumes()) != 0 {
+		t.Fatalf("left: %d containers %d volumes", len(e.Drv.Containers()), len(e.Drv.Volumes()))
 	}
-	if _, err := e.store.GetCargo(ctx, r.CargoID); !bay.IsNotFound(err) {
+	if _, err := e.Store.GetCargo(ctx, r.CargoID); !bay.IsNotFound(err) {
 		t.Fatalf("cargo row: %v", err)
 	}
-	if _, err := e.svc.GetSandbox(ctx, "alice", r.ID); code(err) != bay.CodeNotFound {
+	if _, err := e.Svc.GetSandbox(ctx, "alice", r.ID); code(err) != bay.CodeNotFound {
 		t.Fatalf("get deleted: %v", err)
 	}
-	if err := e.svc.DeleteSandbox(ctx, "alice", "sandbox-000000000000"); code(err) != bay.CodeNotFound {
+	if err := e.Svc.DeleteSandbox(ctx, "alice", "sandbox-000000000000"); code(err) != bay.CodeNotFound {
 		t.Fatalf("never existed: %v", err)
 	}
 }
@@ -395,33 +342,33 @@ func TestExpiredSandboxIsRefusedByCapabilities(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	ttl := int64(60)
-	r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl})
-	e.clock.Advance(61 * time.Second)
-	_, err := e.svc.ExecPython(ctx, "alice", r.ID, sandbox.PythonParams{Code: "1", Timeout: 30})
+	r := e.Create(t, "alice", sandbox.CreateParams{TTL: &ttl})
+	e.Clock.Advance(61 * time.Second)
+	_, err := e.Caps.ExecPython(ctx, "alice", r.ID, capability.PythonParams{Code: "1", Timeout: 30})
 	var be *bay.Error
 	if !errors.As(err, &be) || be.Code != bay.CodeSandboxExpired || be.Details["sandbox_id"] != r.ID {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeSandboxExpired {
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); code(err) != bay.CodeSandboxExpired {
 		t.Fatalf("ensure: %v", err)
 	}
-	if _, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 10, nil); code(err) != bay.CodeSandboxExpired {
+	if _, err := e.Svc.ExtendTTL(ctx, "alice", r.ID, 10, nil); code(err) != bay.CodeSandboxExpired {
 		t.Fatalf("extend: %v", err)
 	}
-	if e.drv.CallCount(fake.MethodCreateInstance) != 0 {
+	if e.Drv.CallCount(fake.MethodCreateInstance) != 0 {
 		t.Fatal("expired sandbox got compute")
 	}
 	// After the expiry GC deleted it: gone for everything, but extend still says expired.
-	if acted, err := e.svc.ReclaimSandbox(ctx, bay.Pin{SandboxID: r.ID, Reason: bay.ReasonTTL}); err != nil || !acted {
+	if acted, err := e.Svc.ReclaimSandbox(ctx, bay.Pin{SandboxID: r.ID, Reason: bay.ReasonTTL}); err != nil || !acted {
 		t.Fatalf("reclaim: %v %v", acted, err)
 	}
-	if _, err := e.svc.GetSandbox(ctx, "alice", r.ID); code(err) != bay.CodeNotFound {
+	if _, err := e.Svc.GetSandbox(ctx, "alice", r.ID); code(err) != bay.CodeNotFound {
 		t.Fatalf("get after GC: %v", err)
 	}
-	if _, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 10, nil); code(err) != bay.CodeSandboxExpired {
+	if _, err := e.Svc.ExtendTTL(ctx, "alice", r.ID, 10, nil); code(err) != bay.CodeSandboxExpired {
 		t.Fatalf("extend after GC: %v", err)
 	}
-	if _, err := e.svc.ExtendTTL(ctx, "bob", r.ID, 10, nil); code(err) != bay.CodeNotFound {
+	if _, err := e.Svc.ExtendTTL(ctx, "bob", r.ID, 10, nil); code(err) != bay.CodeNotFound {
 		t.Fatalf("extend by another owner after GC: %v", err)
 	}
 }
@@ -429,20 +376,20 @@ func TestExpiredSandboxIsRefusedByCapabilities(t *testing.T) {
 func TestExtendTTL(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	inf := e.create(t, "alice", sandbox.CreateParams{})
-	if _, err := e.svc.ExtendTTL(ctx, "alice", inf.ID, 10, nil); code(err) != bay.CodeSandboxTTLInfinite {
+	inf := e.Create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.Svc.ExtendTTL(ctx, "alice", inf.ID, 10, nil); code(err) != bay.CodeSandboxTTLInfinite {
 		t.Fatalf("infinite: %v", err)
 	}
 	ttl := int64(100)
-	r := e.create(t, "alice", sandbox.CreateParams{TTL: &ttl})
-	if _, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 0, nil); code(err) != bay.CodeValidation {
+	r := e.Create(t, "alice", sandbox.CreateParams{TTL: &ttl})
+	if _, err := e.Svc.ExtendTTL(ctx, "alice", r.ID, 0, nil); code(err) != bay.CodeValidation {
 		t.Fatalf("zero: %v", err)
 	}
-	got, err := e.svc.ExtendTTL(ctx, "alice", r.ID, 50, nil)
-	if err != nil || !got.ExpiresAt.Equal(e.clock.Now().Add(150*time.Second)) {
+	got, err := e.Svc.ExtendTTL(ctx, "alice", r.ID, 50, nil)
+	if err != nil || !got.ExpiresAt.Equal(e.Clock.Now().Add(150*time.Second)) {
 		t.Fatalf("extend: %v %v", got, err)
 	}
-	if _, err := e.svc.ExtendTTL(ctx, "bob", r.ID, 50, nil); code(err) != bay.CodeNotFound {
+	if _, err := e.Svc.ExtendTTL(ctx, "bob", r.ID, 50, nil); code(err) != bay.CodeNotFound {
 		t.Fatalf("other owner: %v", err)
 	}
 }
@@ -450,27 +397,27 @@ func TestExtendTTL(t *testing.T) {
 func TestDeadContainerIsRebuiltAfterTheProbeCache(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	s1, err := e.svc.EnsureRunning(ctx, r.ID)
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	s1, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.drv.Kill(s1.Primary().ContainerID)
+	e.Drv.Kill(s1.Primary().ContainerID)
 	// Within the probe cache the session is trusted (no inspect per call).
-	inspects := e.drv.CallCount(fake.MethodInspectInstance)
-	if s, err := e.svc.EnsureRunning(ctx, r.ID); err != nil || s.ID != s1.ID {
+	inspects := e.Drv.CallCount(fake.MethodInspectInstance)
+	if s, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil || s.ID != s1.ID {
 		t.Fatalf("cached: %v %v", s, err)
 	}
-	if e.drv.CallCount(fake.MethodInspectInstance) != inspects {
+	if e.Drv.CallCount(fake.MethodInspectInstance) != inspects {
 		t.Fatal("probed although the cache is fresh")
 	}
-	e.clock.Advance(3 * time.Second)
-	s2, err := e.svc.EnsureRunning(ctx, r.ID)
+	e.Clock.Advance(3 * time.Second)
+	s2, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil || s2.ID == s1.ID {
 		t.Fatalf("rebuilt: %v %v", s2, err)
 	}
-	if len(e.drv.Containers()) != 1 {
-		t.Fatalf("containers: %d", len(e.drv.Containers()))
+	if len(e.Drv.Containers()) != 1 {
+		t.Fatalf("containers: %d", len(e.Drv.Containers()))
 	}
 }
 
@@ -478,10 +425,10 @@ func TestDeadContainerIsRebuiltAfterTheProbeCache(t *testing.T) {
 func startingSession(t *testing.T, e *env, sandboxID, instanceID string) *bay.Session {
 	t.Helper()
 	ctx := context.Background()
-	now := e.clock.Now()
+	now := e.Clock.Now()
 	sess := &bay.Session{ID: bay.NewID(bay.PrefixSession), SandboxID: sandboxID, ProfileID: "python-default",
 		DesiredState: bay.SessionRunning, ObservedState: bay.SessionStarting, InstanceID: instanceID, CreatedAt: now, StartedAt: &now}
-	err := e.store.Tx(ctx, func(tx bay.Tx) error {
+	err := e.Store.Tx(ctx, func(tx bay.Tx) error {
 		if err := tx.InsertSession(ctx, sess); err != nil {
 			return err
 		}
@@ -501,16 +448,16 @@ func startingSession(t *testing.T, e *env, sandboxID, instanceID string) *bay.Se
 func TestStartingSessionOfAnotherInstance(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
+	r := e.Create(t, "alice", sandbox.CreateParams{})
 	sess := startingSession(t, e, r.ID, "other/1234")
-	_, err := e.svc.EnsureRunning(ctx, r.ID)
+	_, err := e.Svc.EnsureRunning(ctx, r.ID)
 	var be *bay.Error
 	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Details["retry_after_ms"] != 1000 {
 		t.Fatalf("fresh start elsewhere: %v", err)
 	}
 	// A crash leftover (older than readiness bound + margin) is discarded and rebuilt.
-	e.clock.Advance(5*time.Second + 31*time.Second)
-	s, err := e.svc.EnsureRunning(ctx, r.ID)
+	e.Clock.Advance(5*time.Second + 31*time.Second)
+	s, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil || s.ID == sess.ID {
 		t.Fatalf("stale: %v %v", s, err)
 	}
@@ -521,20 +468,20 @@ func TestStartingSessionOfAnotherInstance(t *testing.T) {
 func TestStartingSessionOfADeadBoot(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
+	r := e.Create(t, "alice", sandbox.CreateParams{})
 	sess := startingSession(t, e, r.ID, "test/deadbeef")
-	s, err := e.svc.EnsureRunning(ctx, r.ID)
+	s, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil || s.ID == sess.ID {
 		t.Fatalf("a dead boot's start must be discarded and rebuilt: %v %v", s, err)
 	}
-	if n := len(e.drv.Containers()); n != 1 {
+	if n := len(e.Drv.Containers()); n != 1 {
 		t.Fatalf("containers: %d, want 1", n)
 	}
 }
 
 func TestIdempotentCreateRaceExecutesOnce(t *testing.T) {
 	e := newEnv(t)
-	idem := idempotency.New(e.store, e.clock, idempotency.Config{Enabled: true}, nil)
+	idem := idempotency.New(e.Store, e.Clock, idempotency.Config{Enabled: true}, nil)
 	const n = 16
 	bodies := make([][]byte, n)
 	var wg sync.WaitGroup
@@ -544,7 +491,7 @@ func TestIdempotentCreateRaceExecutesOnce(t *testing.T) {
 			defer wg.Done()
 			res, err := idem.Do(context.Background(), idempotency.Request{Owner: "alice", Key: "k-1", Method: "POST", Path: "/v1/sandboxes", Body: map[string]any{"profile": "python-default"}},
 				201, func(ctx context.Context, hook idempotency.Hook) (any, error) {
-					return e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, hook)
+					return e.Svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, idemHook(hook))
 				})
 			if err != nil {
 				t.Error(err)
@@ -559,7 +506,7 @@ func TestIdempotentCreateRaceExecutesOnce(t *testing.T) {
 			t.Fatalf("responses differ:\n%s\n%s", bodies[0], bodies[i])
 		}
 	}
-	if sbs, _ := e.store.ListSandboxes(context.Background(), bay.SandboxQuery{}); len(sbs) != 1 {
+	if sbs, _ := e.Store.ListSandboxes(context.Background(), bay.SandboxQuery{}); len(sbs) != 1 {
 		t.Fatalf("%d sandboxes created", len(sbs))
 	}
 	// Same key, different body: 409 with details.
@@ -578,7 +525,7 @@ func TestIdempotentCreateRaceExecutesOnce(t *testing.T) {
 
 func TestIdempotencyDoesNotCacheErrors(t *testing.T) {
 	e := newEnv(t)
-	idem := idempotency.New(e.store, e.clock, idempotency.Config{Enabled: true}, nil)
+	idem := idempotency.New(e.Store, e.Clock, idempotency.Config{Enabled: true}, nil)
 	req := idempotency.Request{Owner: "alice", Key: "k", Method: "POST", Path: "/v1/sandboxes", Body: 1}
 	calls := 0
 	for i := range 2 {
@@ -587,7 +534,7 @@ func TestIdempotencyDoesNotCacheErrors(t *testing.T) {
 			if i == 0 {
 				return nil, bay.Errorf(bay.CodeValidation, "nope")
 			}
-			return e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, hook)
+			return e.Svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, idemHook(hook))
 		})
 		if (err != nil) != (i == 0) {
 			t.Fatalf("call %d: %v", i, err)
@@ -596,7 +543,7 @@ func TestIdempotencyDoesNotCacheErrors(t *testing.T) {
 	if calls != 2 {
 		t.Fatalf("calls %d", calls)
 	}
-	e.clock.Advance(2 * time.Hour)
+	e.Clock.Advance(2 * time.Hour)
 	if n, err := idem.Sweep(context.Background()); err != nil || n != 1 {
 		t.Fatalf("sweep: %d %v", n, err)
 	}
@@ -612,142 +559,63 @@ func TestListPagingNeverShortWithCursor(t *testing.T) {
 		if i%2 == 0 {
 			p.TTL = &ttl
 		}
-		ids = append(ids, e.create(t, "alice", p).ID)
+		ids = append(ids, e.Create(t, "alice", p).ID)
 	}
-	e.create(t, "bob", sandbox.CreateParams{})
-	e.clock.Advance(time.Minute) // the 4 with a TTL are expired now
+	e.Create(t, "bob", sandbox.CreateParams{})
+	e.Clock.Advance(time.Minute) // the 4 with a TTL are expired now
 	seen := 0
 	cursor := ""
 	for page := 0; ; page++ {
-		out, err := e.svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Limit: 3, Cursor: cursor, Status: "idle"})
+		out, err := e.Svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Limit: 3, Cursor: cursor, Status: "idle"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		seen += len(out.Items)
-		if out.NextCursor == nil {
+		if out.NextCursor == "" {
 			break
 		}
 		if len(out.Items) != 3 {
 			t.Fatalf("short page with cursor: %d", len(out.Items))
 		}
-		cursor = *out.NextCursor
+		cursor = out.NextCursor
 	}
 	if seen != 3 {
 		t.Fatalf("idle seen %d", seen)
 	}
-	out, _ := e.svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Limit: 4, Status: "expired"})
-	if len(out.Items) != 4 || out.NextCursor != nil {
+	out, _ := e.Svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Limit: 4, Status: "expired"})
+	if len(out.Items) != 4 || out.NextCursor != "" {
 		t.Fatalf("expired: %d %v", len(out.Items), out.NextCursor)
 	}
-	if _, err := e.svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Status: "bogus"}); code(err) != bay.CodeValidation {
+	if _, err := e.Svc.ListSandboxes(ctx, "alice", sandbox.ListParams{Status: "bogus"}); code(err) != bay.CodeValidation {
 		t.Fatalf("bogus status: %v", err)
 	}
 	_ = ids
 }
 
-func TestPathValidation(t *testing.T) {
-	ok := map[string]string{"./a/./b/": "a/b", "a//b": "a/b", "subdir/../file.txt": "file.txt", "a/..": ".", ".hidden": ".hidden", "...file": "...file", "file..txt": "file..txt"}
-	for in, want := range ok {
-		got, err := sandbox.ValidatePath("path", in)
-		if err != nil || got != want {
-			t.Errorf("%q -> %q, %v; want %q", in, got, err, want)
-		}
-	}
-	bad := map[string]string{"": "empty_path", "a\x00b": "null_byte", "/etc": "absolute_path", "//x": "absolute_path", "../x": "path_traversal", "a/../../b": "path_traversal", "./../x": "path_traversal"}
-	for in, reason := range bad {
-		_, err := sandbox.ValidatePath("cwd", in)
-		var be *bay.Error
-		if !errors.As(err, &be) || be.Code != bay.CodeInvalidPath || be.Details["reason"] != reason || be.Details["field"] != "cwd" {
-			t.Errorf("%q: %v", in, err)
-		}
-	}
-}
-
-func TestFilesystemAndHistory(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	if err := e.svc.WriteFile(ctx, "alice", r.ID, "a.txt", "hi"); err != nil {
-		t.Fatal(err)
-	}
-	if c, err := e.svc.ReadFile(ctx, "alice", r.ID, "a.txt"); err != nil || c != "hi" {
-		t.Fatalf("read: %q %v", c, err)
-	}
-	for _, f := range []func() error{
-		func() error { _, err := e.svc.ReadFile(ctx, "alice", r.ID, "missing"); return err },
-		func() error { return e.svc.DeleteFile(ctx, "alice", r.ID, "missing") },
-		func() error { _, _, err := e.svc.Download(ctx, "alice", r.ID, "missing"); return err },
-	} {
-		if err := f(); code(err) != bay.CodeFileNotFound {
-			t.Fatalf("missing file: %v", err)
-		}
-	}
-	if err := e.svc.DeleteFile(ctx, "alice", r.ID, "."); code(err) != bay.CodeInvalidPath {
-		t.Fatalf("delete root: %v", err)
-	}
-	tags := " b, a ,a"
-	desc := "d"
-	py, err := e.svc.ExecPython(ctx, "alice", r.ID, sandbox.PythonParams{Code: "print(1)", Timeout: 30, Tags: &tags, Description: &desc, IncludeCode: true})
-	if err != nil || py.ExecutionID == "" || py.Code == nil {
-		t.Fatalf("python: %+v %v", py, err)
-	}
-	e.clock.Advance(time.Second)
-	sh, err := e.svc.ExecShell(ctx, "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30})
-	if err != nil || sh.Output != "ls" || sh.Error == nil || *sh.Error != "warn" || !sh.Success {
-		t.Fatalf("shell: %+v %v", sh, err)
-	}
-	h, err := e.svc.ListHistory(ctx, "alice", r.ID, sandbox.HistoryParams{Limit: 10})
-	if err != nil || h.Total != 2 || h.Entries[0].ID != sh.ExecutionID {
-		t.Fatalf("history: %+v %v", h, err)
-	}
-	got, err := e.svc.GetExecution(ctx, "alice", r.ID, py.ExecutionID)
-	if err != nil || got.Tags == nil || *got.Tags != "a,b" {
-		t.Fatalf("entry: %+v %v", got, err)
-	}
-	if _, err := e.svc.GetExecution(ctx, "bob", r.ID, py.ExecutionID); code(err) != bay.CodeNotFound {
-		t.Fatalf("bob: %v", err)
-	}
-	notes := "works"
-	empty := ""
-	a, err := e.svc.AnnotateExecution(ctx, "alice", r.ID, py.ExecutionID, nil, &empty, &notes)
-	if err != nil || a.Tags != nil || a.Notes == nil || *a.Notes != "works" || a.Description == nil {
-		t.Fatalf("annotate: %+v %v", a, err)
-	}
-	last, err := e.svc.LastExecution(ctx, "alice", r.ID, "python")
-	if err != nil || last.ID != py.ExecutionID {
-		t.Fatalf("last: %v %v", last, err)
-	}
-	// A capability the profile lacks.
-	so := e.create(t, "alice", sandbox.CreateParams{ProfileID: "shell-only"})
-	if _, err := e.svc.ExecPython(ctx, "alice", so.ID, sandbox.PythonParams{Code: "1", Timeout: 1}); code(err) != bay.CodeCapabilityNotSupported {
-		t.Fatalf("capability: %v", err)
-	}
-}
-
 func TestReclaimComputeIsPinned(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	s1, err := e.svc.EnsureRunning(ctx, r.ID)
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	s1, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(31 * time.Minute) // past the idle deadline
-	if acted, err := e.svc.ReclaimCompute(ctx, bay.Pin{SandboxID: r.ID, SessionID: "sess-other", Reason: bay.ReasonIdle}); err != nil || acted {
+	e.Clock.Advance(31 * time.Minute) // past the idle deadline
+	if acted, err := e.Svc.ReclaimCompute(ctx, bay.Pin{SandboxID: r.ID, SessionID: "sess-other", Reason: bay.ReasonIdle}); err != nil || acted {
 		t.Fatalf("changed session acted: %v %v", acted, err)
 	}
-	if len(e.drv.Containers()) != 1 {
+	if len(e.Drv.Containers()) != 1 {
 		t.Fatal("container removed by a stale decision")
 	}
-	if acted, err := e.svc.ReclaimCompute(ctx, bay.Pin{SandboxID: r.ID, SessionID: s1.ID, Reason: bay.ReasonIdle}); err != nil || !acted {
+	if acted, err := e.Svc.ReclaimCompute(ctx, bay.Pin{SandboxID: r.ID, SessionID: s1.ID, Reason: bay.ReasonIdle}); err != nil || !acted {
 		t.Fatalf("pinned: %v %v", acted, err)
 	}
-	if len(e.drv.Containers()) != 0 {
+	if len(e.Drv.Containers()) != 0 {
 		t.Fatal("container kept")
 	}
-	sb, _ := e.store.GetSandbox(ctx, r.ID)
+	sb, _ := e.Store.GetSandbox(ctx, r.ID)
 	pin := bay.Pin{SandboxID: r.ID, Reason: bay.ReasonTTL}
-	if acted, err := e.svc.ReclaimSandbox(ctx, pin); err != nil || acted {
+	if acted, err := e.Svc.ReclaimSandbox(ctx, pin); err != nil || acted {
 		t.Fatalf("ttl on infinite sandbox acted: %v %v", acted, err)
 	}
 	_ = sb
@@ -759,11 +627,11 @@ func TestReclaimComputeIsPinned(t *testing.T) {
 // transaction fails on the record and is rolled back, and it replays the winner's response.
 func TestIdempotencyAcrossInstances(t *testing.T) {
 	e := newEnv(t, eager)
-	other := sandbox.New(e.store, e.drv, shipclient.New(nil, nil), e.clock, nil, sandbox.Config{Profiles: testProfiles(), InstanceID: "other", EagerVolume: true})
-	svcs := []*sandbox.Service{e.svc, other}
+	other := sandbox.New(e.Store, e.Drv, shipclient.New(nil, nil), e.Clock, nil, sandbox.Config{Profiles: testProfiles(), InstanceID: "other", EagerVolume: true})
+	svcs := []*sandbox.Service{e.Svc, other}
 	mgrs := []*idempotency.Manager{
-		idempotency.New(e.store, e.clock, idempotency.Config{Enabled: true}, nil),
-		idempotency.New(e.store, e.clock, idempotency.Config{Enabled: true}, nil),
+		idempotency.New(e.Store, e.Clock, idempotency.Config{Enabled: true}, nil),
+		idempotency.New(e.Store, e.Clock, idempotency.Config{Enabled: true}, nil),
 	}
 	const n = 12
 	bodies := make([][]byte, n)
@@ -774,7 +642,7 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 			defer wg.Done()
 			res, err := mgrs[i%2].Do(context.Background(), idempotency.Request{Owner: "alice", Key: "cross", Method: "POST", Path: "/v1/sandboxes", Body: 1},
 				201, func(ctx context.Context, hook idempotency.Hook) (any, error) {
-					return svcs[i%2].CreateSandbox(ctx, "alice", sandbox.CreateParams{}, hook)
+					return svcs[i%2].CreateSandbox(ctx, "alice", sandbox.CreateParams{}, idemHook(hook))
 				})
 			if err != nil {
 				t.Error(err)
@@ -789,10 +657,10 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 			t.Fatalf("responses differ:\n%s\n%s", bodies[0], bodies[i])
 		}
 	}
-	sbs, _ := e.store.ListSandboxes(context.Background(), bay.SandboxQuery{})
-	cs, _ := e.store.ListCargos(context.Background(), bay.CargoQuery{})
-	if len(sbs) != 1 || len(cs) != 1 || len(e.drv.Volumes()) != 1 {
-		t.Fatalf("%d sandboxes, %d cargos, %d volumes; calls %+v", len(sbs), len(cs), len(e.drv.Volumes()), e.drv.Calls())
+	sbs, _ := e.Store.ListSandboxes(context.Background(), bay.SandboxQuery{})
+	cs, _ := e.Store.ListCargos(context.Background(), bay.CargoQuery{})
+	if len(sbs) != 1 || len(cs) != 1 || len(e.Drv.Volumes()) != 1 {
+		t.Fatalf("%d sandboxes, %d cargos, %d volumes; calls %+v", len(sbs), len(cs), len(e.Drv.Volumes()), e.Drv.Calls())
 	}
 }
 
@@ -801,18 +669,18 @@ func TestIdempotencyAcrossInstances(t *testing.T) {
 func TestStopDuringStart(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
+	r := e.Create(t, "alice", sandbox.CreateParams{})
 	created := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	e.drv.FailWhen(fake.MethodCreateInstance, func(fake.Call) error {
+	e.Drv.FailWhen(fake.MethodCreateInstance, func(fake.Call) error {
 		once.Do(func() { close(created); <-release })
 		return nil
 	})
 	done := make(chan error, 1)
-	go func() { _, err := e.svc.EnsureRunning(ctx, r.ID); done <- err }()
+	go func() { _, err := e.Svc.EnsureRunning(ctx, r.ID); done <- err }()
 	<-created
-	if err := e.svc.StopSandbox(ctx, "alice", r.ID); err != nil {
+	if err := e.Svc.StopSandbox(ctx, "alice", r.ID); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
@@ -821,14 +689,14 @@ func TestStopDuringStart(t *testing.T) {
 	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady {
 		t.Fatalf("starter: %v", err)
 	}
-	if c := e.drv.Containers(); len(c) != 0 {
+	if c := e.Drv.Containers(); len(c) != 0 {
 		t.Fatalf("containers left: %+v", c)
 	}
-	if sess, _ := e.store.ListSessions(ctx, bay.SessionQuery{SandboxID: r.ID}); len(sess) != 0 {
+	if sess, _ := e.Store.ListSessions(ctx, bay.SessionQuery{SandboxID: r.ID}); len(sess) != 0 {
 		t.Fatalf("sessions left: %d", len(sess))
 	}
 	// The next call starts normally.
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -838,28 +706,28 @@ func TestStopDuringStart(t *testing.T) {
 func TestTouchCoalescesBackToBackCalls(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	first, err := e.store.GetSandbox(ctx, r.ID)
+	first, err := e.Store.GetSandbox(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Advance(300 * time.Millisecond)
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+	e.Clock.Advance(300 * time.Millisecond)
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	second, _ := e.store.GetSandbox(ctx, r.ID)
+	second, _ := e.Store.GetSandbox(ctx, r.ID)
 	if second.Version != first.Version || !second.LastActiveAt.Equal(first.LastActiveAt) {
 		t.Fatalf("a call 300 ms after the last one wrote the row (version %d -> %d)", first.Version, second.Version)
 	}
-	e.clock.Advance(800 * time.Millisecond)
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+	e.Clock.Advance(800 * time.Millisecond)
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	third, _ := e.store.GetSandbox(ctx, r.ID)
-	now := e.clock.Now()
+	third, _ := e.Store.GetSandbox(ctx, r.ID)
+	now := e.Clock.Now()
 	if !third.LastActiveAt.Equal(now) || third.IdleExpiresAt == nil || !third.IdleExpiresAt.Equal(now.Add(30*time.Minute)) {
 		t.Fatalf("after the slack the call must refresh: last_active %v idle %v, now %v", third.LastActiveAt, third.IdleExpiresAt, now)
 	}
@@ -871,19 +739,19 @@ func TestSessionRuntimeToken(t *testing.T) {
 	ctx := context.Background()
 	var tokens []string
 	for range 2 {
-		r := e.create(t, "alice", sandbox.CreateParams{})
-		sess, err := e.svc.EnsureRunning(ctx, r.ID)
+		r := e.Create(t, "alice", sandbox.CreateParams{})
+		sess, err := e.Svc.EnsureRunning(ctx, r.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, err := e.store.GetSession(ctx, sess.ID)
+		stored, err := e.Store.GetSession(ctx, sess.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(stored.RuntimeToken) != 64 {
 			t.Fatalf("runtime token %q, want 64 hex digits", stored.RuntimeToken)
 		}
-		c, ok := e.drv.Container(stored.Primary().ContainerID)
+		c, ok := e.Drv.Container(stored.Primary().ContainerID)
 		if !ok || c.Spec.Env[shipapi.EnvAuthToken] != stored.RuntimeToken {
 			t.Fatalf("the container's %s is not the session's token", shipapi.EnvAuthToken)
 		}
@@ -904,17 +772,17 @@ func TestSessionRuntimeToken(t *testing.T) {
 func TestStopWhileTheStartDiscardsTheOldSession(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	s1, err := e.svc.EnsureRunning(ctx, r.ID)
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	s1, err := e.Svc.EnsureRunning(ctx, r.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.drv.SetState(s1.Primary().ContainerID, bay.ContainerExited)
-	e.clock.Advance(3 * time.Second) // past the liveness probe's cache
+	e.Drv.SetState(s1.Primary().ContainerID, bay.ContainerExited)
+	e.Clock.Advance(3 * time.Second) // past the liveness probe's cache
 	destroying := make(chan struct{})
 	release := make(chan struct{})
 	var first atomic.Bool
-	e.drv.FailWhen(fake.MethodDestroyInstance, func(fake.Call) error {
+	e.Drv.FailWhen(fake.MethodDestroyInstance, func(fake.Call) error {
 		if first.CompareAndSwap(false, true) {
 			close(destroying)
 			<-release
@@ -922,16 +790,16 @@ func TestStopWhileTheStartDiscardsTheOldSession(t *testing.T) {
 		return nil
 	})
 	done := make(chan error, 1)
-	go func() { _, err := e.svc.EnsureRunning(ctx, r.ID); done <- err }()
+	go func() { _, err := e.Svc.EnsureRunning(ctx, r.ID); done <- err }()
 	<-destroying // the start found the session dead and is destroying its container
-	if err := e.svc.StopSandbox(ctx, "alice", r.ID); err != nil {
+	if err := e.Svc.StopSandbox(ctx, "alice", r.ID); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
 	if err := <-done; code(err) != bay.CodeSessionNotReady {
 		t.Fatalf("the call whose start a stop ended: %v, want %s", err, bay.CodeSessionNotReady)
 	}
-	if _, err := e.svc.EnsureRunning(ctx, r.ID); err != nil {
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
 		t.Fatalf("the next call: %v", err)
 	}
 }

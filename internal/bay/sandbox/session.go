@@ -19,6 +19,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
@@ -41,23 +42,23 @@ func (s *Service) EnsureRunning(ctx context.Context, sandboxID string) (*bay.Ses
 	sb, err := s.store.GetSandbox(ctx, sandboxID)
 	if err != nil {
 		if bay.IsNotFound(err) {
-			return nil, notFoundSandbox(sandboxID)
+			return nil, bay.ErrSandboxNotFound(sandboxID)
 		}
-		return nil, internal("Failed to load sandbox", err)
+		return nil, bay.Internal("Failed to load sandbox", err)
 	}
-	return s.ensureRunning(ctx, sb)
+	return s.EnsureSession(ctx, sb)
 }
 
-// ensureRunning is EnsureRunning for a sandbox row the caller has just read (capability calls
+// EnsureSession is EnsureRunning for a sandbox row the caller has just read (capability calls
 // read it to check the owner: one read less per call). The slow path re-reads it.
-func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Session, error) {
+func (s *Service) EnsureSession(ctx context.Context, sb *bay.Sandbox) (*bay.Session, error) {
 	sandboxID := sb.ID
 	if sb.DeletedAt != nil {
-		return nil, notFoundSandbox(sandboxID)
+		return nil, bay.ErrSandboxNotFound(sandboxID)
 	}
 	now := s.now()
 	if sb.Expired(now) {
-		return nil, expiredErr(sb)
+		return nil, bay.ErrExpired(sb, "sandbox is expired")
 	}
 	// Fast path: a ready session whose container was seen alive very recently.
 	if cur, err := s.currentSession(ctx, s.store, sb); err == nil && cur != nil && cur.Ready() && s.probeFresh(cur.ID, now) {
@@ -71,7 +72,7 @@ func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Sess
 	sess, err := s.starts.do(ctx, sandboxID, func() (*bay.Session, error) {
 		// Detached: the start finishes (or cleans up) even if every waiting caller leaves; a
 		// stop or delete of the sandbox cancels it (cancelStart).
-		cctx, cancel := detached(ctx, s.cfg.ReadinessTimeout+2*time.Minute)
+		cctx, cancel := bay.Detached(ctx, s.cfg.ReadinessTimeout+2*time.Minute)
 		defer cancel()
 		s.startsMu.Lock()
 		s.startCancels[sandboxID] = cancel
@@ -95,7 +96,7 @@ func (s *Service) ensureRunning(ctx context.Context, sb *bay.Sandbox) (*bay.Sess
 		if errors.Is(err, errStartCancelled) || bay.ErrorCode(err) == bay.CodeSessionNotReady {
 			// A start ended by a delete is a missing sandbox to every caller waiting on it.
 			if cur, gerr := s.store.GetSandbox(ctx, sandboxID); gerr == nil && cur.DeletedAt != nil {
-				return nil, notFoundSandbox(sandboxID)
+				return nil, bay.ErrSandboxNotFound(sandboxID)
 			}
 		}
 		return nil, err
@@ -114,7 +115,7 @@ func (s *Service) touch(ctx context.Context, sandboxID string) error {
 			return err
 		}
 		if sb.DeletedAt != nil {
-			return notFoundSandbox(sandboxID)
+			return bay.ErrSandboxNotFound(sandboxID)
 		}
 		now := s.now()
 		sb.LastActiveAt = now
@@ -126,9 +127,9 @@ func (s *Service) touch(ctx context.Context, sandboxID string) error {
 	})
 	if err != nil {
 		if bay.IsNotFound(err) {
-			return notFoundSandbox(sandboxID)
+			return bay.ErrSandboxNotFound(sandboxID)
 		}
-		return classify(err, "Failed to refresh sandbox activity")
+		return bay.Classify(err, "Failed to refresh sandbox activity")
 	}
 	return nil
 }
@@ -157,16 +158,16 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 		sb, err := s.store.GetSandbox(ctx, id)
 		if err != nil {
 			if bay.IsNotFound(err) {
-				return nil, notFoundSandbox(id)
+				return nil, bay.ErrSandboxNotFound(id)
 			}
-			return nil, internal("Failed to load sandbox", err)
+			return nil, bay.Internal("Failed to load sandbox", err)
 		}
 		if sb.DeletedAt != nil {
-			return nil, notFoundSandbox(id)
+			return nil, bay.ErrSandboxNotFound(id)
 		}
 		now := s.now()
 		if sb.Expired(now) {
-			return nil, expiredErr(sb)
+			return nil, bay.ErrExpired(sb, "sandbox is expired")
 		}
 		prof := s.Profile(sb.ProfileID)
 		if prof == nil {
@@ -196,7 +197,7 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 				// rather than wait for restart recovery, which runs beside the listener.
 				if cur.InstanceID != s.bootID && !cur.FromEarlierBoot(s.cfg.InstanceID, s.bootID) && !s.staleStart(cur, now) {
 					// Another bay on this database is starting it.
-					return nil, notReady("Session is starting", id, true)
+					return nil, bay.ErrNotReady("Session is starting", id, true)
 				}
 				s.log.Warn("discarding a stale starting session", "sandbox_id", id, "session_id", cur.ID, "instance", cur.InstanceID)
 				if _, err := s.discardSession(ctx, id, cur, bay.ReasonStaleStart); err != nil {
@@ -219,7 +220,7 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 		}
 		return s.startSession(ctx, sb, prof, sess)
 	}
-	return nil, notReady("Session state is changing, retry", id, true)
+	return nil, bay.ErrNotReady("Session state is changing, retry", id, true)
 }
 
 // newRuntimeToken is a session's runtime secret: 256 random bits, hex.
@@ -248,7 +249,7 @@ func (s *Service) createSessionRow(ctx context.Context, id string, prof *bay.Pro
 			return err
 		}
 		if sb.DeletedAt != nil {
-			return notFoundSandbox(id)
+			return bay.ErrSandboxNotFound(id)
 		}
 		if sb.CurrentSessionID != "" {
 			if _, err := tx.GetSession(ctx, sb.CurrentSessionID); err == nil {
@@ -280,9 +281,9 @@ func (s *Service) createSessionRow(ctx context.Context, id string, prof *bay.Pro
 			return nil, errRetry
 		}
 		if bay.IsNotFound(err) {
-			return nil, notFoundSandbox(id)
+			return nil, bay.ErrSandboxNotFound(id)
 		}
-		return nil, classify(err, "Failed to create session")
+		return nil, bay.Classify(err, "Failed to create session")
 	}
 	return sess, nil
 }
@@ -297,11 +298,11 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	if err != nil {
 		s.failSession(ctx, sess)
 		if bay.IsNotFound(err) {
-			return nil, notFoundCargo(sb.CargoID)
+			return nil, bay.ErrCargoNotFound(sb.CargoID)
 		}
-		return nil, internal("Failed to load cargo", err)
+		return nil, bay.Internal("Failed to load cargo", err)
 	}
-	ref, err := s.ensureVolume(ctx, cargo)
+	ref, err := s.cargos.EnsureVolume(ctx, cargo)
 	if err != nil {
 		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)
@@ -320,7 +321,7 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 			// safe message says why.
 			return nil, bay.Errorf(bay.CodeUnavailable, "%s", be.Message).WithCause(err)
 		}
-		return nil, internal("Failed to start the runtime containers", err)
+		return nil, bay.Internal("Failed to start the runtime containers", err)
 	}
 	containers := sessionContainers(prof, inst)
 	if err := s.updateSession(ctx, sess.ID, func(cur *bay.Session) { cur.Containers = containers }); err != nil {
@@ -337,7 +338,7 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		if len(containers) > 1 {
 			msg = "Containers not ready: [" + strings.Join(names, ", ") + "]"
 		}
-		e := notReady(msg, sb.ID, true)
+		e := bay.ErrNotReady(msg, sb.ID, true)
 		e.Err = err
 		return nil, e
 	}
@@ -374,7 +375,7 @@ func (s *Service) destroyOtherInstances(ctx context.Context, sandboxID, keep str
 		if inst.Name == keep {
 			continue
 		}
-		dctx, cancel := detached(ctx, s.cfg.StopTimeout)
+		dctx, cancel := bay.Detached(ctx, s.cfg.StopTimeout)
 		if err := s.driver.DestroyInstance(dctx, inst.Name); err != nil {
 			s.log.Warn("destroy a previous instance before a start", "sandbox_id", sandboxID, "instance", inst.Name, "err", err)
 		}
@@ -467,7 +468,7 @@ func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session) ([]string
 }
 
 func errStoppedWhileStarting(sandboxID string) error {
-	return notReady("Sandbox was stopped while its session was starting", sandboxID, true)
+	return bay.ErrNotReady("Sandbox was stopped while its session was starting", sandboxID, true)
 }
 
 // startAborted classifies a failure to persist start progress.
@@ -476,7 +477,7 @@ func (s *Service) startAborted(ctx context.Context, sandboxID string, sess *bay.
 		// The row is gone: a stop or delete (which also cancels this start) came first.
 		return errStoppedWhileStarting(sandboxID)
 	}
-	return classify(err, "Failed to record session state")
+	return bay.Classify(err, "Failed to record session state")
 }
 
 // updateSession applies fn to the stored session in a Tx; a missing row is errSessionGone.
@@ -500,7 +501,7 @@ func (s *Service) updateSession(ctx context.Context, id string, fn func(*bay.Ses
 // (stopped or deleted meanwhile): the failure is then a consequence of the stop.
 func (s *Service) failSession(ctx context.Context, sess *bay.Session) (gone bool) {
 	s.destroyInstance(ctx, sess)
-	dctx, cancel := detached(ctx, 10*time.Second)
+	dctx, cancel := bay.Detached(ctx, 10*time.Second)
 	defer cancel()
 	err := s.updateSession(dctx, sess.ID, func(cur *bay.Session) {
 		cur.ObservedState = bay.SessionFailed
@@ -519,7 +520,7 @@ func (s *Service) failSession(ctx context.Context, sess *bay.Session) (gone bool
 // what is cached about it; errors are logged (orphan GC finds leftovers by label).
 func (s *Service) destroyInstance(ctx context.Context, sess *bay.Session) {
 	s.forget(sess)
-	dctx, cancel := detached(ctx, s.cfg.StopTimeout)
+	dctx, cancel := bay.Detached(ctx, s.cfg.StopTimeout)
 	defer cancel()
 	if err := s.driver.DestroyInstance(dctx, bay.InstanceName(sess.ID)); err != nil {
 		s.log.Error("destroy instance", "session_id", sess.ID, "err", err)
@@ -628,15 +629,52 @@ func (s *Service) probe(ctx context.Context, sess *bay.Session) (bool, error) {
 	return true, nil
 }
 
-// runtimeUnreachable is called when a call to ship could not connect: the next capability call
-// re-probes the container instead of trusting the cache.
-func (s *Service) runtimeUnreachable(sess *bay.Session, err error) {
-	if errors.Is(err, shipclient.ErrUnreachable) {
+// RuntimeUnreachable is told that a call to a session's runtime could not connect: the next
+// call re-probes the instance instead of trusting the cache.
+func (s *Service) RuntimeUnreachable(sess *bay.Session, err error) {
+	if errors.Is(err, runtime.ErrUnreachable) {
 		s.forgetProbe(sess.ID)
 	}
 }
 
+// Reprobe inspects the session's instance now, not trusting the probe cache, and reports
+// whether every container of the session still runs (a driver failure trusts the database).
+func (s *Service) Reprobe(ctx context.Context, sess *bay.Session) bool {
+	s.forgetProbe(sess.ID)
+	alive, _ := s.probe(ctx, sess)
+	return alive
+}
+
+// WatchDeaths follows the platform's reports of dead runtime containers until ctx ends: a
+// session whose container died is re-checked by the next call instead of being trusted for the
+// rest of its probe cache (a call right after "docker kill" would otherwise meet a dead
+// address). A failed event stream is watched again after a pause.
+func (s *Service) WatchDeaths(ctx context.Context) error {
+	for ctx.Err() == nil {
+		err := s.driver.WatchDeaths(ctx, map[string]string{bay.LabelManaged: "true"}, func(instance string) {
+			if id, ok := bay.SessionOfInstance(instance); ok {
+				s.forgetProbe(id)
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("watching runtime deaths failed; watching again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	return nil
+}
+
 // ---- destroy ----
+
+// DiscardDead discards a session whose runtime was found dead or stuck: its instance is
+// destroyed and its row deleted, so the next call starts a new one.
+func (s *Service) DiscardDead(ctx context.Context, sandboxID string, sess *bay.Session) error {
+	_, err := s.discardSession(ctx, sandboxID, sess, ReasonDead)
+	return err
+}
 
 // discardSession destroys a session's instance and deletes its row, clearing
 // current_session_id if it still points at it. It reports whether the row was still there.
@@ -661,7 +699,7 @@ func (s *Service) discardSession(ctx context.Context, sandboxID string, sess *ba
 		return nil
 	})
 	if err != nil {
-		return false, classify(err, "Failed to discard session")
+		return false, bay.Classify(err, "Failed to discard session")
 	}
 	s.log.Info("session discarded", "sandbox_id", sandboxID, "session_id", sess.ID, "reason", string(reason))
 	return existed, nil
@@ -729,9 +767,9 @@ func (s *Service) destroySessions(ctx context.Context, sandboxID string, check f
 	})
 	if err != nil {
 		if bay.IsNotFound(err) {
-			return false, notFoundSandbox(sandboxID)
+			return false, bay.ErrSandboxNotFound(sandboxID)
 		}
-		return false, classify(err, "Failed to stop sessions")
+		return false, bay.Classify(err, "Failed to stop sessions")
 	}
 	if !acted {
 		return false, nil
@@ -748,7 +786,7 @@ func (s *Service) destroySessions(ctx context.Context, sandboxID string, check f
 // given sessions and any other instance labelled with the sandbox id (one being created by a
 // concurrent start). It reports whether every destruction is known to have finished.
 func (s *Service) removeSandboxInstances(ctx context.Context, sandboxID string, sessions []*bay.Session) (done bool) {
-	dctx, cancel := detached(ctx, s.cfg.StopTimeout)
+	dctx, cancel := bay.Detached(ctx, s.cfg.StopTimeout)
 	defer cancel()
 	names := map[string]bool{}
 	for _, ss := range sessions {

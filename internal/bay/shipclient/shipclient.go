@@ -62,7 +62,7 @@ const (
 )
 
 // ErrUnreachable is in the chain of errors caused by failing to reach ship at all (connection
-// refused, reset, no route). The lifecycle service treats it as a reason to re-probe the
+// refused, reset, no route). The capability service treats it as a reason to re-probe the
 // container.
 var ErrUnreachable = runtime.ErrUnreachable
 

@@ -1,11 +1,9 @@
-package sandbox
+package capability
 
 import (
 	"context"
 	"strings"
-	"time"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/gullapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
@@ -15,7 +13,7 @@ import (
 // sandbox's container of runtime type gull.
 func (s *Service) SetGull(c *gullclient.Client) {
 	s.gull = c
-	s.runtimes[bay.RuntimeGull] = c
+	s.lc.SetRuntime(bay.RuntimeGull, c)
 }
 
 // BrowserParams are the inputs of ExecBrowser (validated: cmd non-empty, timeout 1..300).
@@ -29,37 +27,35 @@ type BrowserParams struct {
 // errNoGull refuses browser calls on a bay without a gull client.
 func errNoGull() error {
 	return bay.Errorf(bay.CodeCapabilityNotSupported, "This bay has no browser runtime configured").
-		WithDetails(map[string]any{"capability": bayapi.CapBrowser})
+		WithDetails(map[string]any{"capability": bay.CapBrowser})
 }
 
 // ExecBrowser runs one agent-browser command in the sandbox's browser and records a history
 // row of type browser. A command that fails (exit code != 0) is a successful call with
 // success false; its stderr is the error.
-func (s *Service) ExecBrowser(ctx context.Context, owner, id string, p BrowserParams) (*bayapi.BrowserExecResponse, error) {
+func (s *Service) ExecBrowser(ctx context.Context, owner, id string, p BrowserParams) (*bay.BrowserResult, error) {
 	if s.gull == nil {
 		return nil, errNoGull()
 	}
 	var r *gullapi.ExecResponse
 	var ms int64
 	// Not resent: a browser command has effects (a click, a form sent).
-	sb, sess, err := s.invoke(ctx, owner, id, bayapi.CapBrowser, callOpts{watch: true}, func(ctx context.Context, ep string) (err error) {
-		began := time.Now()
+	sb, sess, err := s.invoke(ctx, owner, id, bay.CapBrowser, callOpts{watch: true}, timed(&ms, func(ctx context.Context, ep string) (err error) {
 		r, err = s.gull.Exec(ctx, ep, p.Cmd, p.Timeout)
-		ms = time.Since(began).Milliseconds()
 		return err
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
-	resp := &bayapi.BrowserExecResponse{
+	res := &bay.BrowserResult{
 		Success: r.ExitCode == 0, Output: r.Stdout, Error: nonEmpty(r.Stderr), ExitCode: r.ExitCode, ExecutionTimeMS: ms,
 	}
 	out := r.Stdout
-	resp.ExecutionID, err = s.recordExecution(ctx, sb, sess, bayapi.ExecBrowser, p.Cmd, resp.Success, ms, &out, resp.Error, p.Description, p.Tags)
+	res.ExecutionID, err = s.recordExecution(ctx, sb, sess, bay.ExecBrowser, p.Cmd, res.Success, ms, &out, res.Error, p.Description, p.Tags)
 	if err != nil {
 		return nil, err
 	}
-	return resp, nil
+	return res, nil
 }
 
 // BrowserBatchParams are the inputs of ExecBrowserBatch (validated: at least one command,
@@ -75,31 +71,29 @@ type BrowserBatchParams struct {
 // ExecBrowserBatch runs commands in order in the sandbox's browser within one overall budget
 // and records one history row of type browser_batch (code: the commands joined by newlines;
 // output and error: the non-empty stdouts and stderrs of the steps, joined likewise).
-func (s *Service) ExecBrowserBatch(ctx context.Context, owner, id string, p BrowserBatchParams) (*bayapi.BrowserBatchResponse, error) {
+func (s *Service) ExecBrowserBatch(ctx context.Context, owner, id string, p BrowserBatchParams) (*bay.BrowserBatchResult, error) {
 	if s.gull == nil {
 		return nil, errNoGull()
 	}
 	var r *gullapi.ExecBatchResponse
 	var ms int64
-	sb, sess, err := s.invoke(ctx, owner, id, bayapi.CapBrowser, callOpts{watch: true}, func(ctx context.Context, ep string) (err error) {
-		began := time.Now()
+	sb, sess, err := s.invoke(ctx, owner, id, bay.CapBrowser, callOpts{watch: true}, timed(&ms, func(ctx context.Context, ep string) (err error) {
 		r, err = s.gull.ExecBatch(ctx, ep, p.Commands, p.Timeout, p.StopOnError)
-		ms = time.Since(began).Milliseconds()
 		return err
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
-	resp := &bayapi.BrowserBatchResponse{
-		Results: make([]bayapi.BrowserStep, 0, len(r.Results)), TotalSteps: r.TotalSteps,
+	res := &bay.BrowserBatchResult{
+		Steps: make([]bay.BrowserStep, 0, len(r.Results)), TotalSteps: r.TotalSteps,
 		CompletedSteps: r.CompletedSteps, Success: r.Success, DurationMS: r.DurationMS, ExecutionTimeMS: ms,
 	}
-	if resp.TotalSteps == 0 {
-		resp.TotalSteps = len(p.Commands)
+	if res.TotalSteps == 0 {
+		res.TotalSteps = len(p.Commands)
 	}
 	var outs, errs []string
 	for _, st := range r.Results {
-		resp.Results = append(resp.Results, bayapi.BrowserStep{Cmd: st.Cmd, Stdout: st.Stdout, Stderr: st.Stderr,
+		res.Steps = append(res.Steps, bay.BrowserStep{Cmd: st.Cmd, Stdout: st.Stdout, Stderr: st.Stderr,
 			ExitCode: st.ExitCode, StepIndex: st.StepIndex, DurationMS: st.DurationMS})
 		if o := strings.TrimSpace(st.Stdout); o != "" {
 			outs = append(outs, o)
@@ -109,12 +103,12 @@ func (s *Service) ExecBrowserBatch(ctx context.Context, owner, id string, p Brow
 		}
 	}
 	out := strings.Join(outs, "\n")
-	resp.ExecutionID, err = s.recordExecution(ctx, sb, sess, bayapi.ExecBrowserBatch, strings.Join(p.Commands, "\n"),
-		resp.Success, ms, &out, nonEmpty(strings.Join(errs, "\n")), p.Description, p.Tags)
+	res.ExecutionID, err = s.recordExecution(ctx, sb, sess, bay.ExecBrowserBatch, strings.Join(p.Commands, "\n"),
+		res.Success, ms, &out, nonEmpty(strings.Join(errs, "\n")), p.Description, p.Tags)
 	if err != nil {
 		return nil, err
 	}
-	return resp, nil
+	return res, nil
 }
 
 // nonEmpty is nil for "", else a pointer to s.

@@ -1,4 +1,4 @@
-package sandbox_test
+package capability_test
 
 import (
 	"context"
@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
-	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox/sandboxtest"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient/shipstub"
-	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
 )
 
 // runtimes gives every instance its own address in front of the ship stub, so that a test can
@@ -78,37 +77,19 @@ func (r *runtimes) close() {
 	}
 }
 
-// newFaultEnv is newEnv with a runtime per instance and a fast watchdog.
-func newFaultEnv(t *testing.T) (*env, *runtimes) {
+// newFaultEnv builds the services with a runtime per instance and a fast watchdog.
+func newFaultEnv(t *testing.T) (*sandboxtest.Env, *runtimes) {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: t.TempDir() + "/bay.db"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	stub := shipstub.New()
-	t.Cleanup(stub.Close)
-	rt := &runtimes{stub: stub, srv: map[string]*httptest.Server{}, frozen: map[string]bool{}, thaw: make(chan struct{})}
-	t.Cleanup(rt.close)
-	drv := fake.New(fake.WithEndpointFunc(rt.endpoint))
-	clk := &clock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
-	svc := sandbox.New(st, drv, shipclient.New(nil, nil), clk, nil, sandbox.Config{
-		Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 5 * time.Second,
-		WatchdogDelay: 50 * time.Millisecond, WatchdogEvery: 100 * time.Millisecond,
+	rt := &runtimes{srv: map[string]*httptest.Server{}, frozen: map[string]bool{}, thaw: make(chan struct{})}
+	e := sandboxtest.New(t, sandboxtest.Options{
+		Capability: capability.Config{WatchdogDelay: 50 * time.Millisecond, WatchdogEvery: 100 * time.Millisecond},
+		Endpoint: func(stub *shipstub.Stub) func(string, bay.ContainerSpec) string {
+			rt.stub = stub
+			return rt.endpoint
+		},
 	})
-	return &env{svc: svc, store: st, drv: drv, ship: stub, clock: clk}, rt
-}
-
-// started creates a sandbox of alice's and starts its session.
-func started(t *testing.T, e *env) (*bayapi.SandboxResponse, *bay.Session) {
-	t.Helper()
-	r := e.create(t, "alice", sandbox.CreateParams{})
-	s, err := e.svc.EnsureRunning(context.Background(), r.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r, s
+	t.Cleanup(rt.close)
+	return e, rt
 }
 
 // A runtime killed while its session was still trusted (within the probe cache): the
@@ -117,22 +98,22 @@ func started(t *testing.T, e *env) (*bayapi.SandboxResponse, *bay.Session) {
 func TestKilledRuntimeRecoversWithinTheCall(t *testing.T) {
 	e, rt := newFaultEnv(t)
 	ctx := context.Background()
-	r, s1 := started(t, e)
+	r, s1 := e.Started(t)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go e.svc.WatchDeaths(wctx)
-	for e.drv.CallCount(fake.MethodWatchDeaths) == 0 {
+	go e.Svc.WatchDeaths(wctx)
+	for e.Drv.CallCount(fake.MethodWatchDeaths) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	rt.kill(bay.InstanceName(s1.ID))
-	e.drv.Kill(s1.Primary().ContainerID) // the platform reports the death
-	resp, err := e.svc.ExecShell(ctx, "alice", r.ID, sandbox.ShellParams{Command: "echo hi", Timeout: 30})
+	e.Drv.Kill(s1.Primary().ContainerID) // the platform reports the death
+	resp, err := e.Caps.ExecShell(ctx, "alice", r.ID, capability.ShellParams{Command: "echo hi", Timeout: 30})
 	if err != nil || !resp.Success {
 		t.Fatalf("exec after the kill: %+v, %v; want it answered by a new session", resp, err)
 	}
-	s2, _ := e.svc.EnsureRunning(ctx, r.ID)
-	if s2.ID == s1.ID || len(e.drv.Instances()) != 1 {
-		t.Fatalf("session %s (was %s), instances %v", s2.ID, s1.ID, e.drv.Instances())
+	s2, _ := e.Svc.EnsureRunning(ctx, r.ID)
+	if s2.ID == s1.ID || len(e.Drv.Instances()) != 1 {
+		t.Fatalf("session %s (was %s), instances %v", s2.ID, s1.ID, e.Drv.Instances())
 	}
 }
 
@@ -141,10 +122,10 @@ func TestKilledRuntimeRecoversWithinTheCall(t *testing.T) {
 func TestFrozenRuntimeEndsTheCallAndIsReplaced(t *testing.T) {
 	e, rt := newFaultEnv(t)
 	ctx := context.Background()
-	r, s1 := started(t, e)
+	r, s1 := e.Started(t)
 	rt.freeze(bay.InstanceName(s1.ID))
 	began := time.Now()
-	_, err := e.svc.ExecPython(ctx, "alice", r.ID, sandbox.PythonParams{Code: "1", Timeout: 300})
+	_, err := e.Caps.ExecPython(ctx, "alice", r.ID, capability.PythonParams{Code: "1", Timeout: 300})
 	var be *bay.Error
 	if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Details["retry_after_ms"] == nil {
 		t.Fatalf("call to a frozen runtime: %v, want 503 session_not_ready with retry_after_ms", err)
@@ -152,10 +133,10 @@ func TestFrozenRuntimeEndsTheCallAndIsReplaced(t *testing.T) {
 	if took := time.Since(began); took > 5*time.Second {
 		t.Fatalf("the call took %v; the watchdog should end it after about 3 missed checks", took)
 	}
-	if _, err := e.svc.ExecPython(ctx, "alice", r.ID, sandbox.PythonParams{Code: "1", Timeout: 30}); err != nil {
+	if _, err := e.Caps.ExecPython(ctx, "alice", r.ID, capability.PythonParams{Code: "1", Timeout: 30}); err != nil {
 		t.Fatalf("the next call: %v", err)
 	}
-	if s2, _ := e.svc.EnsureRunning(ctx, r.ID); s2.ID == s1.ID {
+	if s2, _ := e.Svc.EnsureRunning(ctx, r.ID); s2.ID == s1.ID {
 		t.Fatal("the frozen session was kept")
 	}
 }
@@ -165,23 +146,25 @@ func TestFrozenRuntimeEndsTheCallAndIsReplaced(t *testing.T) {
 func TestStopOrDeleteEndsACallWaitingForTheStart(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		do   func(e *env, id string) error
+		do   func(e *sandboxtest.Env, id string) error
 		code string
 	}{
-		{"stop", func(e *env, id string) error { return e.svc.StopSandbox(context.Background(), "alice", id) }, bay.CodeSessionNotReady},
-		{"delete", func(e *env, id string) error { return e.svc.DeleteSandbox(context.Background(), "alice", id) }, bay.CodeNotFound},
+		{"stop", func(e *sandboxtest.Env, id string) error { return e.Svc.StopSandbox(context.Background(), "alice", id) }, bay.CodeSessionNotReady},
+		{"delete", func(e *sandboxtest.Env, id string) error {
+			return e.Svc.DeleteSandbox(context.Background(), "alice", id)
+		}, bay.CodeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, func(c *sandbox.Config) { c.ReadinessTimeout = time.Minute })
-			e.svc.SetHealthCheck(func(context.Context, string) error { return errors.New("not up yet") })
-			r := e.create(t, "alice", sandbox.CreateParams{})
+			e := sandboxtest.New(t, sandboxtest.Options{Config: func(c *sandbox.Config) { c.ReadinessTimeout = time.Minute }})
+			e.Svc.SetHealthCheck(func(context.Context, string) error { return errors.New("not up yet") })
+			r := e.Create(t, "alice", sandbox.CreateParams{})
 			done := make(chan error, 1)
 			began := time.Now()
 			go func() {
-				_, err := e.svc.ExecShell(context.Background(), "alice", r.ID, sandbox.ShellParams{Command: "ls", Timeout: 30})
+				_, err := e.Caps.ExecShell(context.Background(), "alice", r.ID, capability.ShellParams{Command: "ls", Timeout: 30})
 				done <- err
 			}()
-			for len(e.drv.Instances()) == 0 { // the start is under way
+			for len(e.Drv.Instances()) == 0 { // the start is under way
 				time.Sleep(5 * time.Millisecond)
 			}
 			if err := tc.do(e, r.ID); err != nil {
@@ -189,13 +172,13 @@ func TestStopOrDeleteEndsACallWaitingForTheStart(t *testing.T) {
 			}
 			select {
 			case err := <-done:
-				if code(err) != tc.code {
+				if sandboxtest.Code(err) != tc.code {
 					t.Fatalf("call after %s: %v, want %s", tc.name, err, tc.code)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatalf("the call still waits %v after the %s", time.Since(began), tc.name)
 			}
-			if n := len(e.drv.Instances()); n != 0 {
+			if n := len(e.Drv.Instances()); n != 0 {
 				t.Fatalf("%d instances left", n)
 			}
 		})
@@ -207,17 +190,17 @@ func TestStopOrDeleteEndsACallWaitingForTheStart(t *testing.T) {
 func TestUnreachableRuntimeIsResentToANewSession(t *testing.T) {
 	e, rt := newFaultEnv(t)
 	ctx := context.Background()
-	r, s1 := started(t, e)
+	r, s1 := e.Started(t)
 	rt.kill(bay.InstanceName(s1.ID))
-	e.drv.SetState(s1.Primary().ContainerID, bay.ContainerExited)
+	e.Drv.SetState(s1.Primary().ContainerID, bay.ContainerExited)
 	// The pool's connection to the old runtime was closed by its end: the client notices and
 	// dials, which is refused.
 	time.Sleep(20 * time.Millisecond)
-	resp, err := e.svc.ExecShell(ctx, "alice", r.ID, sandbox.ShellParams{Command: "echo hi", Timeout: 30})
+	resp, err := e.Caps.ExecShell(ctx, "alice", r.ID, capability.ShellParams{Command: "echo hi", Timeout: 30})
 	if err != nil || !resp.Success {
 		t.Fatalf("exec after the runtime vanished: %+v, %v; want it resent to a new session", resp, err)
 	}
-	if s2, _ := e.svc.EnsureRunning(ctx, r.ID); s2.ID == s1.ID {
+	if s2, _ := e.Svc.EnsureRunning(ctx, r.ID); s2.ID == s1.ID {
 		t.Fatal("the dead session was kept")
 	}
 }

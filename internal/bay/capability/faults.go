@@ -1,4 +1,4 @@
-package sandbox
+package capability
 
 import (
 	"context"
@@ -61,13 +61,13 @@ func (s *Service) invoke(ctx context.Context, owner, id, capability string, opts
 		}
 		s.log.Warn("runtime fault during a call; replacing the session", "sandbox_id", sb.ID, "session_id", sess.ID,
 			"container", c.Name, "err", err)
-		if _, derr := s.discardSession(ctx, sb.ID, sess, ReasonDead); derr != nil {
+		if derr := s.lc.DiscardDead(ctx, sb.ID, sess); derr != nil {
 			return nil, nil, derr
 		}
 		if attempt == 0 && opts.resend && errors.Is(err, runtime.ErrNotSent) && ctx.Err() == nil {
 			continue
 		}
-		e := notReady("The sandbox's runtime failed during the call and is being replaced; retry", sb.ID, true)
+		e := bay.ErrNotReady("The sandbox's runtime failed during the call and is being replaced; retry", sb.ID, true)
 		e.Err = err
 		return nil, nil, e
 	}
@@ -86,12 +86,11 @@ func (s *Service) runtimeFault(ctx context.Context, sess *bay.Session, c *bay.Se
 	if !unreachable && bay.ErrorCode(err) != bay.CodeTimeout {
 		return false
 	}
-	s.forgetProbe(sess.ID)
-	if alive, _ := s.probe(ctx, sess); !alive {
+	if !s.lc.Reprobe(ctx, sess) {
 		return true
 	}
 	// The container runs: is the runtime in it answering?
-	rc, rerr := s.runtimes.For(c.RuntimeType)
+	rc, rerr := s.lc.Runtime(c.RuntimeType)
 	if rerr != nil {
 		return false
 	}
@@ -103,7 +102,7 @@ func (s *Service) runtimeFault(ctx context.Context, sess *bay.Session, c *bay.Se
 // watched runs call while a watchdog checks the runtime's health; a runtime that misses
 // watchdogMisses checks in a row cancels the call, which then fails with errRuntimeFrozen.
 func (s *Service) watched(ctx context.Context, c *bay.SessionContainer, ep string, call func(context.Context, string) error) error {
-	rc, err := s.runtimes.For(c.RuntimeType)
+	rc, err := s.lc.Runtime(c.RuntimeType)
 	if err != nil {
 		return call(ctx, ep)
 	}
@@ -143,26 +142,4 @@ func (s *Service) watched(ctx context.Context, c *bay.SessionContainer, ep strin
 		return cause
 	}
 	return err
-}
-
-// WatchDeaths follows the platform's reports of dead runtime containers until ctx ends: a
-// session whose container died is re-checked by the next call instead of being trusted for the
-// rest of its probe cache (a call right after "docker kill" would otherwise meet a dead
-// address). A failed event stream is watched again after a pause.
-func (s *Service) WatchDeaths(ctx context.Context) error {
-	for ctx.Err() == nil {
-		err := s.driver.WatchDeaths(ctx, map[string]string{bay.LabelManaged: "true"}, func(instance string) {
-			if id, ok := bay.SessionOfInstance(instance); ok {
-				s.forgetProbe(id)
-			}
-		})
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("watching runtime deaths failed; watching again", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Second):
-			}
-		}
-	}
-	return nil
 }
