@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
@@ -62,6 +63,7 @@ func TestListPagesAndSeparatesManagedCargos(t *testing.T) {
 		}
 		ids = append(ids, c.ID)
 	}
+	slices.Sort(ids) // the list is in id order
 	sb := e.Create(t, "alice", sandbox.CreateParams{})
 	first, err := cargos.List(ctx, "alice", false, 2, "")
 	if err != nil || len(first.Items) != 2 || first.NextCursor != first.Items[1].ID {
