@@ -15,5 +15,15 @@ for kind in container volume network; do
     fi
   done
 done
+# Bounded cargos: a loop-mounted file per cargo volume; every one must have gone with its volume.
+cargos=${SHIPYARD_CARGO_DIR:-/var/lib/shipyard/cargos}
+if [ -d "$cargos" ]; then
+  files=$(find "$cargos" -maxdepth 1 -name '*.img' | head -20)
+  mounts=$(awk -v d="$cargos/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | head -20)
+  if [ -n "$files$mounts" ]; then
+    echo "leftover cargo files or mounts in $cargos:" $files $mounts >&2
+    left=1
+  fi
+fi
 if [ $left = 1 ]; then exit 1; fi
-echo "no leftover containers, volumes or networks"
+echo "no leftover containers, volumes, networks or cargo files"

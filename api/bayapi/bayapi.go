@@ -518,6 +518,11 @@ type CargoResponse struct {
 	SizeLimitMB        int     `json:"size_limit_mb"`
 	CreatedAt          Time    `json:"created_at"`
 	LastAccessedAt     Time    `json:"last_accessed_at"`
+	// Ours, on GET /v1/cargos/{id} only (absent in lists and when unknown): whether the size
+	// limit is enforced (writes beyond it fail with "No space left on device") and the bytes
+	// the cargo holds.
+	SizeLimitEnforced *bool  `json:"size_limit_enforced,omitempty"`
+	SizeUsedBytes     *int64 `json:"size_used_bytes,omitempty"`
 }
 
 type CargoList struct {

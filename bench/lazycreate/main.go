@@ -260,7 +260,7 @@ func volumeCost(ctx context.Context, n int) ([]time.Duration, error) {
 	for i := range n {
 		name := fmt.Sprintf("bench-lazycreate-vol-%d-%d", os.Getpid(), i)
 		t0 := time.Now()
-		ref, err := drv.CreateVolume(ctx, name, map[string]string{bay.LabelManaged: "true"})
+		ref, err := drv.CreateVolume(ctx, bay.VolumeSpec{Name: name, Labels: map[string]string{bay.LabelManaged: "true"}})
 		if err != nil {
 			return nil, err
 		}

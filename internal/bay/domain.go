@@ -202,6 +202,15 @@ type Cargo struct {
 	SizeLimitMB        int
 	CreatedAt          time.Time
 	LastAccessedAt     time.Time
+	// Usage is read from the driver for a single cargo (never stored); nil when unknown (no
+	// volume yet, or a list).
+	Usage *CargoUsage
+}
+
+// CargoUsage is what a cargo's volume holds against its limit.
+type CargoUsage struct {
+	Enforced  bool  // the driver bounds the volume by SizeLimitMB
+	UsedBytes int64 // -1 when the driver cannot tell
 }
 
 // Execution is one row of execution history.

@@ -143,9 +143,9 @@ type Driver interface {
 	// Ping checks that the platform is reachable.
 	Ping(ctx context.Context) error
 
-	// CreateVolume creates a named volume with labels and returns its driver ref. Creating a
-	// volume that already exists with the same name succeeds (idempotent retry).
-	CreateVolume(ctx context.Context, name string, labels map[string]string) (ref string, err error)
+	// CreateVolume creates a volume and returns its driver ref. Creating a volume that
+	// already exists with the same name succeeds (idempotent retry; the existing one is kept).
+	CreateVolume(ctx context.Context, spec VolumeSpec) (ref string, err error)
 	// DeleteVolume removes a volume; a missing volume is success; a volume still in use by a
 	// container wraps ErrConflict.
 	DeleteVolume(ctx context.Context, ref string) error
@@ -180,9 +180,23 @@ type Driver interface {
 	WatchDeaths(ctx context.Context, labels map[string]string, died func(instance string)) error
 }
 
+// VolumeSpec describes a cargo volume.
+type VolumeSpec struct {
+	Name   string
+	Labels map[string]string
+	// SizeBytes bounds what the volume holds: writes beyond it fail inside the sandbox with
+	// "No space left on device" and the host is untouched. 0 = unbounded. A driver that
+	// cannot enforce a bound creates the volume unbounded and reports SizeBytes 0 for it.
+	SizeBytes int64
+}
+
 // VolumeInfo is what a driver reports about one volume.
 type VolumeInfo struct {
 	Name      string
 	Labels    map[string]string
 	CreatedAt time.Time
+	// SizeBytes is the enforced bound (0 = none); UsedBytes what the volume holds now, -1
+	// when the driver cannot tell cheaply.
+	SizeBytes int64
+	UsedBytes int64
 }

@@ -159,6 +159,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		dc.PublishPorts = cfg.Driver.Docker.PublishPorts
 		dc.HostPort = cfg.Driver.Docker.HostPort
 		dc.ImageCache = docker.ImageCacheMode(cfg.Driver.Docker.ImageCache)
+		dc.CargoQuota = docker.CargoQuotaMode(cfg.Driver.Docker.CargoQuota)
+		dc.CargoDir = cfg.Driver.Docker.CargoDir
 		d, err := docker.New(dc, log)
 		if err != nil {
 			return fmt.Errorf("docker driver: %w", err)

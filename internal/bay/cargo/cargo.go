@@ -121,7 +121,17 @@ func (s *Service) owned(ctx context.Context, r bay.Reader, owner, id string) (*b
 
 // Get returns the owner's cargo or not_found.
 func (s *Service) Get(ctx context.Context, owner, id string) (*bay.Cargo, error) {
-	return s.owned(ctx, s.store, owner, id)
+	c, err := s.owned(ctx, s.store, owner, id)
+	if err != nil || c.DriverRef == "" {
+		return c, err
+	}
+	// Usage is a courtesy: a driver that cannot answer leaves it unknown.
+	if v, err := s.driver.InspectVolume(ctx, c.DriverRef); err == nil {
+		c.Usage = &bay.CargoUsage{Enforced: v.SizeBytes > 0, UsedBytes: v.UsedBytes}
+	} else {
+		s.log.Warn("inspect cargo volume", "cargo_id", c.ID, "err", err)
+	}
+	return c, nil
 }
 
 // Delete deletes the owner's cargo (volume, then row). An external cargo still used by a
@@ -199,7 +209,8 @@ func (s *Service) volumeLabels(c *bay.Cargo) map[string]string {
 // CreateVolume creates the cargo's volume (with the labels orphan GC relies on) and returns
 // its driver ref.
 func (s *Service) CreateVolume(ctx context.Context, c *bay.Cargo) (string, error) {
-	ref, err := s.driver.CreateVolume(ctx, bay.VolumeName(c.ID), s.volumeLabels(c))
+	ref, err := s.driver.CreateVolume(ctx, bay.VolumeSpec{Name: bay.VolumeName(c.ID), Labels: s.volumeLabels(c),
+		SizeBytes: int64(c.SizeLimitMB) << 20})
 	if err != nil {
 		s.log.Error("create volume", "cargo_id", c.ID, "err", err)
 		return "", bay.Internal("Failed to create the cargo volume", fmt.Errorf("create volume %s: %w", bay.VolumeName(c.ID), err))

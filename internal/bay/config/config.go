@@ -92,6 +92,10 @@ type DockerConfig struct {
 	// ImageCache serves an image's declared hot paths (its Python trees) from engine volumes:
 	// auto (on when the engine's storage driver is fuse-overlayfs or vfs) | on | off. Ours.
 	ImageCache string `yaml:"image_cache"`
+	// CargoQuota bounds each cargo by its size limit with a loop-mounted file: auto, loop, off.
+	CargoQuota string `yaml:"cargo_quota"`
+	// CargoDir holds the files and mount points of bounded cargos.
+	CargoDir string `yaml:"cargo_dir"`
 }
 
 // K8sConfig configures the Kubernetes driver (accepted, not supported yet).
@@ -353,6 +357,8 @@ func DefaultConfig() *Config {
 				HostAddress:  "127.0.0.1",
 				PublishPorts: true,
 				ImageCache:   "auto",
+				CargoQuota:   "auto",
+				CargoDir:     "/var/lib/shipyard/cargos",
 			},
 			K8s: K8sConfig{
 				Namespace:          "bay",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -167,6 +168,10 @@ func (c *Config) Validate() error {
 	}
 	oneOf(add, "driver.docker.connect_mode", d.ConnectMode, "container_network", "host_port", "auto")
 	oneOf(add, "driver.docker.image_cache", d.ImageCache, "auto", "on", "off")
+	oneOf(add, "driver.docker.cargo_quota", d.CargoQuota, "auto", "loop", "off")
+	if !filepath.IsAbs(d.CargoDir) {
+		add("driver.docker.cargo_dir", "must be an absolute path, got %q", d.CargoDir)
+	}
 	if d.HostAddress == "" {
 		add("driver.docker.host_address", "is required")
 	}

@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -98,6 +99,10 @@ type Config struct {
 	// StopTimeout is the grace period the engine gives a container on stop before SIGKILL
 	// (recorded on the container; removeContainer kills at once).
 	StopTimeout time.Duration `yaml:"stop_timeout"`
+	// CargoQuota bounds cargo volumes by their size (quota.go): auto, loop, off.
+	CargoQuota CargoQuotaMode `yaml:"cargo_quota"`
+	// CargoDir holds the files and mount points of bounded cargos.
+	CargoDir string `yaml:"cargo_dir"`
 	// ImageCache serves an image's hot read-only paths from engine volumes (see imagecache.go):
 	// auto (on for slow storage drivers), on, off.
 	ImageCache ImageCacheMode `yaml:"image_cache"`
@@ -114,6 +119,8 @@ func DefaultConfig() Config {
 		DefaultTmpBytes:  DefaultTmpBytes,
 		StopTimeout:      DefaultStopTimeout,
 		ImageCache:       ImageCacheAuto,
+		CargoQuota:       CargoQuotaAuto,
+		CargoDir:         DefaultCargoDir,
 	}
 }
 
@@ -143,6 +150,12 @@ func (c Config) withDefaults() Config {
 	if c.ImageCache == "" {
 		c.ImageCache = ImageCacheAuto
 	}
+	if c.CargoQuota == "" {
+		c.CargoQuota = CargoQuotaAuto
+	}
+	if c.CargoDir == "" {
+		c.CargoDir = DefaultCargoDir
+	}
 	return c
 }
 
@@ -171,6 +184,14 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultPidsLimit < 0 {
 		errs = append(errs, fmt.Errorf("default_pids_limit must be positive, got %d", c.DefaultPidsLimit))
+	}
+	switch c.CargoQuota {
+	case CargoQuotaAuto, CargoQuotaLoop, CargoQuotaOff:
+	default:
+		errs = append(errs, fmt.Errorf("cargo_quota must be auto, loop or off, got %q", c.CargoQuota))
+	}
+	if !filepath.IsAbs(c.CargoDir) {
+		errs = append(errs, fmt.Errorf("cargo_dir must be an absolute path, got %q", c.CargoDir))
 	}
 	switch c.ImageCache {
 	case ImageCacheAuto, ImageCacheOn, ImageCacheOff:
@@ -213,6 +234,10 @@ type Driver struct {
 	sandboxNet string       // SandboxNetwork (tests use their own)
 	guard      NetworkGuard // nil: no host firewall (SetNetworkGuard)
 	cache      *imageCache
+
+	quotaOnce sync.Once // decides quotaOK once (quota.go)
+	quotaOK   bool
+	quotaWhy  string
 }
 
 var _ bay.Driver = (*Driver)(nil)

@@ -116,6 +116,11 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err := validateInstance(spec); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
+	// A bounded cargo's file is not mounted after a host reboot; without it the containers
+	// would get its empty, unreadable mount point.
+	if err := d.ensureLoopCargo(ctx, spec.VolumeRef); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: cargo %s: %w", spec.Name, spec.VolumeRef, err)
+	}
 	multi := len(spec.Containers) > 1
 	labels := maps.Clone(spec.Labels)
 	if labels == nil {

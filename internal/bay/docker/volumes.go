@@ -3,6 +3,9 @@ package docker
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strconv"
+	"strings"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -14,17 +17,59 @@ import (
 
 // CreateVolume creates a named local volume with labels; its ref is its name. When the volume
 // exists already the engine returns it unchanged (its labels are not updated): an idempotent
-// retry succeeds.
-func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[string]string) (string, error) {
-	if name == "" {
-		return "", fmt.Errorf("create volume: empty name")
+// retry succeeds. A size is enforced with a loop-mounted file (quota.go) when the driver can;
+// otherwise the volume is unbounded (CargoQuotaAuto) or the create fails (CargoQuotaLoop).
+func (d *Driver) CreateVolume(ctx context.Context, spec bay.VolumeSpec) (string, error) {
+	name := spec.Name
+	if name == "" || strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
+		return "", fmt.Errorf("create volume: invalid name %q", name)
 	}
-	res, err := d.cli.VolumeCreate(ctx, client.VolumeCreateOptions{Name: name, Driver: "local", Labels: labels})
+	if spec.SizeBytes < 0 {
+		return "", fmt.Errorf("create volume %s: negative size", name)
+	}
+	opts := client.VolumeCreateOptions{Name: name, Driver: "local", Labels: spec.Labels}
+	bounded := false
+	if spec.SizeBytes > 0 {
+		ok, why := d.quotaUsable()
+		if !ok && d.cfg.CargoQuota == CargoQuotaLoop {
+			return "", fmt.Errorf("create volume %s: cannot bound its size: %s", name, why)
+		}
+		bounded = ok
+	}
+	if bounded {
+		if v, err := d.cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); err == nil {
+			return v.Volume.Name, d.ensureLoopCargo(ctx, name) // an idempotent retry
+		}
+		dir, err := d.makeLoopCargo(ctx, name, spec.SizeBytes)
+		if err != nil {
+			d.undoLoopCargo(name)
+			return "", fmt.Errorf("create volume %s: %w", name, err)
+		}
+		opts.Labels = maps.Clone(spec.Labels)
+		if opts.Labels == nil {
+			opts.Labels = map[string]string{}
+		}
+		opts.Labels[labelCargoQuota] = strconv.FormatInt(spec.SizeBytes, 10)
+		opts.DriverOpts = map[string]string{"type": "none", "o": "bind", "device": dir}
+	}
+	res, err := d.cli.VolumeCreate(ctx, opts)
 	if err != nil {
+		if bounded {
+			d.undoLoopCargo(name)
+		}
 		return "", fmt.Errorf("create volume %s: %w", name, classify(err))
 	}
-	d.log.Debug("volume created", "volume", res.Volume.Name)
+	d.log.Debug("volume created", "volume", res.Volume.Name, "size_bytes", spec.SizeBytes, "bounded", bounded)
 	return res.Volume.Name, nil
+}
+
+// undoLoopCargo removes what a failed bounded create made, on a context of its own.
+func (d *Driver) undoLoopCargo(name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), RemoveTimeout)
+	defer cancel()
+	if err := d.dropLoopCargo(ctx, name); err != nil {
+		d.log.Error("undo a failed cargo volume", "volume", name, "err", err)
+	}
 }
 
 // DeleteVolume removes a volume. A missing volume is success; a volume referenced by any
@@ -32,10 +77,11 @@ func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[strin
 func (d *Driver) DeleteVolume(ctx context.Context, ref string) error {
 	_, err := d.cli.VolumeRemove(ctx, ref, client.VolumeRemoveOptions{})
 	switch {
-	case err == nil:
+	case err == nil, cerrdefs.IsNotFound(err):
+		if err := d.dropLoopCargo(ctx, ref); err != nil {
+			return fmt.Errorf("delete volume %s: %w", ref, err)
+		}
 		d.log.Debug("volume deleted", "volume", ref)
-		return nil
-	case cerrdefs.IsNotFound(err):
 		return nil
 	case cerrdefs.IsConflict(err):
 		return fmt.Errorf("delete volume %s: in use: %w", ref, classify(err))
@@ -49,7 +95,11 @@ func (d *Driver) InspectVolume(ctx context.Context, ref string) (bay.VolumeInfo,
 	if err != nil {
 		return bay.VolumeInfo{}, fmt.Errorf("inspect volume %s: %w", ref, classify(err))
 	}
-	return volumeInfo(res.Volume), nil
+	info := volumeInfo(res.Volume)
+	if size, used, ok := d.loopUsage(ref); ok {
+		info.SizeBytes, info.UsedBytes = size, used
+	}
+	return info, nil
 }
 
 // ListVolumes lists the volumes carrying all the given labels.
@@ -66,7 +116,12 @@ func (d *Driver) ListVolumes(ctx context.Context, labels map[string]string) ([]b
 }
 
 func volumeInfo(v volume.Volume) bay.VolumeInfo {
-	info := bay.VolumeInfo{Name: v.Name, Labels: v.Labels}
+	info := bay.VolumeInfo{Name: v.Name, Labels: v.Labels, UsedBytes: -1}
+	if n, err := strconv.ParseInt(v.Labels[labelCargoQuota], 10, 64); err == nil {
+		info.SizeBytes = n
+		info.Labels = maps.Clone(v.Labels)
+		delete(info.Labels, labelCargoQuota)
+	}
 	if t, err := time.Parse(time.RFC3339Nano, v.CreatedAt); err == nil {
 		info.CreatedAt = t
 	}

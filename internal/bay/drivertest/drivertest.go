@@ -120,6 +120,7 @@ func Run(t *testing.T, h Harness) {
 		{"DeathsAreReported", s.testDeaths},
 		{"ListFiltersByAllLabels", s.testListInstances},
 		{"Volumes", s.testVolumes},
+		{"VolumeSize", s.testVolumeSize},
 		{"VolumeInUse", s.testVolumeInUse},
 		{"CancelledContext", s.testCancelled},
 	}
@@ -263,7 +264,7 @@ func (s *suite) get(ctx context.Context, u string) ([]byte, error) {
 
 func (s *suite) volume(t *testing.T, labels map[string]string) string {
 	t.Helper()
-	ref, err := s.h.Driver.CreateVolume(t.Context(), s.name("v"), labels)
+	ref, err := s.h.Driver.CreateVolume(t.Context(), bay.VolumeSpec{Name: s.name("v"), Labels: labels})
 	if err != nil {
 		t.Fatalf("CreateVolume: %v", err)
 	}
@@ -738,7 +739,7 @@ func (s *suite) testVolumes(t *testing.T) {
 	name := s.name("v")
 	labels := s.labels("bay.cargo_id", "ws-"+s.run, bay.LabelManaged, "false")
 	before := time.Now()
-	ref, err := d.CreateVolume(ctx, name, labels)
+	ref, err := d.CreateVolume(ctx, bay.VolumeSpec{Name: name, Labels: labels})
 	if err != nil {
 		t.Fatalf("CreateVolume: %v", err)
 	}
@@ -750,7 +751,7 @@ func (s *suite) testVolumes(t *testing.T) {
 	if ref == "" {
 		t.Fatal("CreateVolume returned an empty ref")
 	}
-	again, err := d.CreateVolume(ctx, name, labels)
+	again, err := d.CreateVolume(ctx, bay.VolumeSpec{Name: name, Labels: labels})
 	if err != nil || again != ref {
 		t.Fatalf("CreateVolume again = %q, %v; want %q, nil (idempotent)", again, err, ref)
 	}
@@ -780,6 +781,62 @@ func (s *suite) testVolumes(t *testing.T) {
 	}
 	if err := d.DeleteVolume(ctx, ref); err != nil {
 		t.Fatalf("DeleteVolume of a deleted volume: %v, want success", err)
+	}
+}
+
+// testVolumeSize: a volume created with a size reports it, and on a live platform a sandbox
+// cannot write beyond it (the host's disk is untouched) while what it wrote shows as used.
+func (s *suite) testVolumeSize(t *testing.T) {
+	d, ctx := s.h.Driver, t.Context()
+	const size = 32 << 20
+	labels := s.labels()
+	ref, err := d.CreateVolume(ctx, bay.VolumeSpec{Name: s.name("v"), Labels: labels, SizeBytes: size})
+	if err != nil {
+		t.Fatalf("CreateVolume with a size: %v", err)
+	}
+	t.Cleanup(func() {
+		c, cancel := detached(t)
+		defer cancel()
+		if err := d.DeleteVolume(c, ref); err != nil {
+			t.Errorf("cleanup: DeleteVolume(%s): %v", ref, err)
+		}
+	})
+	v, err := d.InspectVolume(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A filesystem keeps some of its size for itself.
+	if v.SizeBytes < size*85/100 || v.SizeBytes > size {
+		t.Errorf("SizeBytes = %d, want about %d", v.SizeBytes, size)
+	}
+	if !maps.Equal(v.Labels, labels) {
+		t.Errorf("labels = %v, want exactly %v", v.Labels, labels)
+	}
+	if !s.h.Live {
+		return
+	}
+	spec := s.spec()
+	spec.VolumeRef = ref
+	inst := s.create(t, spec)
+	ep := inst.Containers[0].Endpoint
+	if _, err := s.do(ctx, http.MethodPut, ep+"/file?path=/workspace/small", bytes.NewReader(make([]byte, 4<<20))); err != nil {
+		t.Fatalf("write 4 MiB into a 32 MiB cargo: %v", err)
+	}
+	if _, err := s.do(ctx, http.MethodPut, ep+"/file?path=/workspace/big", bytes.NewReader(make([]byte, size))); err == nil ||
+		!strings.Contains(err.Error(), "no space left on device") {
+		t.Errorf("write beyond the cargo's size: %v, want no space left on device", err)
+	}
+	if v, err = d.InspectVolume(ctx, ref); err != nil || v.UsedBytes < 4<<20 || v.UsedBytes > size {
+		t.Errorf("UsedBytes = %d (%v), want between 4 MiB and the size", v.UsedBytes, err)
+	}
+	// The volume keeps its bound and its content across instances.
+	if err := d.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatal(err)
+	}
+	spec.Name = s.name("i")
+	inst = s.create(t, spec)
+	if b, err := s.get(ctx, inst.Containers[0].Endpoint+"/file?path=/workspace/small"); err != nil || len(b) != 4<<20 {
+		t.Errorf("the cargo's file in the next instance: %d bytes, %v", len(b), err)
 	}
 }
 

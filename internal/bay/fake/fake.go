@@ -536,17 +536,21 @@ func (d *Driver) Ping(ctx context.Context) error {
 
 // CreateVolume creates a volume or returns the existing one's ref (labels unchanged, like the
 // Docker engine).
-func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[string]string) (string, error) {
+func (d *Driver) CreateVolume(ctx context.Context, spec bay.VolumeSpec) (string, error) {
+	name, labels := spec.Name, spec.Labels
 	call := Call{Method: MethodCreateVolume, Target: name, Labels: labels}
 	late, err := d.begin(ctx, call)
 	if err != nil {
 		return "", err
 	}
-	if name == "" {
-		return "", d.end(call, nil, fmt.Errorf("create volume: empty name"))
+	if name == "" || spec.SizeBytes < 0 {
+		return "", d.end(call, nil, fmt.Errorf("create volume %q: invalid spec", name))
 	}
 	if _, ok := d.volumes[name]; !ok {
-		d.volumes[name] = &bay.VolumeInfo{Name: name, Labels: maps.Clone(labels), CreatedAt: d.now().UTC()}
+		// The fake bounds nothing it stores but reports the size like a driver that does;
+		// it cannot tell the use.
+		d.volumes[name] = &bay.VolumeInfo{Name: name, Labels: maps.Clone(labels), CreatedAt: d.now().UTC(),
+			SizeBytes: spec.SizeBytes, UsedBytes: -1}
 	}
 	if err := d.end(call, late, nil); err != nil {
 		return "", err

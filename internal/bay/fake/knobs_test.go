@@ -103,7 +103,7 @@ func TestLatencyHonoursContext(t *testing.T) {
 		d.SetLatency(fake.MethodCreateVolume, time.Minute)
 
 		start := time.Now()
-		if _, err := d.CreateVolume(t.Context(), "v1", nil); err != nil {
+		if _, err := d.CreateVolume(t.Context(), bay.VolumeSpec{Name: "v1"}); err != nil {
 			t.Fatal(err)
 		}
 		if got := time.Since(start); got != time.Minute {
@@ -112,7 +112,7 @@ func TestLatencyHonoursContext(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		if _, err := d.CreateVolume(ctx, "v2", nil); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := d.CreateVolume(ctx, bay.VolumeSpec{Name: "v2"}); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("create with short deadline: %v", err)
 		}
 		if len(d.Volumes()) != 1 {

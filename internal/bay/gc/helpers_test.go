@@ -70,9 +70,9 @@ func (e *env) seed(o sandboxOpts) seeded {
 	if inst == "" {
 		inst = instance
 	}
-	ref, err := e.drv.CreateVolume(e.ctx, bay.VolumeName(cargoID), map[string]string{
+	ref, err := e.drv.CreateVolume(e.ctx, bay.VolumeSpec{Name: bay.VolumeName(cargoID), Labels: map[string]string{
 		bay.LabelManaged: "true", bay.LabelCargoID: cargoID, bay.LabelInstanceID: inst,
-	})
+	}})
 	if err != nil {
 		e.t.Fatal(err)
 	}

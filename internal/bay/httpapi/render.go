@@ -52,10 +52,17 @@ func optional(s string) *string {
 }
 
 func renderCargo(c *bay.Cargo) *bayapi.CargoResponse {
-	return &bayapi.CargoResponse{
+	r := &bayapi.CargoResponse{
 		ID: c.ID, Managed: c.Managed, ManagedBySandboxID: optional(c.ManagedBySandboxID), Backend: bay.BackendDockerVolume,
 		SizeLimitMB: c.SizeLimitMB, CreatedAt: bayapi.NewTime(c.CreatedAt), LastAccessedAt: bayapi.NewTime(c.LastAccessedAt),
 	}
+	if u := c.Usage; u != nil {
+		r.SizeLimitEnforced = &u.Enforced
+		if u.UsedBytes >= 0 {
+			r.SizeUsedBytes = &u.UsedBytes
+		}
+	}
+	return r
 }
 
 func renderCargoList(p *bay.Page[*bay.Cargo]) *bayapi.CargoList {

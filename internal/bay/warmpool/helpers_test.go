@@ -118,7 +118,7 @@ func (l *testLifecycle) CreateWarmSandbox(ctx context.Context, profileID, instan
 		CreatedAt: n, LastActiveAt: n, IsWarm: true, WarmState: bay.WarmPending, WarmInstanceID: instanceID}
 	c := &bay.Cargo{ID: bay.NewID(bay.PrefixCargo), Owner: bay.OwnerWarmPool, Backend: bay.BackendDockerVolume,
 		Managed: true, ManagedBySandboxID: sb.ID, CreatedAt: n, LastAccessedAt: n}
-	ref, err := l.drv.CreateVolume(ctx, bay.VolumeName(c.ID), map[string]string{bay.LabelCargoID: c.ID, bay.LabelManaged: "true"})
+	ref, err := l.drv.CreateVolume(ctx, bay.VolumeSpec{Name: bay.VolumeName(c.ID), Labels: map[string]string{bay.LabelCargoID: c.ID, bay.LabelManaged: "true"}})
 	if err != nil {
 		return nil, err
 	}
