@@ -192,6 +192,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		InstanceID:         instanceID,
 		ReadinessTimeout:   cfg.Session.ReadinessTimeout,
 		DefaultCargoSizeMB: cfg.Cargo.DefaultSizeLimitMB,
+		EagerVolume:        cfg.Cargo.EagerVolume,
 		SkillsRoot:         cfg.Skills.RootPath,
 	}
 	if m.Tune != nil {

@@ -117,6 +117,9 @@ type CargoConfig struct {
 	MountPath          string `yaml:"mount_path"` // inert: always /workspace
 	// MaxUploadBytes bounds one filesystem upload (ours, default 10 GiB); larger → 413.
 	MaxUploadBytes ByteSize `yaml:"max_upload_bytes"`
+	// EagerVolume (ours) creates a managed cargo's volume before POST /v1/sandboxes answers,
+	// as the reference does; by default it is made at the first start, keeping creates fast.
+	EagerVolume bool `yaml:"eager_volume"`
 }
 
 // SecurityConfig configures authentication.
