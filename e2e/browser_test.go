@@ -129,3 +129,32 @@ print(struct.unpack('>II', head[16:24]))`)
 		t.Fatalf("cookie after stop and resume: %q", got)
 	}
 }
+
+// A profile with chromium_sandbox keeps Chromium's own sandbox: its renderers run without
+// --no-sandbox (in namespaces of their own) and the browser works; the gull container keeps
+// every other hardening.
+func TestBrowserChromiumSandbox(t *testing.T) {
+	t.Parallel()
+	cli := docker(t)
+	profiles := strings.Replace(browserProfiles, "        capabilities: [browser]\n",
+		"        capabilities: [browser]\n        chromium_sandbox: true\n", 1)
+	b := startBay(t, bayOptions{profiles: profiles})
+	id := b.create(map[string]any{"profile": "browser-python"}, nil).Str("id")
+	contains(t, b.browserOK(id, "open data:text/html,<title>Sandboxed</title>"), "Sandboxed", "open")
+	if got := strings.TrimSpace(b.browserOK(id, "get title")); got != "Sandboxed" {
+		t.Fatalf("title %q", got)
+	}
+	var gull string
+	for _, c := range sessionContainers(t, cli, id) {
+		if name := strings.Fields(c)[0]; strings.HasSuffix(name, "-browser") {
+			gull = name
+		}
+	}
+	if gull == "" {
+		t.Fatalf("no browser container among %v", sessionContainers(t, cli, id))
+	}
+	args := execIn(t, cli, gull, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+	if strings.Contains(args, "--no-sandbox") || !strings.Contains(args, "--type=renderer") {
+		t.Fatalf("Chromium's processes in the sandboxed profile:\n%s", args)
+	}
+}

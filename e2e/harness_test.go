@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
 	"github.com/shipyard-dev/shipyard/internal/testenv"
@@ -465,3 +466,24 @@ func (b *Bay) waitLog(t *testing.T, sub string, n int, timeout time.Duration) {
 
 // logText returns what bay has logged so far.
 func (b *Bay) logText() string { return b.logs.String() }
+
+// execIn runs a command in a container (as the container's user) and returns its stdout.
+func execIn(t *testing.T, cli *client.Client, container string, cmd ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	x, err := cli.ExecCreate(ctx, container, client.ExecCreateOptions{Cmd: cmd, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		t.Fatalf("exec %q in %s: %v", cmd, container, err)
+	}
+	att, err := cli.ExecAttach(ctx, x.ID, client.ExecAttachOptions{})
+	if err != nil {
+		t.Fatalf("exec %q in %s: %v", cmd, container, err)
+	}
+	defer att.Close()
+	var out, errb bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &errb, att.Reader); err != nil {
+		t.Fatalf("exec %q in %s: %v", cmd, container, err)
+	}
+	return out.String()
+}

@@ -19,6 +19,10 @@ const DefaultPort = 8115
 // different tokens). Without it gull requires nothing (started by hand).
 const EnvAuthToken = "GULL_AUTH_TOKEN"
 
+// EnvChromiumSandbox, set to 1, makes gull keep Chromium's own sandbox; bay sets it with a
+// system-call filter that allows the namespaces the sandbox needs.
+const EnvChromiumSandbox = "GULL_CHROMIUM_SANDBOX"
+
 // EnvSession names the variables holding the sandbox's session name (the
 // first set wins); default DefaultSession.
 var EnvSession = []string{"SANDBOX_ID", "BAY_SANDBOX_ID"}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/shipyard-dev/shipyard/api/gullapi"
 	"github.com/shipyard-dev/shipyard/internal/gull"
 	"github.com/shipyard-dev/shipyard/internal/gull/version"
 )
@@ -38,7 +39,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.SkillsDir, "skills-dir", cfg.SkillsDir, "built-in skills source directory")
 	fs.StringVar(&cfg.Session, "session", cfg.Session, "session name (env SANDBOX_ID or BAY_SANDBOX_ID)")
 	fs.StringVar(&cfg.Chromium, "chromium", cfg.Chromium, "Chromium executable (env GULL_CHROMIUM_BIN)")
-	fs.BoolVar(&cfg.ChromiumSandbox, "chromium-sandbox", false, "keep Chromium's own sandbox (needs user namespaces; off: the container is the boundary)")
+	fs.BoolVar(&cfg.ChromiumSandbox, "chromium-sandbox", os.Getenv(gullapi.EnvChromiumSandbox) == "1",
+		"keep Chromium's own sandbox (needs user namespaces; off: the container is the boundary; env "+gullapi.EnvChromiumSandbox+"=1)")
 	fs.BoolVar(&cfg.LazyBrowser, "lazy-browser", false, "start Chromium on the first command instead of at boot")
 	hosts := fs.String("allowed-hosts", os.Getenv("GULL_ALLOWED_HOSTS"), "comma-separated extra Host names accepted (IP literals, localhost and single-label names always are)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

@@ -76,7 +76,19 @@ type ContainerSpec struct {
 	User        string   // "uid:gid"; "" = the driver's default (1000:1000)
 	CapAdd      []string // capabilities the runtime needs on top of none (e.g. SETUID)
 	Mounts      []Mount
+	// Seccomp is the system-call filter: SeccompDefault or SeccompUserNamespaces.
+	Seccomp string
 }
+
+// Seccomp filters a ContainerSpec may ask for.
+const (
+	// SeccompDefault is the platform's default filter.
+	SeccompDefault = ""
+	// SeccompUserNamespaces is the default filter plus what making user and PID namespaces
+	// takes without capabilities (clone, unshare, setns, chroot): opt-in, for a runtime that
+	// sandboxes its own children, such as Chromium's renderers.
+	SeccompUserNamespaces = "userns"
+)
 
 // AddableCaps are the only capabilities a ContainerSpec may add back (CapAdd, without the CAP_
 // prefix): what a runtime needs to run user processes under another uid and signal them.

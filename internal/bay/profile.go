@@ -42,6 +42,9 @@ type ContainerProfile struct {
 	PrimaryFor   []string
 	Env          map[string]string
 	Proxy        *Proxy // nil = inherit profile / global
+	// ChromiumSandbox: a gull container that keeps Chromium's own sandbox (its seccomp filter
+	// then allows user and PID namespaces).
+	ChromiumSandbox bool
 }
 
 // Profile is a sandbox template from configuration. Profiles written in the legacy

@@ -310,6 +310,9 @@ type ContainerSpec struct {
 	Env             map[string]string `yaml:"env"`
 	Proxy           *ProxyConfig      `yaml:"proxy"`
 	HealthCheckPath string            `yaml:"health_check_path"` // inert: always /health
+	// ChromiumSandbox (ours, gull containers) keeps Chromium's own sandbox: the container
+	// gets a system-call filter that lets it make user and PID namespaces for its renderers.
+	ChromiumSandbox bool `yaml:"chromium_sandbox"`
 }
 
 func (c *ContainerSpec) applyDefaults() {

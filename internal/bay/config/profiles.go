@@ -92,17 +92,21 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 				checkCaps(ck+".capabilities", c.Capabilities, add)
 				checkCaps(ck+".primary_for", c.PrimaryFor, add)
 				p.Containers = append(p.Containers, bay.ContainerProfile{
-					Name:         c.Name,
-					Image:        c.Image,
-					RuntimeType:  c.RuntimeType,
-					RuntimePort:  c.RuntimePort,
-					Resources:    resources(ck+".resources", c.Resources, add),
-					Capabilities: append([]string{}, c.Capabilities...),
-					PrimaryFor:   append([]string{}, c.PrimaryFor...),
-					Env:          copyEnv(c.Env),
-					Proxy:        toBayProxy(proxy),
+					Name:            c.Name,
+					Image:           c.Image,
+					RuntimeType:     c.RuntimeType,
+					RuntimePort:     c.RuntimePort,
+					Resources:       resources(ck+".resources", c.Resources, add),
+					Capabilities:    append([]string{}, c.Capabilities...),
+					PrimaryFor:      append([]string{}, c.PrimaryFor...),
+					Env:             copyEnv(c.Env),
+					Proxy:           toBayProxy(proxy),
+					ChromiumSandbox: c.ChromiumSandbox,
 				})
 				checkRuntime(ck, c.RuntimeType, c.RuntimePort, add)
+				if c.ChromiumSandbox && c.RuntimeType != bay.RuntimeGull {
+					add(ck+".chromium_sandbox", "applies to gull containers only (runtime_type %q)", c.RuntimeType)
+				}
 			}
 		} else {
 			image := s.Image

@@ -64,6 +64,13 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 		Config:     d.containerConfig(spec),
 		HostConfig: d.hostConfig(spec, primary),
 	}
+	if spec.Seccomp == bay.SeccompUserNamespaces {
+		profile, err := userNamespacesProfile()
+		if err != nil {
+			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+		opts.HostConfig.SecurityOpt = append(opts.HostConfig.SecurityOpt, "seccomp="+profile)
+	}
 	if res, err := d.cli.ImageInspect(ctx, spec.Image); err == nil { // a missing image: the create says so
 		var cached []mount.Mount
 		opts.Config.Image, cached = d.cache.imageForCreate(ctx, spec.Image, res)
@@ -175,6 +182,8 @@ func validateSpec(s containerSpec) error {
 		return fmt.Errorf("network %q is not allowed", s.Network)
 	case s.NanoCPUs < 0 || s.MemoryBytes < 0 || s.PidsLimit < 0 || s.ShmBytes < 0 || s.TmpBytes < 0:
 		return errors.New("negative resource limit")
+	case s.Seccomp != bay.SeccompDefault && s.Seccomp != bay.SeccompUserNamespaces:
+		return fmt.Errorf("unknown seccomp filter %q", s.Seccomp)
 	}
 	for _, m := range s.Mounts {
 		if !path.IsAbs(m.Source) || !path.IsAbs(m.Target) {

@@ -39,6 +39,7 @@ type containerSpec struct {
 	PidsLimit   int64 // 0 = the driver's default
 	ShmBytes    int64 // 0 = the engine's default
 	TmpBytes    int64 // 0 = the driver's default
+	Seccomp     string
 	User        string
 	CapAdd      []string
 	Network     string // extra network to join ("" = the driver's)
@@ -174,6 +175,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			PidsLimit:   c.Limits.PidsLimit,
 			ShmBytes:    c.Limits.ShmBytes,
 			TmpBytes:    c.Limits.TmpBytes,
+			Seccomp:     c.Seccomp,
 			User:        c.User,
 			CapAdd:      c.CapAdd,
 			Network:     network,

@@ -121,6 +121,7 @@ func Run(t *testing.T, h Harness) {
 		{"ListFiltersByAllLabels", s.testListInstances},
 		{"Volumes", s.testVolumes},
 		{"VolumeSize", s.testVolumeSize},
+		{"SeccompUserNamespaces", s.testSeccompUserNamespaces},
 		{"VolumeInUse", s.testVolumeInUse},
 		{"CancelledContext", s.testCancelled},
 	}
@@ -837,6 +838,37 @@ func (s *suite) testVolumeSize(t *testing.T) {
 	inst = s.create(t, spec)
 	if b, err := s.get(ctx, inst.Containers[0].Endpoint+"/file?path=/workspace/small"); err != nil || len(b) != 4<<20 {
 		t.Errorf("the cargo's file in the next instance: %d bytes, %v", len(b), err)
+	}
+}
+
+// testSeccompUserNamespaces: by default a container cannot make user namespaces (the
+// platform's filter refuses it without capabilities); a spec asking for
+// SeccompUserNamespaces can, and keeps every other hardening.
+func (s *suite) testSeccompUserNamespaces(t *testing.T) {
+	def := s.create(t, s.spec())
+	spec := s.spec()
+	spec.Containers[0].Seccomp = bay.SeccompUserNamespaces
+	opted := s.create(t, spec)
+	eff := s.h.Effective(t, opted.Containers[0].ID)
+	if !slices.Contains(eff.CapDrop, "ALL") || len(eff.CapAdd) != 0 || eff.Privileged ||
+		!slices.ContainsFunc(eff.SecurityOpt, func(o string) bool { return strings.HasPrefix(o, "no-new-privileges") }) {
+		t.Errorf("the opted-in container lost its hardening: %+v", eff)
+	}
+	bad := s.spec()
+	bad.Containers[0].Seccomp = "unconfined"
+	if _, err := s.h.Driver.CreateInstance(t.Context(), bad); err == nil {
+		_ = s.h.Driver.DestroyInstance(t.Context(), bad.Name)
+		t.Error("a spec asking for an unconfined filter was accepted")
+	}
+	if !s.h.Live {
+		return
+	}
+	ctx := t.Context()
+	if _, err := s.do(ctx, http.MethodPost, def.Containers[0].Endpoint+"/userns", nil); err == nil {
+		t.Error("a default container made a user namespace")
+	}
+	if _, err := s.do(ctx, http.MethodPost, opted.Containers[0].Endpoint+"/userns", nil); err != nil {
+		t.Errorf("the opted-in container cannot make a user namespace: %v", err)
 	}
 }
 

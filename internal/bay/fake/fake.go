@@ -654,6 +654,8 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 			return fail("container %s: invalid runtime port %d", c.Name, c.Port)
 		case d.images != nil && !d.images[c.Image]:
 			return fail("image %s not found locally; build it with `bay image build`", c.Image)
+		case c.Seccomp != bay.SeccompDefault && c.Seccomp != bay.SeccompUserNamespaces:
+			return fail("container %s: unknown seccomp filter %q", c.Name, c.Seccomp)
 		}
 		for _, cp := range c.CapAdd {
 			if !slices.Contains(bay.AddableCaps, strings.TrimPrefix(strings.ToUpper(cp), "CAP_")) {

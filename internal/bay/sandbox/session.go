@@ -870,6 +870,11 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 		if len(profileKeys) > 0 {
 			env[EnvProfileEnvKeys] = strings.Join(profileKeys, ",")
 		}
+		seccomp := bay.SeccompDefault
+		if c.ChromiumSandbox {
+			seccomp = bay.SeccompUserNamespaces
+			env[gullapi.EnvChromiumSandbox] = "1"
+		}
 		port := c.RuntimePort
 		if port == 0 {
 			port = shipapi.DefaultPort
@@ -886,8 +891,9 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 				PidsLimit:   prof.PidsLimit,
 				TmpBytes:    prof.TmpBytes,
 			},
-			User:   s.cfg.User,
-			Mounts: mounts,
+			User:    s.cfg.User,
+			Mounts:  mounts,
+			Seccomp: seccomp,
 		})
 	}
 	return spec

@@ -9,6 +9,8 @@
 //	POST /exit?code=N     reply, then exit with code N (default 0)
 //	GET  /fetch?url=U     GET U from inside the container; 200 with its status code, 502 when
 //	                      it cannot be reached (2 s)
+//	POST /userns          start a child in new user and PID namespaces (what Chromium's sandbox
+//	                      does); 204 when it ran, 403 with the error when it could not start
 //
 // It listens on :$PORT, default :8123.
 package main
@@ -19,11 +21,16 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-child" {
+		os.Exit(0) // the /userns child: it started, that is all
+	}
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "8123"
@@ -75,6 +82,23 @@ func main() {
 			time.Sleep(50 * time.Millisecond) // let the reply leave
 			os.Exit(code)
 		}()
+	})
+	mux.HandleFunc("POST /userns", func(w http.ResponseWriter, r *http.Request) {
+		self, err := os.Executable()
+		if err == nil {
+			cmd := exec.Command(self, "-child")
+			cmd.SysProcAttr = &syscall.SysProcAttr{
+				Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
+				UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+				GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+			}
+			err = cmd.Run()
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	})
 	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	log.Fatal(srv.ListenAndServe())
