@@ -42,7 +42,7 @@ type SkillSummary struct {
 	HasAssets      bool             `json:"has_assets"`
 	Manifest       *ManifestSummary `json:"manifest"` // null for knowledge skills
 	SizeBytes      int64            `json:"size_bytes"`
-	UpdatedAt      Time             `json:"updated_at"`
+	CreatedAt      Time             `json:"created_at"` // when this version was first stored
 	UploadedBy     string           `json:"uploaded_by"`
 	MountPath      string           `json:"mount_path"` // where a sandbox sees it
 	FileCount      int              `json:"file_count"`

@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Summarise a CSV file into a Markdown report built from a template."""
 import argparse
 import csv
