@@ -1,6 +1,10 @@
 package bay
 
-import "time"
+import (
+	"regexp"
+	"strings"
+	"time"
+)
 
 // Skill kinds: a knowledge skill is instructions and files an agent reads; an invocable skill
 // also has a manifest.json describing how bay runs it.
@@ -41,4 +45,38 @@ func (s *Skill) HasDir(dir string) bool {
 		}
 	}
 	return false
+}
+
+// The naming rule, reconciling seed 001's folder names with seed 003's dotted manifest ids. A
+// skill's name is its folder name, and SKILL.md's front matter name must equal it:
+//
+//   - a knowledge skill (no manifest.json) is named with letters, digits, "-" and "_",
+//     starting with a letter or digit, at most 64 characters (SkillNameRe);
+//   - an invocable skill (with manifest.json) is named by its manifest id, lower-case dotted
+//     words such as shell.run (SkillIDRe, at most 64 characters), and manifest.json's id
+//     must equal the name.
+//
+// So a dot in a name always means "invocable", the two forms never collide, and neither can
+// be INDEX.md, the sandbox's list of its skills. Names are unique case-insensitively, and
+// payloads, candidates and releases are reserved (the reference API uses those paths).
+var (
+	SkillNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+	SkillIDRe   = regexp.MustCompile(`^[a-z0-9]+(\.[a-z0-9]+)+$`)
+)
+
+// ReservedSkillName reports whether name (in any case) is reserved.
+func ReservedSkillName(name string) bool {
+	switch strings.ToLower(name) {
+	case "payloads", "candidates", "releases":
+		return true
+	}
+	return false
+}
+
+// ValidSkillName reports whether name may name a skill of either kind.
+func ValidSkillName(name string) bool {
+	if ReservedSkillName(name) {
+		return false
+	}
+	return SkillNameRe.MatchString(name) || (len(name) <= 64 && SkillIDRe.MatchString(name))
 }

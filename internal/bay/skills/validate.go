@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -24,30 +23,15 @@ const (
 // MaxDescriptionLen bounds the front matter's description (characters).
 const MaxDescriptionLen = 1024
 
-// The naming rule, reconciling folder names with dotted manifest ids. A skill's name is its
-// folder name, and SKILL.md's front matter name must equal it:
-//
-//   - a knowledge skill (no manifest.json) is named with letters, digits, "-" and "_",
-//     starting with a letter or digit, at most 64 characters (knowledgeNameRe);
-//   - an invocable skill (with manifest.json) is named by its manifest id, lower-case dotted
-//     words such as shell.run (invocableNameRe), and manifest.json's id must equal the name.
-//
-// So a dot in a name always means "invocable", the two forms never collide, and neither can
-// be INDEX.md, the sandbox's list of its skills. Names are unique case-insensitively, and
-// payloads, candidates and releases are reserved (the reference API uses those paths).
+// The naming rule is bay.ValidSkillName's (internal/bay/skill.go): the folder name, the
+// front matter's name and, for an invocable skill, the manifest id are one name.
 var (
-	knowledgeNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
-	invocableNameRe = regexp.MustCompile(`^[a-z0-9]+(\.[a-z0-9]+)+$`)
-	reservedNames   = map[string]bool{"payloads": true, "candidates": true, "releases": true}
+	knowledgeNameRe = bay.SkillNameRe
+	invocableNameRe = bay.SkillIDRe
 )
 
 // ValidName reports whether name may name a skill of either kind.
-func ValidName(name string) bool {
-	if reservedNames[strings.ToLower(name)] {
-		return false
-	}
-	return knowledgeNameRe.MatchString(name) || (len(name) <= 64 && invocableNameRe.MatchString(name))
-}
+func ValidName(name string) bool { return bay.ValidSkillName(name) }
 
 // riskyPatterns are warned about in scripts/ (seed 001's scan): they are legitimate at times,
 // and the sandbox contains them anyway, so they never refuse an upload.
@@ -154,7 +138,7 @@ func validateName(res *Result, folder string) {
 	}
 	invocable := res.Kind == bay.SkillInvocable
 	switch {
-	case reservedNames[strings.ToLower(name)]:
+	case bay.ReservedSkillName(name):
 		res.errorf(SkillFile, "name", "%q is reserved", name)
 	case invocable && !(len(name) <= 64 && invocableNameRe.MatchString(name)):
 		res.errorf(SkillFile, "name", "an invocable skill is named by its manifest id: lower-case dotted words such as shell.run (%s), got %q", invocableNameRe, name)
