@@ -1,11 +1,19 @@
 package cli_test
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/shipyard-dev/shipyard/internal/mcp"
 	bundledskills "github.com/shipyard-dev/shipyard/skills"
 )
 
@@ -58,10 +66,49 @@ func TestSkillsCLI(t *testing.T) {
 		t.Fatalf("unknown skill: %+v", r)
 	}
 
+	checkSkillResources(t, url)
+
 	if r := runReal(t, url, "", "skills", "rm", "csv-report"); r.code != 0 {
 		t.Fatalf("rm: %+v", r)
 	}
 	if r := runReal(t, url, "", "skills", "show", "csv-report"); r.code == 0 || !strings.Contains(r.stderr, "not_found") {
 		t.Fatalf("show removed: %+v", r)
+	}
+}
+
+// checkSkillResources: knowledge skills are MCP resources over stdio (`shipyard mcp`) and over
+// HTTP with the caller's key; their SKILL.md and files read on demand.
+func checkSkillResources(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.Command(binary, "mcp")
+	cmd.Env = append(os.Environ(), "SHIPYARD_ENDPOINT="+url, "SHIPYARD_TOKEN="+realAPIKey)
+	h := mcp.NewHTTPHandler(mcp.LoopbackClients(func() string { return strings.TrimPrefix(url, "http://") }), mcp.DefaultOptions())
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for name, tr := range map[string]mcpsdk.Transport{
+		"stdio": &mcpsdk.CommandTransport{Command: cmd},
+		"http":  &mcpsdk.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: bearerRT(realAPIKey)}},
+	} {
+		s, err := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, tr, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		list, err := s.ListResources(ctx, nil)
+		if err != nil || len(list.Resources) != 1 || list.Resources[0].URI != "skill://csv-report/SKILL.md" ||
+			!strings.HasPrefix(list.Resources[0].Description, "Summarise a CSV file") {
+			t.Fatalf("%s: resources %+v %v", name, list, err)
+		}
+		for uri, want := range map[string]string{"skill://csv-report/SKILL.md": "name: csv-report", "skill://csv-report/templates/report.md": "# Report: {title}"} {
+			res, err := s.ReadResource(ctx, &mcpsdk.ReadResourceParams{URI: uri})
+			if err != nil || len(res.Contents) != 1 || !strings.Contains(res.Contents[0].Text, want) {
+				t.Fatalf("%s: read %s: %+v %v", name, uri, res, err)
+			}
+		}
+		if _, err := s.ReadResource(ctx, &mcpsdk.ReadResourceParams{URI: "skill://csv-report/nope.md"}); err == nil {
+			t.Fatalf("%s: a missing file read", name)
+		}
+		s.Close()
 	}
 }

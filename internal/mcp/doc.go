@@ -8,8 +8,9 @@
 // get_execution_history, get_execution, get_last_execution, annotate_execution,
 // execute_browser, execute_browser_batch, list_profiles. Ours, not in the reference:
 // get_sandbox, list_sandboxes, stop_sandbox, extend_ttl, keepalive. The reference's skill
-// tools (create_skill_payload, ...) are not offered because bay does not serve the skills
-// API; learn and include_trace of the browser tools are passed on to bay, which refuses them
+// learning tools (create_skill_payload, ...) are not offered; bay's skill library is served as
+// resources instead (skills.go): every knowledge skill is skill://<name>/SKILL.md in
+// resources/list, and skill://<name>/<path> reads any file of a skill. learn and include_trace of the browser tools are passed on to bay, which refuses them
 // while it has no trace storage.
 //
 // Results are markdown TextContent like the reference's; images produced by python are
