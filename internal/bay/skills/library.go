@@ -426,6 +426,11 @@ func (l *Library) Mounts(ctx context.Context, names []string) ([]bay.Mount, []ba
 		if err != nil {
 			return nil, nil, err
 		}
+		if _, err := os.Stat(filepath.Join(l.VersionDir(sk.Version), SkillFile)); err != nil {
+			// Another bay sharing the database stored it in its own skills.dir.
+			return nil, nil, fmt.Errorf("skill %s version %s is not in this bay's skills dir %s (bays sharing a database must share skills.dir): %w",
+				sk.Name, sk.Version, l.dir, err)
+		}
 		target := bayapi.SkillsMountRoot + "/" + sk.Name
 		mounts = append(mounts, bay.Mount{Source: l.VersionDir(sk.Version), Target: target, ReadOnly: true})
 		mounted = append(mounted, bayapi.MountedSkill{Name: sk.Name, Version: sk.Version, Path: target})
