@@ -38,5 +38,7 @@
 // Configuration (OptionsFromEnv, same variables as the reference): SHIPYARD_DEFAULT_PROFILE
 // (python-default), SHIPYARD_DEFAULT_TTL (3600; 0 = no expiry; invalid or negative → 3600),
 // SHIPYARD_MAX_TOOL_TEXT_CHARS (12000), SHIPYARD_MAX_WRITE_FILE_BYTES (5 MiB),
-// SHIPYARD_MAX_TRANSFER_FILE_BYTES (50 MiB), SHIPYARD_SDK_CALL_TIMEOUT (600 s per tool call).
+// SHIPYARD_MAX_TRANSFER_FILE_BYTES (50 MiB), SHIPYARD_SDK_CALL_TIMEOUT (600 s per tool call);
+// ours: SHIPYARD_ALLOWED_TOOLS, a comma-separated allow-list of tool names or globs
+// ("execute_*,skill.*"; seed 002's allowed_tools) applied on stdio and HTTP alike.
 package mcp

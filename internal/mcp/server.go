@@ -80,7 +80,7 @@ func (s *server) build(local bool) *mcpsdk.Server {
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: ServerName, Title: "Shipyard sandboxes", Version: s.opts.Version},
 		&mcpsdk.ServerOptions{Instructions: instructions, Logger: s.opts.Logger})
 	for _, t := range s.tools() {
-		if t.local && !local {
+		if (t.local && !local) || !s.opts.toolAllowed(t.name) {
 			continue
 		}
 		srv.AddTool(t.tool(), s.handler(t))
