@@ -80,3 +80,36 @@ func ValidSkillName(name string) bool {
 	}
 	return SkillNameRe.MatchString(name) || (len(name) <= 64 && SkillIDRe.MatchString(name))
 }
+
+// Where a sandbox sees its skills: SkillsMountRoot/<name>/SKILL.md, listed in SkillsIndexFile.
+const (
+	SkillsMountRoot = "/skills"
+	SkillsIndexFile = "/skills/INDEX.md"
+)
+
+// SkillProblem is one validation finding, naming the file (a path inside the skill, or the
+// archive entry) and the field (a front matter key, a JSON pointer into manifest.json, a
+// script's line, or empty when the whole file is meant). It is sent as is in the details of a
+// refused upload.
+type SkillProblem struct {
+	File    string `json:"file"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// SkillCheck is what validating an upload found.
+type SkillCheck struct {
+	Valid    bool
+	Name     string // from SKILL.md ("" when unreadable)
+	Version  string // content hash ("" when the archive could not be read)
+	Kind     string
+	Errors   []SkillProblem
+	Warnings []SkillProblem
+}
+
+// MountedSkill is one skill version mounted into a session.
+type MountedSkill struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Path    string `json:"path"`
+}

@@ -2,6 +2,9 @@ package httpapi
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -71,12 +74,16 @@ func (s *Server) listSkills(w http.ResponseWriter, r *http.Request) {
 	if lib == nil {
 		return
 	}
-	items, err := lib.List(r.Context())
+	sks, err := lib.List(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, bayapi.SkillList{Items: items})
+	out := bayapi.SkillList{Items: make([]bayapi.SkillSummary, 0, len(sks))}
+	for _, sk := range sks {
+		out.Items = append(out.Items, renderSkill(sk))
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
@@ -84,10 +91,20 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 	if lib == nil {
 		return
 	}
-	d, err := lib.Detail(r.Context(), r.PathValue("name"))
+	sk, md, err := lib.Detail(r.Context(), r.PathValue("name"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	d := bayapi.SkillDetail{SkillSummary: renderSkill(sk), SkillMD: string(md), Files: make([]bayapi.SkillFile, 0, len(sk.Files))}
+	if sk.Manifest != nil {
+		if d.Manifest, err = skills.ManifestFields(sk.Manifest); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	for _, f := range sk.Files {
+		d.Files = append(d.Files, bayapi.SkillFile(f))
 	}
 	writeJSON(w, http.StatusOK, d)
 }
@@ -156,7 +173,7 @@ func (s *Server) uploadSkill(w http.ResponseWriter, r *http.Request) {
 	if res.Created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, res)
+	writeJSON(w, status, bayapi.SkillUploadResponse{Skill: renderSkill(res.Skill), Created: res.Created, Warnings: renderProblems(res.Warnings)})
 }
 
 func (s *Server) validateSkill(w http.ResponseWriter, r *http.Request) {
@@ -164,7 +181,9 @@ func (s *Server) validateSkill(w http.ResponseWriter, r *http.Request) {
 	if lib == nil {
 		return
 	}
-	writeJSON(w, http.StatusOK, lib.Validate(r.Context(), data))
+	v := lib.Validate(r.Context(), data)
+	writeJSON(w, http.StatusOK, bayapi.SkillValidation{Valid: v.Valid, Name: v.Name, Version: v.Version, Kind: v.Kind,
+		Errors: renderProblems(v.Errors), Warnings: renderProblems(v.Warnings)})
 }
 
 func (s *Server) deleteSkill(w http.ResponseWriter, r *http.Request) {
@@ -238,4 +257,50 @@ func checkSkillNames(is *issues, names []string) {
 	for i, n := range names {
 		is.strLen(&n, 64, "body", "skills", i)
 	}
+}
+
+// renderSkill is the list entry of a skill version.
+func renderSkill(sk *bay.Skill) bayapi.SkillSummary {
+	out := bayapi.SkillSummary{
+		Name: sk.Name, Description: sk.Description, Version: sk.Version, Kind: sk.Kind,
+		HasScripts: sk.HasDir("scripts"), HasTemplates: sk.HasDir("templates"),
+		HasReferences: sk.HasDir("references"), HasAssets: sk.HasDir("assets"),
+		SizeBytes: sk.SizeBytes, CreatedAt: bayapi.Time{Time: sk.CreatedAt}, UploadedBy: sk.UploadedBy,
+		MountPath: bay.SkillsMountRoot + "/" + sk.Name, FileCount: len(sk.Files),
+	}
+	if sk.Manifest != nil {
+		sum := sha256.Sum256(sk.Manifest)
+		out.ManifestSHA256 = hex.EncodeToString(sum[:])
+		out.Manifest = renderManifest(sk.Manifest)
+	}
+	return out
+}
+
+// renderManifest is the part of a manifest a client needs to pick and call the skill.
+func renderManifest(data []byte) *bayapi.ManifestSummary {
+	var m struct {
+		ID          string `json:"id"`
+		Name        string `json:"name"`
+		Description string `json:"description"`
+		Interface   struct {
+			Inputs  map[string]any `json:"inputs"`
+			Outputs map[string]any `json:"outputs"`
+		} `json:"interface"`
+		Runtime struct {
+			Image string `json:"image"`
+		} `json:"runtime"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil // validated at upload
+	}
+	return &bayapi.ManifestSummary{ID: m.ID, Name: m.Name, Description: m.Description, Image: m.Runtime.Image,
+		Inputs: m.Interface.Inputs, Outputs: m.Interface.Outputs}
+}
+
+func renderProblems(ps []bay.SkillProblem) []bayapi.SkillProblem {
+	out := make([]bayapi.SkillProblem, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, bayapi.SkillProblem(p))
+	}
+	return out
 }

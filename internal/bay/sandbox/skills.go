@@ -15,7 +15,7 @@ import (
 type SkillLibrary interface {
 	// Mounts resolves names to their current versions: read-only mounts at /skills/<name>
 	// and /skills/INDEX.md; names the library lacks are skipped.
-	Mounts(ctx context.Context, names []string) ([]bay.Mount, []bayapi.MountedSkill, error)
+	Mounts(ctx context.Context, names []string) ([]bay.Mount, []bay.MountedSkill, error)
 	// CheckNames is validation_error naming every skill the library lacks.
 	CheckNames(ctx context.Context, names []string) error
 }
@@ -24,11 +24,14 @@ type SkillLibrary interface {
 // request naming skills is refused and profiles mount only legacy host folders.
 func (s *Service) SetSkills(l SkillLibrary) { s.skills = l }
 
+// MaxRequestSkills bounds the skills of one create request.
+const MaxRequestSkills = 32
+
 // checkRequestSkills validates a create request's skills: known to the library, no
-// duplicates, at most bayapi.MaxSkillsPerSandbox.
+// duplicates, at most MaxRequestSkills.
 func (s *Service) checkRequestSkills(ctx context.Context, names []string) error {
-	if len(names) > bayapi.MaxSkillsPerSandbox {
-		return bay.Errorf(bay.CodeValidation, "At most %d skills per sandbox, got %d", bayapi.MaxSkillsPerSandbox, len(names)).
+	if len(names) > MaxRequestSkills {
+		return bay.Errorf(bay.CodeValidation, "At most %d skills per sandbox, got %d", MaxRequestSkills, len(names)).
 			WithDetails(map[string]any{"field": "skills"})
 	}
 	for i, n := range names {

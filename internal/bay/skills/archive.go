@@ -18,7 +18,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
 // Limits bound what one upload may unpack to. Zero fields take the defaults of DefaultLimits.
@@ -130,7 +130,7 @@ type reader struct {
 	lim      Limits
 	tree     *Tree
 	dirs     map[string]bool
-	problems []bayapi.SkillProblem
+	problems []bay.SkillProblem
 	unpacked int64
 	count    int
 	packed   int64
@@ -141,7 +141,7 @@ func newReader(lim Limits, packed int64) *reader {
 }
 
 func (r *reader) problem(file, field, format string, args ...any) {
-	r.problems = append(r.problems, bayapi.SkillProblem{File: file, Field: field, Message: fmt.Sprintf(format, args...)})
+	r.problems = append(r.problems, bay.SkillProblem{File: file, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 // ReadArchive unpacks a skill archive (gzip-compressed tar or zip, told apart by their magic
@@ -150,7 +150,7 @@ func (r *reader) problem(file, field, format string, args ...any) {
 // no duplicate; the whole within lim (file count, unpacked size, compression ratio). The
 // problems found are returned, all of them unless a limit stopped the reading; the tree is
 // nil when there is any.
-func ReadArchive(data []byte, lim Limits) (*Tree, []bayapi.SkillProblem) {
+func ReadArchive(data []byte, lim Limits) (*Tree, []bay.SkillProblem) {
 	r := newReader(lim, int64(len(data)))
 	if int64(len(data)) > r.lim.MaxArchiveBytes {
 		r.problem("", "", "archive is %d bytes, more than the limit of %d", len(data), r.lim.MaxArchiveBytes)
@@ -174,7 +174,7 @@ func ReadArchive(data []byte, lim Limits) (*Tree, []bayapi.SkillProblem) {
 
 // ReadDir reads a skill folder from the host's file system with the same rules as an archive
 // (used to load the repository's skills at startup). dir itself is the skill folder.
-func ReadDir(dir string, lim Limits) (*Tree, []bayapi.SkillProblem) {
+func ReadDir(dir string, lim Limits) (*Tree, []bay.SkillProblem) {
 	r := newReader(lim, 0)
 	r.tree.Folder = filepath.Base(dir)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -464,7 +464,7 @@ func (r *reader) addSpecial(name, what string) error {
 
 // finish unwraps a single top-level folder, then checks what needs the whole tree: a path
 // both a file and a directory, entries below a link, and link targets.
-func (r *reader) finish() (*Tree, []bayapi.SkillProblem) {
+func (r *reader) finish() (*Tree, []bay.SkillProblem) {
 	if len(r.problems) > 0 {
 		return nil, r.problems
 	}

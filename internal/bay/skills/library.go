@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -24,7 +23,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
@@ -83,7 +81,7 @@ func (l *Library) VersionDir(version string) string { return filepath.Join(l.dir
 type checked struct {
 	tree *Tree
 	res  *Result
-	v    *bayapi.SkillValidation
+	v    *bay.SkillCheck
 }
 
 // check unpacks and validates an archive.
@@ -91,8 +89,8 @@ func (l *Library) check(data []byte) *checked {
 	return checkTree(ReadArchive(data, l.lim))
 }
 
-func checkTree(tree *Tree, problems []bayapi.SkillProblem) *checked {
-	v := &bayapi.SkillValidation{Errors: problems, Warnings: []bayapi.SkillProblem{}}
+func checkTree(tree *Tree, problems []bay.SkillProblem) *checked {
+	v := &bay.SkillCheck{Errors: problems, Warnings: []bay.SkillProblem{}}
 	c := &checked{tree: tree, v: v}
 	if tree != nil {
 		res := Validate(tree)
@@ -102,26 +100,33 @@ func checkTree(tree *Tree, problems []bayapi.SkillProblem) *checked {
 		v.Warnings = append(v.Warnings, res.Warnings...)
 	}
 	if v.Errors == nil {
-		v.Errors = []bayapi.SkillProblem{}
+		v.Errors = []bay.SkillProblem{}
 	}
 	v.Valid = len(v.Errors) == 0
 	return c
 }
 
 // Validate runs every check of an upload without storing anything.
-func (l *Library) Validate(_ context.Context, data []byte) *bayapi.SkillValidation {
+func (l *Library) Validate(_ context.Context, data []byte) *bay.SkillCheck {
 	return l.check(data).v
+}
+
+// Uploaded is the result of an upload.
+type Uploaded struct {
+	Skill    *bay.Skill
+	Created  bool // false: this exact version already was current
+	Warnings []bay.SkillProblem
 }
 
 // Upload validates an archive and makes it the current version of its skill. An invalid
 // archive is validation_error with details {errors, warnings} listing every problem.
-func (l *Library) Upload(ctx context.Context, data []byte, uploadedBy string) (*bayapi.SkillUploadResponse, error) {
+func (l *Library) Upload(ctx context.Context, data []byte, uploadedBy string) (*Uploaded, error) {
 	l.uploadMu.Lock()
 	defer l.uploadMu.Unlock()
 	return l.put(ctx, l.check(data), uploadedBy)
 }
 
-func (l *Library) put(ctx context.Context, c *checked, uploadedBy string) (*bayapi.SkillUploadResponse, error) {
+func (l *Library) put(ctx context.Context, c *checked, uploadedBy string) (*Uploaded, error) {
 	v := c.v
 	if !v.Valid {
 		return nil, bay.Errorf(bay.CodeValidation, "The skill is invalid: %d problem(s), listed in details.errors", len(v.Errors)).
@@ -148,7 +153,7 @@ func (l *Library) put(ctx context.Context, c *checked, uploadedBy string) (*baya
 		}
 	}
 	l.log.InfoContext(ctx, "skill stored", "name", sk.Name, "version", sk.Version, "kind", sk.Kind, "created", created, "by", uploadedBy)
-	return &bayapi.SkillUploadResponse{Skill: Summary(sk), Created: created, Warnings: v.Warnings}, nil
+	return &Uploaded{Skill: sk, Created: created, Warnings: v.Warnings}, nil
 }
 
 func (l *Library) skillOf(c *checked, uploadedBy string) *bay.Skill {
@@ -261,7 +266,7 @@ func (l *Library) LoadDir(ctx context.Context, dir, uploadedBy string) ([]string
 	return loaded, nil
 }
 
-func problemsText(ps []bayapi.SkillProblem) string {
+func problemsText(ps []bay.SkillProblem) string {
 	var b strings.Builder
 	for i, p := range ps {
 		if i > 0 {
@@ -293,17 +298,13 @@ func errNoSkill(name string) error {
 	return bay.Errorf(bay.CodeNotFound, "Skill %q not found", name)
 }
 
-// List returns every current skill's summary, by name.
-func (l *Library) List(ctx context.Context) ([]bayapi.SkillSummary, error) {
+// List returns the current version of every skill, by name.
+func (l *Library) List(ctx context.Context) ([]*bay.Skill, error) {
 	sks, err := l.store.ListSkills(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list skills: %w", err)
 	}
-	out := make([]bayapi.SkillSummary, 0, len(sks))
-	for _, sk := range sks {
-		out = append(out, Summary(sk))
-	}
-	return out, nil
+	return sks, nil
 }
 
 // Get returns the current version of name; missing is not_found.
@@ -321,26 +322,17 @@ func (l *Library) Get(ctx context.Context, name string) (*bay.Skill, error) {
 	return sk, nil
 }
 
-// Detail is GET /v1/skills/{name}: the summary, SKILL.md and the file list.
-func (l *Library) Detail(ctx context.Context, name string) (*bayapi.SkillDetail, error) {
+// Detail returns the current version of name and its SKILL.md.
+func (l *Library) Detail(ctx context.Context, name string) (*bay.Skill, []byte, error) {
 	sk, err := l.Get(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	md, err := os.ReadFile(filepath.Join(l.VersionDir(sk.Version), SkillFile))
 	if err != nil {
-		return nil, fmt.Errorf("read %s of skill %s@%s: %w", SkillFile, sk.Name, sk.Version, err)
+		return nil, nil, fmt.Errorf("read %s of skill %s@%s: %w", SkillFile, sk.Name, sk.Version, err)
 	}
-	d := &bayapi.SkillDetail{SkillSummary: Summary(sk), SkillMD: string(md), Files: make([]bayapi.SkillFile, 0, len(sk.Files))}
-	if sk.Manifest != nil {
-		if d.Manifest, err = ManifestFields(sk.Manifest); err != nil {
-			return nil, err
-		}
-	}
-	for _, f := range sk.Files {
-		d.Files = append(d.Files, bayapi.SkillFile(f))
-	}
-	return d, nil
+	return sk, md, nil
 }
 
 // OpenFile opens one file of a skill's current version. A path that is not a file of the
@@ -365,52 +357,15 @@ func (l *Library) OpenFile(ctx context.Context, name, p string) (*os.File, *bay.
 	return f, sk, nil
 }
 
-// Summary is the list entry of a skill version.
-func Summary(sk *bay.Skill) bayapi.SkillSummary {
-	s := bayapi.SkillSummary{
-		Name: sk.Name, Description: sk.Description, Version: sk.Version, Kind: sk.Kind,
-		HasScripts: sk.HasDir("scripts"), HasTemplates: sk.HasDir("templates"),
-		HasReferences: sk.HasDir("references"), HasAssets: sk.HasDir("assets"),
-		SizeBytes: sk.SizeBytes, CreatedAt: bayapi.Time{Time: sk.CreatedAt}, UploadedBy: sk.UploadedBy,
-		MountPath: bayapi.SkillsMountRoot + "/" + sk.Name, FileCount: len(sk.Files),
-	}
-	if sk.Manifest != nil {
-		sum := sha256.Sum256(sk.Manifest)
-		s.ManifestSHA256 = hex.EncodeToString(sum[:])
-		s.Manifest = manifestSummary(sk.Manifest)
-	}
-	return s
-}
-
-func manifestSummary(data []byte) *bayapi.ManifestSummary {
-	var m struct {
-		ID          string `json:"id"`
-		Name        string `json:"name"`
-		Description string `json:"description"`
-		Interface   struct {
-			Inputs  map[string]any `json:"inputs"`
-			Outputs map[string]any `json:"outputs"`
-		} `json:"interface"`
-		Runtime struct {
-			Image string `json:"image"`
-		} `json:"runtime"`
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil // validated at upload; unreachable
-	}
-	return &bayapi.ManifestSummary{ID: m.ID, Name: m.Name, Description: m.Description, Image: m.Runtime.Image,
-		Inputs: m.Interface.Inputs, Outputs: m.Interface.Outputs}
-}
-
 // ---- mounting -------------------------------------------------------------------------------
 
 // Mounts resolves skill names to their current versions for a session that starts now: one
 // read-only mount per skill at /skills/<name>, and /skills/INDEX.md listing them. A name the
 // library no longer has is skipped and logged (it was deleted after the sandbox was created,
 // or a profile names a skill not uploaded yet). Duplicates are mounted once.
-func (l *Library) Mounts(ctx context.Context, names []string) ([]bay.Mount, []bayapi.MountedSkill, error) {
+func (l *Library) Mounts(ctx context.Context, names []string) ([]bay.Mount, []bay.MountedSkill, error) {
 	var mounts []bay.Mount
-	var mounted []bayapi.MountedSkill
+	var mounted []bay.MountedSkill
 	var sks []*bay.Skill
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -431,9 +386,9 @@ func (l *Library) Mounts(ctx context.Context, names []string) ([]bay.Mount, []ba
 			return nil, nil, fmt.Errorf("skill %s version %s is not in this bay's skills dir %s (bays sharing a database must share skills.dir): %w",
 				sk.Name, sk.Version, l.dir, err)
 		}
-		target := bayapi.SkillsMountRoot + "/" + sk.Name
+		target := bay.SkillsMountRoot + "/" + sk.Name
 		mounts = append(mounts, bay.Mount{Source: l.VersionDir(sk.Version), Target: target, ReadOnly: true})
-		mounted = append(mounted, bayapi.MountedSkill{Name: sk.Name, Version: sk.Version, Path: target})
+		mounted = append(mounted, bay.MountedSkill{Name: sk.Name, Version: sk.Version, Path: target})
 		sks = append(sks, sk)
 	}
 	if len(sks) == 0 {
@@ -443,7 +398,7 @@ func (l *Library) Mounts(ctx context.Context, names []string) ([]bay.Mount, []ba
 	if err != nil {
 		return nil, nil, err
 	}
-	mounts = append(mounts, bay.Mount{Source: index, Target: bayapi.SkillsIndexFile, ReadOnly: true})
+	mounts = append(mounts, bay.Mount{Source: index, Target: bay.SkillsIndexFile, ReadOnly: true})
 	return mounts, mounted, nil
 }
 

@@ -59,8 +59,8 @@ func TestUploadVersionsAndFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := r1.Skill
-	if !r1.Created || s.Name != "csv-report" || s.Kind != bay.SkillKnowledge || !s.HasScripts || !s.HasTemplates || s.HasReferences ||
-		len(s.Version) != 64 || s.UploadedBy != "default" || s.MountPath != "/skills/csv-report" || s.FileCount != 3 {
+	if !r1.Created || s.Name != "csv-report" || s.Kind != bay.SkillKnowledge || !s.HasDir("scripts") || !s.HasDir("templates") || s.HasDir("references") ||
+		len(s.Version) != 64 || s.UploadedBy != "default" || len(s.Files) != 3 || s.Files[0].Path != "SKILL.md" || len(s.Files[0].SHA256) != 64 {
 		t.Fatalf("upload %+v", r1)
 	}
 	// The same content again is the same version, not a new one.
@@ -88,8 +88,8 @@ func TestUploadVersionsAndFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	d, err := l.Detail(ctx, "csv-report")
-	if err != nil || !strings.Contains(d.SkillMD, "name: csv-report") || len(d.Files) != 3 || d.Manifest != nil {
+	d, md, err := l.Detail(ctx, "csv-report")
+	if err != nil || !strings.Contains(string(md), "name: csv-report") || len(d.Files) != 3 || d.Manifest != nil {
 		t.Fatalf("detail %+v %v", d, err)
 	}
 	f, _, err := l.OpenFile(ctx, "csv-report", "templates/report.md")
@@ -130,7 +130,7 @@ func TestUploadVersionsAndFiles(t *testing.T) {
 	if err := l.Delete(ctx, "csv-report"); !bay.IsNotFound(err) {
 		t.Fatalf("second delete: %v", err)
 	}
-	if _, err := l.Detail(ctx, "csv-report"); !bay.IsNotFound(err) {
+	if _, _, err := l.Detail(ctx, "csv-report"); !bay.IsNotFound(err) {
 		t.Fatalf("deleted detail: %v", err)
 	}
 }
@@ -185,9 +185,8 @@ func TestLoadDirAndMounts(t *testing.T) {
 		t.Fatalf("reload %v %v", again, err)
 	}
 	sh, _ := l.Get(ctx, "shell.run")
-	if sum := Summary(sh); sum.Manifest == nil || sum.Manifest.ID != "shell.run" || sum.Manifest.Image != "ship:latest" ||
-		sum.Manifest.Inputs["required"] == nil || len(sum.ManifestSHA256) != 64 {
-		t.Fatalf("manifest summary %+v", sum)
+	if m, err := ManifestFields(sh.Manifest); err != nil || m["id"] != "shell.run" || sh.Kind != bay.SkillInvocable {
+		t.Fatalf("manifest %v %v", m, err)
 	}
 	mounts, mounted, err := l.Mounts(ctx, []string{"shell.run", "csv-report", "gone", "shell.run"})
 	if err != nil || len(mounts) != 3 || len(mounted) != 2 {

@@ -10,7 +10,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
@@ -43,16 +42,16 @@ type Result struct {
 	Description string
 	Kind        string
 	Manifest    []byte // manifest.json, nil for a knowledge skill
-	Errors      []bayapi.SkillProblem
-	Warnings    []bayapi.SkillProblem
+	Errors      []bay.SkillProblem
+	Warnings    []bay.SkillProblem
 }
 
 func (r *Result) errorf(file, field, format string, args ...any) {
-	r.Errors = append(r.Errors, bayapi.SkillProblem{File: file, Field: field, Message: fmt.Sprintf(format, args...)})
+	r.Errors = append(r.Errors, bay.SkillProblem{File: file, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 func (r *Result) warnf(file, field, format string, args ...any) {
-	r.Warnings = append(r.Warnings, bayapi.SkillProblem{File: file, Field: field, Message: fmt.Sprintf(format, args...)})
+	r.Warnings = append(r.Warnings, bay.SkillProblem{File: file, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
 // Validate checks a skill tree: SKILL.md with front matter, the naming rule, the description,
