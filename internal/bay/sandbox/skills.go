@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 

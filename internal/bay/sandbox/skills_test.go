@@ -16,25 +16,25 @@ import (
 // withLibrary gives the env's service a library holding the repository's skills.
 func withLibrary(t *testing.T, e *env) *skills.Library {
 	t.Helper()
-	lib, err := skills.New(e.store, skills.Config{Dir: t.TempDir()}, nil)
+	lib, err := skills.New(e.Store, skills.Config{Dir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lib.LoadDir(context.Background(), bundledskills.Dir(), "seed"); err != nil {
 		t.Fatal(err)
 	}
-	e.svc.SetSkills(lib)
+	e.Svc.SetSkills(lib)
 	return lib
 }
 
 // mountsOf returns "target<-source" of the sandbox's running container, sorted.
 func mountsOf(t *testing.T, e *env, sandboxID string) []string {
 	t.Helper()
-	sess, err := e.svc.EnsureRunning(context.Background(), sandboxID)
+	sess, err := e.Svc.EnsureRunning(context.Background(), sandboxID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, ok := e.drv.Container(sess.Primary().ContainerID)
+	c, ok := e.Drv.Container(sess.Primary().ContainerID)
 	if !ok {
 		t.Fatal("no container")
 	}
@@ -54,11 +54,11 @@ func TestCreateWithSkills(t *testing.T) {
 	lib := withLibrary(t, e)
 	ctx := context.Background()
 	for _, bad := range [][]string{{"nope"}, {"shell.run", "shell.run"}, {"../x"}, make([]string, 33)} {
-		if _, err := e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{Skills: bad}, nil); code(err) != bay.CodeValidation {
+		if _, err := e.Svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{Skills: bad}, nil); code(err) != bay.CodeValidation {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	sb := e.create(t, "alice", sandbox.CreateParams{Skills: []string{"shell.run"}})
+	sb := e.Create(t, "alice", sandbox.CreateParams{Skills: []string{"shell.run"}})
 	csv, _ := lib.Get(ctx, "csv-report")
 	sh, _ := lib.Get(ctx, "shell.run")
 	got := mountsOf(t, e, sb.ID)
@@ -67,7 +67,7 @@ func TestCreateWithSkills(t *testing.T) {
 		t.Fatalf("mounts %v", got)
 	}
 	// Without request skills, the profile's alone.
-	plain := e.create(t, "alice", sandbox.CreateParams{})
+	plain := e.Create(t, "alice", sandbox.CreateParams{})
 	if got := mountsOf(t, e, plain.ID); len(got) != 2 {
 		t.Fatalf("profile mounts %v", got)
 	}
@@ -82,7 +82,7 @@ func TestLegacyHostSkills(t *testing.T) {
 		c.Profiles[0].Skills = []string{"pdf", "shell.run"}
 	})
 	lib := withLibrary(t, e)
-	sb := e.create(t, "alice", sandbox.CreateParams{Skills: []string{"shell.run", "python.run"}})
+	sb := e.Create(t, "alice", sandbox.CreateParams{Skills: []string{"shell.run", "python.run"}})
 	py, _ := lib.Get(context.Background(), "python.run")
 	got := mountsOf(t, e, sb.ID) // INDEX.md sorts first
 	want := []string{"/skills/pdf<-" + root + "/pdf", "/skills/python.run<-" + lib.VersionDir(py.Version), "/skills/shell.run<-" + root + "/shell.run"}
