@@ -11,7 +11,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/storesql"
 )
 
-// The skill library's rows (migration 0003).
+// The skill library's rows (migration 0004).
 
 const skillColumns = `v.name, v.version, v.description, v.kind, v.manifest, v.files, v.size_bytes, v.uploaded_by, v.created_at`
 
