@@ -37,5 +37,16 @@ func openSkills(ctx context.Context, cfg *config.Config, store bay.Store, dataDi
 		}
 		log.Info("skills loaded", "component", "skills", "seed_dir", cfg.Skills.SeedDir, "skills", loaded)
 	}
+	if cfg.Skills.RootPath == "" {
+		// Profiles name library skills; one the library lacks is skipped at every start.
+		for _, p := range cfg.Profiles {
+			for _, name := range p.Skills {
+				if _, err := lib.Get(ctx, name); bay.IsNotFound(err) {
+					log.Warn("a profile names a skill the library does not have (upload it, or it is not mounted)",
+						"component", "skills", "profile", p.ID, "skill", name)
+				}
+			}
+		}
+	}
 	return lib, nil
 }
