@@ -170,6 +170,18 @@ func TestSkillAdminAPI(t *testing.T) {
 		}
 	}
 
+	// The OpenAPI document names the file route's rest-of-path parameter.
+	_, b, _ = call(t, srv, "GET", "/openapi.json", "", "", nil)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct{ Name, In string } `json:"parameters"`
+		} `json:"paths"`
+	}
+	json.Unmarshal(b, &doc)
+	if ps := doc.Paths["/v1/skills/{name}/files/{path}"]["get"].Parameters; len(ps) != 2 || ps[1].Name != "path" || ps[1].In != "path" {
+		t.Fatalf("openapi file route: %+v", doc.Paths["/v1/skills/{name}/files/{path}"])
+	}
+
 	if code, b, _ := call(t, srv, "DELETE", "/v1/admin/skills/pdf", "admin", "", nil); code != 204 {
 		t.Fatalf("delete: %d %s", code, b)
 	}
