@@ -36,9 +36,9 @@ image-gull: build host-deps
 images: image-base image image-gull
 
 ## run: build everything, the sandbox image included when missing, then start bay on :8114
-## with SQLite and the local Docker engine.
+## with SQLite and the local Docker engine; the repository's skills/ seed the skill library.
 run: image
-	$(BIN)/bay serve
+	BAY_SKILLS__SEED_DIR=$(CURDIR)/skills $(BIN)/bay serve
 
 ## test: lint, unit tests, tests against the real Docker engine, a real kernel and a real
 ## SQLite file, and the end-to-end scenarios; then check that nothing was left behind.

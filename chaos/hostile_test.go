@@ -54,6 +54,13 @@ var endpoints = []endpoint{
 	{method: "GET", path: "/v1/cargos/{cid}"},
 	{method: "DELETE", path: "/v1/cargos/{cid}"},
 	{method: "GET", path: "/v1/admin/gc/status"},
+	// The skill library: hostile ids stand in for skill names and file paths.
+	{method: "GET", path: "/v1/skills"},
+	{method: "GET", path: "/v1/skills/{id}"},
+	{method: "GET", path: "/v1/skills/{cid}/files/{eid}"},
+	{method: "POST", path: "/v1/admin/skills"},
+	{method: "POST", path: "/v1/admin/skills/validate"},
+	{method: "DELETE", path: "/v1/admin/skills/{id}", destructive: true},
 }
 
 // Hostile values for numbers, strings, ids and workspace paths.

@@ -72,6 +72,9 @@ type CreateSandboxRequest struct {
 	CargoID string
 	// TTL is the sandbox lifetime in seconds; 0 = no expiry.
 	TTL int
+	// Skills are library skills mounted read-only at /skills/<name> on top of the profile's
+	// (an unknown name is validation_error).
+	Skills []string
 }
 
 // CreateSandbox calls POST /v1/sandboxes with an Idempotency-Key (generated unless
@@ -89,6 +92,7 @@ func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest, op
 	if req.TTL != 0 {
 		body.TTL = bayapi.IntPtr(int64(req.TTL))
 	}
+	body.Skills = req.Skills
 	var out bayapi.SandboxResponse
 	err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathSandboxes, jsonBody: body,
 		idemKey: keyOr(o.idemKey), requestID: o.requestID}, &out)

@@ -277,6 +277,9 @@ type CreateSandboxRequest struct {
 	Profile *string `json:"profile,omitempty" maxLength:"256"` // default python-default
 	CargoID *string `json:"cargo_id,omitempty" maxLength:"256"`
 	TTL     *Int    `json:"ttl,omitempty" maximum:"31622400" doc:"seconds; null, 0 or negative = no expiry; at most 366 days"`
+	// Skills (ours) are library skills mounted read-only at /skills/<name> on top of the
+	// profile's, at the version current when a session starts; an unknown name is 400.
+	Skills []string `json:"skills,omitempty" doc:"library skills to mount at /skills/<name> (at most 32); unknown names are 400"`
 }
 
 // SandboxResponse is the shared sandbox object. Field order is the reference's.

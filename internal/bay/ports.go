@@ -76,6 +76,14 @@ type Reader interface {
 	ListExecutions(ctx context.Context, q ExecutionQuery) ([]*Execution, int, error)
 	GetIdempotency(ctx context.Context, owner, key string) (*IdempotencyRecord, error)
 	ListAPIKeys(ctx context.Context) ([]*APIKey, error) // active keys only
+
+	// The skill library (internal/bay/skills). GetSkill returns the current version of a
+	// name, ListSkills every current version by name, GetSkillVersion any stored version.
+	GetSkill(ctx context.Context, name string) (*Skill, error)
+	ListSkills(ctx context.Context) ([]*Skill, error)
+	GetSkillVersion(ctx context.Context, name, version string) (*Skill, error)
+	// ListSandboxSkills returns the skills a sandbox's create request named (request order).
+	ListSandboxSkills(ctx context.Context, sandboxID string) ([]string, error)
 }
 
 // Tx is a write transaction. Writes are atomic with the reads made through the same Tx.
@@ -106,6 +114,16 @@ type Tx interface {
 	DeleteExpiredIdempotency(ctx context.Context, now time.Time) (int, error)
 
 	InsertAPIKey(ctx context.Context, k *APIKey) error
+
+	// PutSkill stores the version s (kept when already stored) and makes it the current one
+	// of s.Name at now; false when it already was current. A current skill whose name
+	// differs only in case wraps ErrConflict.
+	PutSkill(ctx context.Context, s *Skill, now time.Time) (bool, error)
+	// DeleteSkill removes a name from the library (its versions stay for running sessions);
+	// missing wraps ErrNotFound.
+	DeleteSkill(ctx context.Context, name string) error
+	// SetSandboxSkills replaces the skills stored for a sandbox (at most 64).
+	SetSandboxSkills(ctx context.Context, sandboxID string, names []string) error
 
 	// ClaimWarmSandbox atomically picks the oldest (warm_ready_at) available, non-deleted
 	// warm sandbox of c.ProfileID and hands it to c.Owner: is_warm=false, warm_claimed_at,

@@ -66,6 +66,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 
 	var profile, cargo, idemKey string
 	var ttl int
+	var skills []string
 	create := &cobra.Command{Use: "create", Short: "Create a sandbox (prints its id)", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
@@ -73,7 +74,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 				if idemKey != "" {
 					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
 				}
-				sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl}, opts...)
+				sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl, Skills: skills}, opts...)
 				if err != nil {
 					return err
 				}
@@ -87,6 +88,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 	create.Flags().StringVar(&profile, "profile", "", "profile id (default: bay's python-default)")
 	create.Flags().IntVar(&ttl, "ttl", 0, "time to live in seconds (0 = no expiry)")
 	create.Flags().StringVar(&cargo, "cargo", "", "attach an existing cargo as /workspace")
+	create.Flags().StringSliceVar(&skills, "skill", nil, "library skill to mount at /skills/<name> (repeatable)")
 	create.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
 
 	var status, cursor string

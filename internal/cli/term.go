@@ -110,7 +110,8 @@ list_sandboxes, stop_sandbox, extend_ttl and keepalive) over stdio, for agent ho
 Configuration: the global --endpoint/--token (or SHIPYARD_ENDPOINT/SHIPYARD_TOKEN,
 SHIPYARD_ENDPOINT_URL/SHIPYARD_ACCESS_TOKEN, BAY_ENDPOINT/BAY_TOKEN), SHIPYARD_DEFAULT_PROFILE,
 SHIPYARD_DEFAULT_TTL, SHIPYARD_MAX_TOOL_TEXT_CHARS, SHIPYARD_MAX_WRITE_FILE_BYTES,
-SHIPYARD_MAX_TRANSFER_FILE_BYTES, SHIPYARD_SDK_CALL_TIMEOUT.`,
+SHIPYARD_MAX_TRANSFER_FILE_BYTES, SHIPYARD_SDK_CALL_TIMEOUT, SHIPYARD_ALLOWED_TOOLS (comma-separated
+tool names or globs such as "execute_*,skill.*": only those tools are offered).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()

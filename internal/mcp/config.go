@@ -3,6 +3,7 @@ package mcp
 import (
 	"log/slog"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ type Options struct {
 	Version string
 	// Logger receives one line per tool failure; nil discards.
 	Logger *slog.Logger
+	// AllowedTools, when non-empty, are the only tools offered: names or globs (path.Match:
+	// "skill.*", "execute_*"). A malformed glob allows nothing. Empty = every tool.
+	AllowedTools []string
 }
 
 // DefaultOptions returns the reference's defaults.
@@ -71,12 +75,41 @@ func OptionsFromEnv() Options {
 	if n, ok := envInt("SHIPYARD_MAX_TRANSFER_FILE_BYTES"); ok && n > 0 {
 		o.MaxTransferFileBytes = n
 	}
+	if v := strings.TrimSpace(os.Getenv(EnvAllowedTools)); v != "" {
+		o.AllowedTools = splitList(v)
+	}
 	if v := strings.TrimSpace(os.Getenv("SHIPYARD_SDK_CALL_TIMEOUT")); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 {
 			o.CallTimeout = time.Duration(f * float64(time.Second))
 		}
 	}
 	return o
+}
+
+// EnvAllowedTools is the comma-separated allow-list of tools (Options.AllowedTools).
+const EnvAllowedTools = "SHIPYARD_ALLOWED_TOOLS"
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// toolAllowed reports whether the allow-list offers the tool.
+func (o Options) toolAllowed(name string) bool {
+	if len(o.AllowedTools) == 0 {
+		return true
+	}
+	for _, pat := range o.AllowedTools {
+		if ok, err := path.Match(pat, name); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 func envInt(name string) (int64, bool) {

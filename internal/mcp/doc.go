@@ -8,8 +8,9 @@
 // get_execution_history, get_execution, get_last_execution, annotate_execution,
 // execute_browser, execute_browser_batch, list_profiles. Ours, not in the reference:
 // get_sandbox, list_sandboxes, stop_sandbox, extend_ttl, keepalive. The reference's skill
-// tools (create_skill_payload, ...) are not offered because bay does not serve the skills
-// API; learn and include_trace of the browser tools are passed on to bay, which refuses them
+// learning tools (create_skill_payload, ...) are not offered; bay's skill library is served as
+// resources instead (skills.go): every knowledge skill is skill://<name>/SKILL.md in
+// resources/list, and skill://<name>/<path> reads any file of a skill. learn and include_trace of the browser tools are passed on to bay, which refuses them
 // while it has no trace storage.
 //
 // Results are markdown TextContent like the reference's; images produced by python are
@@ -37,5 +38,7 @@
 // Configuration (OptionsFromEnv, same variables as the reference): SHIPYARD_DEFAULT_PROFILE
 // (python-default), SHIPYARD_DEFAULT_TTL (3600; 0 = no expiry; invalid or negative → 3600),
 // SHIPYARD_MAX_TOOL_TEXT_CHARS (12000), SHIPYARD_MAX_WRITE_FILE_BYTES (5 MiB),
-// SHIPYARD_MAX_TRANSFER_FILE_BYTES (50 MiB), SHIPYARD_SDK_CALL_TIMEOUT (600 s per tool call).
+// SHIPYARD_MAX_TRANSFER_FILE_BYTES (50 MiB), SHIPYARD_SDK_CALL_TIMEOUT (600 s per tool call);
+// ours: SHIPYARD_ALLOWED_TOOLS, a comma-separated allow-list of tool names or globs
+// ("execute_*,skill.*"; seed 002's allowed_tools) applied on stdio and HTTP alike.
 package mcp

@@ -497,3 +497,34 @@ func TestLoopbackClients(t *testing.T) {
 		t.Fatalf("headers %v", call.Header)
 	}
 }
+
+// TestAllowedTools: only the allow-list's tools are listed and callable.
+func TestAllowedTools(t *testing.T) {
+	fake := sdktest.New()
+	defer fake.Close()
+	c, _ := sdk.New(fake.URL, "")
+	opts := mcp.DefaultOptions()
+	opts.AllowedTools = []string{"execute_*", "list_profiles", "[bad"}
+	srvT, cliT := mcpsdk.NewInMemoryTransports()
+	ss, err := mcp.NewServer(c, opts).Connect(ctxT(t), srvT, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	s := connect(t, cliT)
+	list, err := s.ListTools(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	sort.Strings(names)
+	if strings.Join(names, ",") != "execute_browser,execute_browser_batch,execute_python,execute_shell,list_profiles" {
+		t.Fatalf("tools %v", names)
+	}
+	if res, err := s.CallTool(ctxT(t), &mcpsdk.CallToolParams{Name: "delete_sandbox", Arguments: map[string]any{"sandbox_id": "x"}}); err == nil && !res.IsError {
+		t.Fatal("a tool outside the allow-list ran")
+	}
+}

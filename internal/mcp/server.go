@@ -25,8 +25,9 @@ const instructions = `Shipyard gives you isolated sandboxes with a persistent /w
 Call create_sandbox first and reuse its sandbox_id; Python state persists across execute_python calls.
 Paths are relative to /workspace. Delete the sandbox when you are done.`
 
-// clientFunc returns the SDK client of one tool call.
-type clientFunc func(ctx context.Context, req *mcpsdk.CallToolRequest) (*sdk.Client, error)
+// clientFunc returns the SDK client of one request (a tool call or a resource read), given
+// its transport extras (the HTTP headers over HTTP; nil over stdio).
+type clientFunc func(ctx context.Context, extra *mcpsdk.RequestExtra) (*sdk.Client, error)
 
 type server struct {
 	opts   Options
@@ -37,7 +38,7 @@ type server struct {
 // Server.Run(ctx, &mcp.StdioTransport{}) or any other MCP transport. Start opts from
 // DefaultOptions or OptionsFromEnv (a zero Options means DefaultTTL 0, i.e. no expiry).
 func NewServer(client *sdk.Client, opts Options) *mcpsdk.Server {
-	s := &server{opts: opts.withDefaults(), client: func(context.Context, *mcpsdk.CallToolRequest) (*sdk.Client, error) {
+	s := &server{opts: opts.withDefaults(), client: func(context.Context, *mcpsdk.RequestExtra) (*sdk.Client, error) {
 		return client, nil
 	}}
 	return s.build(true)
@@ -53,13 +54,13 @@ func NewHTTPHandler(newClient func(r *http.Request) *sdk.Client, opts ...Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	s := &server{opts: o.withDefaults(), client: func(ctx context.Context, req *mcpsdk.CallToolRequest) (*sdk.Client, error) {
+	s := &server{opts: o.withDefaults(), client: func(ctx context.Context, extra *mcpsdk.RequestExtra) (*sdk.Client, error) {
 		r, err := http.NewRequestWithContext(ctx, http.MethodPost, "/mcp", nil)
 		if err != nil {
 			return nil, err
 		}
-		if req.Extra != nil && req.Extra.Header != nil {
-			r.Header = req.Extra.Header.Clone()
+		if extra != nil && extra.Header != nil {
+			r.Header = extra.Header.Clone()
 		}
 		c := newClient(r)
 		if c == nil {
@@ -79,11 +80,12 @@ func (s *server) build(local bool) *mcpsdk.Server {
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: ServerName, Title: "Shipyard sandboxes", Version: s.opts.Version},
 		&mcpsdk.ServerOptions{Instructions: instructions, Logger: s.opts.Logger})
 	for _, t := range s.tools() {
-		if t.local && !local {
+		if (t.local && !local) || !s.opts.toolAllowed(t.name) {
 			continue
 		}
 		srv.AddTool(t.tool(), s.handler(t))
 	}
+	s.addSkillResources(srv)
 	return srv
 }
 
@@ -160,7 +162,7 @@ func (s *server) handler(t toolDef) mcpsdk.ToolHandler {
 				return s.errorResult(t.name, invalid("arguments must be a JSON object")), nil
 			}
 		}
-		c, err := s.client(ctx, req)
+		c, err := s.client(ctx, req.Extra)
 		if err != nil {
 			return s.errorResult(t.name, err), nil
 		}

@@ -201,6 +201,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	svc := sandbox.New(store, drv, ship, nil, log, scfg)
 	caps := capability.New(svc, ship, log, capability.Config{})
 	caps.SetGull(gullclient.New(nil, log))
+	lib, err := openSkills(ctx, cfg, store, dataDir, log)
+	if err != nil {
+		return fmt.Errorf("skill library: %w", err)
+	}
+	svc.SetSkills(lib)
 	utcNow := func() time.Time { return time.Now().UTC() }
 	if err := lease.ClaimInstance(ctx, store, instanceID, svc.BootID(), utcNow); err != nil {
 		return fmt.Errorf("instance id: %w", err)
@@ -251,7 +256,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	svc.SetWarmClaimer(pool)
 
 	api := httpapi.New(httpapi.Options{
-		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Log: log,
+		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Skills: lib, Log: log,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 	})
 	if m.MountMCP != nil {

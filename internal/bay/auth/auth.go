@@ -33,6 +33,7 @@ var compare = subtle.ConstantTimeCompare
 type keyEntry struct {
 	sum   [32]byte
 	owner string
+	admin bool
 }
 
 // Authenticator maps bearer tokens to owners. It holds the hashes of the active keys in
@@ -44,6 +45,8 @@ type Authenticator struct {
 	// ownerOverride maps a configured key's hash to its configured owner, which wins over the
 	// owner stored with the same hash (the store has no update for keys).
 	ownerOverride map[string]string
+	// adminHashes are the configured keys with admin: true.
+	adminHashes map[string]bool
 	// onlyConfigured (security.revoke_unlisted_keys): stored keys that are not configured are
 	// ignored.
 	onlyConfigured bool
@@ -59,6 +62,9 @@ type Options struct {
 	AllowAnonymous bool
 	// OwnerOverride maps key hashes (sha256 hex) to the owner to use instead of the stored one.
 	OwnerOverride map[string]string
+	// AdminHashes are key hashes (sha256 hex) that are admins besides the keys of the owner
+	// "default" (security.api_keys entries with admin: true).
+	AdminHashes map[string]bool
 	// OnlyConfigured, when set, accepts only the hashes present in OwnerOverride.
 	OnlyConfigured bool
 	Log            *slog.Logger
@@ -75,8 +81,13 @@ func New(store bay.Reader, opts Options) *Authenticator {
 	for h, o := range opts.OwnerOverride {
 		override[strings.ToLower(h)] = o
 	}
+	admins := make(map[string]bool, len(opts.AdminHashes))
+	for h, ok := range opts.AdminHashes {
+		admins[strings.ToLower(h)] = ok
+	}
 	return &Authenticator{
 		store:          store,
+		adminHashes:    admins,
 		allowAnonymous: opts.AllowAnonymous,
 		ownerOverride:  override,
 		onlyConfigured: opts.OnlyConfigured,
@@ -115,6 +126,7 @@ func (a *Authenticator) Reload(ctx context.Context) error {
 		var e keyEntry
 		copy(e.sum[:], b)
 		e.owner = owner
+		e.admin = owner == bay.OwnerDefault || a.adminHashes[h]
 		keys = append(keys, e)
 		owners[owner] = true
 	}
@@ -150,6 +162,15 @@ func (a *Authenticator) AllowAnonymous() bool { return a.allowAnonymous }
 //
 // Errors are *bay.Error with CodeUnauthorized or CodeValidation.
 func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
+	owner, _, err := a.Principal(r)
+	return owner, err
+}
+
+// Principal is Authenticate that also says whether the request may administer bay (the skill
+// library): true for a key of the owner "default" (security.api_key, BAY_API_KEY, the
+// generated key) and for security.api_keys entries with admin: true; false for every other
+// key and for anonymous requests.
+func (a *Authenticator) Principal(r *http.Request) (owner string, admin bool, err error) {
 	a.mu.RLock()
 	keys, keyOwners := a.keys, a.keyOwners
 	a.mu.RUnlock()
@@ -157,30 +178,30 @@ func (a *Authenticator) Authenticate(r *http.Request) (string, error) {
 	if h := r.Header.Get(HeaderAuthorization); strings.HasPrefix(h, bearerPrefix) {
 		if len(keys) == 0 {
 			if a.allowAnonymous {
-				return bay.OwnerDefault, nil
+				return bay.OwnerDefault, false, nil
 			}
-			return "", errAuthRequired()
+			return "", false, errAuthRequired()
 		}
-		if owner, ok := match(keys, h[len(bearerPrefix):]); ok {
-			return owner, nil
+		if k, ok := match(keys, h[len(bearerPrefix):]); ok {
+			return k.owner, k.admin, nil
 		}
-		return "", bay.Errorf(bay.CodeUnauthorized, "Invalid API key")
+		return "", false, bay.Errorf(bay.CodeUnauthorized, "Invalid API key")
 	}
 	if !a.allowAnonymous {
-		return "", errAuthRequired()
+		return "", false, errAuthRequired()
 	}
-	owner := r.Header.Get(HeaderOwner)
+	owner = r.Header.Get(HeaderOwner)
 	if owner == "" {
-		return bay.OwnerDefault, nil
+		return bay.OwnerDefault, false, nil
 	}
 	if !config.OwnerRe.MatchString(owner) {
-		return "", bay.Errorf(bay.CodeValidation, "Invalid X-Owner header: must be 1-64 characters of A-Z, a-z, 0-9, '_', '.', '-'").
+		return "", false, bay.Errorf(bay.CodeValidation, "Invalid X-Owner header: must be 1-64 characters of A-Z, a-z, 0-9, '_', '.', '-'").
 			WithDetails(map[string]any{"field": HeaderOwner})
 	}
 	if owner == bay.OwnerWarmPool || (owner != bay.OwnerDefault && keyOwners[owner]) {
-		return "", bay.Errorf(bay.CodeUnauthorized, "Owner %q requires an API key", owner)
+		return "", false, bay.Errorf(bay.CodeUnauthorized, "Owner %q requires an API key", owner)
 	}
-	return owner, nil
+	return owner, false, nil
 }
 
 func errAuthRequired() *bay.Error {
@@ -188,13 +209,14 @@ func errAuthRequired() *bay.Error {
 }
 
 // match compares sha256(token) with every key, always all of them, in constant time per key.
-func match(keys []keyEntry, token string) (string, bool) {
+func match(keys []keyEntry, token string) (keyEntry, bool) {
 	sum := sha256.Sum256([]byte(token))
-	owner, found := "", false
+	var k keyEntry
+	found := false
 	for i := range keys {
 		if compare(sum[:], keys[i].sum[:]) == 1 && !found {
-			owner, found = keys[i].owner, true
+			k, found = keys[i], true
 		}
 	}
-	return owner, found
+	return k, found
 }

@@ -43,6 +43,7 @@ type ProvisionResult struct {
 
 type configuredKey struct {
 	hash, prefix, owner, source string
+	admin                       bool
 }
 
 // Provision stores the configured API keys and returns an Authenticator over every active
@@ -76,8 +77,12 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 		return nil, res, fmt.Errorf("auth: security.revoke_unlisted_keys needs at least one configured key (%s, security.api_key or security.api_keys)", config.EnvAPIKey)
 	}
 	override := make(map[string]string, len(keys))
+	admins := map[string]bool{}
 	for _, k := range keys {
 		override[k.hash] = k.owner
+		if k.admin {
+			admins[k.hash] = true
+		}
 	}
 
 	if dataDir == "" {
@@ -154,6 +159,7 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 	a := New(store, Options{
 		AllowAnonymous: cfg.Security.AllowAnonymous,
 		OwnerOverride:  override,
+		AdminHashes:    admins,
 		OnlyConfigured: cfg.Security.RevokeUnlistedKeys,
 		Log:            log,
 	})
@@ -212,6 +218,7 @@ func configuredKeys(cfg *config.Config, env []string) ([]configuredKey, error) {
 		default:
 			return nil, fmt.Errorf("auth: %s needs exactly one of key and key_sha256", source)
 		}
+		ck.admin = k.Admin
 		if err := addKey(ck); err != nil {
 			return nil, err
 		}

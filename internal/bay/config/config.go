@@ -147,6 +147,9 @@ type APIKeyConfig struct {
 	Key       string `yaml:"key"`        // plaintext
 	KeySHA256 string `yaml:"key_sha256"` // sha256 hex of the plaintext
 	Owner     string `yaml:"owner"`      // default "default"
+	// Admin lets the key manage the skill library (ours). Keys of the owner "default" always
+	// can.
+	Admin bool `yaml:"admin"`
 }
 
 // IdempotencyConfig configures Idempotency-Key handling.
@@ -242,11 +245,22 @@ type SessionConfig struct {
 	ReadinessTimeout time.Duration `yaml:"readiness_timeout_seconds"`
 }
 
-// SkillsConfig is the host skills library (ours).
+// SkillsConfig is the skill library (ours, internal/bay/skills).
 type SkillsConfig struct {
-	// RootPath is the host directory holding one folder per skill; profiles[].skills names
-	// folders under it, mounted read-only at /skills/<name>. "" = no skills.
+	// RootPath is the legacy host directory holding one folder per skill: when set,
+	// profiles[].skills names folders under it (mounted read-only at /skills/<name>) instead
+	// of library skills. "" (default) = profiles name library skills.
 	RootPath string `yaml:"root_path"`
+	// Dir holds the library's versions; default <BAY_DATA_DIR or .>/skills. Sessions
+	// bind-mount from it, so it must be a path on the engine's host.
+	Dir string `yaml:"dir"`
+	// SeedDir is a host directory of skill folders stored into the library at startup
+	// (unchanged ones are kept as they are); `make run` points it at the repository's skills/.
+	SeedDir string `yaml:"seed_dir"`
+	// Upload bounds: the archive as sent, the unpacked files, the entries.
+	MaxArchiveBytes  ByteSize `yaml:"max_archive_bytes"`
+	MaxUnpackedBytes ByteSize `yaml:"max_unpacked_bytes"`
+	MaxFiles         int      `yaml:"max_files"`
 }
 
 // ProfileSpec is one entry of "profiles" as written, in the legacy
@@ -279,7 +293,7 @@ type ProfileSpec struct {
 	Browser                       *string       `yaml:"browser"` // shared | isolated | null
 
 	// Ours.
-	Skills    []string `yaml:"skills"`     // host skill folders mounted read-only at /skills
+	Skills    []string `yaml:"skills"`     // library skills (host folders with skills.root_path) mounted read-only at /skills
 	PidsLimit int64    `yaml:"pids_limit"` // 0 = driver default (256)
 	// TmpSizeMB bounds /tmp and /var/tmp of each container (memory-backed, counted in its
 	// memory limit); 0 = driver default (256).
@@ -374,6 +388,7 @@ func DefaultConfig() *Config {
 				LabelPrefix:        "bay",
 			},
 		},
+		Skills: SkillsConfig{MaxArchiveBytes: 32 << 20, MaxUnpackedBytes: 64 << 20, MaxFiles: 2000},
 		Cargo: CargoConfig{
 			RootPath:           "/var/lib/bay/cargos",
 			DefaultSizeLimitMB: 1024,

@@ -175,13 +175,10 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 		if s.Browser != nil && *s.Browser != "shared" && *s.Browser != "isolated" {
 			add(key+".browser", "must be shared, isolated or null, got %q", *s.Browser)
 		}
-		if len(s.Skills) > 0 && skillsRoot == "" {
-			add(key+".skills", "needs skills.root_path to be set")
-		}
 		seenSkill := map[string]bool{}
 		for j, sk := range s.Skills {
-			if !nameRe.MatchString(sk) || sk == "." || sk == ".." {
-				add(fmt.Sprintf("%s.skills[%d]", key, j), "%q is not a valid skill folder name", sk)
+			if !profileSkillName(sk, skillsRoot) {
+				add(fmt.Sprintf("%s.skills[%d]", key, j), "%q is not a valid skill name", sk)
 			} else if seenSkill[sk] {
 				add(fmt.Sprintf("%s.skills[%d]", key, j), "duplicate skill %q", sk)
 			}

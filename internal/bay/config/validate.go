@@ -309,6 +309,7 @@ func (c *Config) Validate() error {
 	if c.Skills.RootPath != "" && !strings.HasPrefix(c.Skills.RootPath, "/") {
 		add("skills.root_path", "must be an absolute host path, got %q", c.Skills.RootPath)
 	}
+	checkSkills(&c.Skills, add)
 
 	// profiles
 	profiles := normalizeProfiles(c.ProfileSpecs, c.Proxy, c.Skills.RootPath, add)

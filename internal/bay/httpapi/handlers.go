@@ -89,6 +89,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var is issues
 	is.strLen(req.Profile, bayapi.MaxProfileLen, "body", "profile")
 	is.strLen(req.CargoID, bayapi.MaxIDLen, "body", "cargo_id")
+	checkSkillNames(&is, req.Skills)
 	if req.TTL != nil {
 		// null, 0 or negative mean "no expiry"; only the upper end needs a bound.
 		is.intRange(int64(*req.TTL), math.MinInt64, bayapi.MaxTTL, "body", "ttl")
@@ -97,7 +98,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := sandbox.CreateParams{ProfileID: bayapi.DefaultProfile, CargoID: req.CargoID}
+	p := sandbox.CreateParams{ProfileID: bayapi.DefaultProfile, CargoID: req.CargoID, Skills: req.Skills}
 	if req.Profile != nil {
 		p.ProfileID = *req.Profile
 	}
@@ -106,10 +107,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		p.TTL = &v
 	}
 	canon := struct {
-		Profile string  `json:"profile"`
-		CargoID *string `json:"cargo_id"`
-		TTL     *int64  `json:"ttl"`
-	}{p.ProfileID, p.CargoID, p.TTL}
+		Profile string   `json:"profile"`
+		CargoID *string  `json:"cargo_id"`
+		TTL     *int64   `json:"ttl"`
+		Skills  []string `json:"skills,omitempty"`
+	}{p.ProfileID, p.CargoID, p.TTL, p.Skills}
 	owner := Owner(r.Context())
 	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
 		v, err := s.svc.CreateSandbox(ctx, owner, p, rendered(hook, renderSandbox))

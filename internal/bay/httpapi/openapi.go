@@ -87,10 +87,11 @@ func (s *Server) buildOpenAPI() []byte {
 		} else {
 			op["security"] = []any{}
 		}
-		if paths[rt.pattern] == nil {
-			paths[rt.pattern] = map[string]any{}
+		key := openAPIPath(rt.pattern)
+		if paths[key] == nil {
+			paths[key] = map[string]any{}
 		}
-		paths[rt.pattern][strings.ToLower(rt.method)] = op
+		paths[key][strings.ToLower(rt.method)] = op
 	}
 	doc := map[string]any{
 		"openapi": "3.1.0",
@@ -112,7 +113,7 @@ func (s *Server) buildOpenAPI() []byte {
 	return b
 }
 
-var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)
+var pathParamRE = regexp.MustCompile(`\{([a-z_]+)(?:\.\.\.)?\}`)
 
 func pathParams(pattern string) []string {
 	var out []string
@@ -220,14 +221,19 @@ func (g *schemaGen) structSchema(t reflect.Type) map[string]any {
 	return out
 }
 
-// Routes lists the registered API routes as "METHOD pattern" (used by tests and tooling).
+// Routes lists the registered API routes as "METHOD path", the path as OpenAPI writes it
+// (used by tests and tooling).
 func (s *Server) Routes() []string {
 	out := make([]string, 0, len(s.routes))
 	for _, rt := range s.routes {
-		out = append(out, rt.method+" "+rt.pattern)
+		out = append(out, rt.method+" "+openAPIPath(rt.pattern))
 	}
 	return out
 }
+
+// openAPIPath is a mux pattern as OpenAPI writes it: a rest-of-path wildcard {path...} is
+// the parameter {path}.
+func openAPIPath(pattern string) string { return strings.ReplaceAll(pattern, "...}", "}") }
 
 // OpenAPI returns the served OpenAPI document.
 func (s *Server) OpenAPI() []byte { return s.openapi }

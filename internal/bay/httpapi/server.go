@@ -60,6 +60,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/skills"
 )
 
 // Authenticator maps a request to the owner it acts as (internal/bay/auth.Authenticator).
@@ -87,8 +88,11 @@ type Options struct {
 	Idempotency  *idempotency.Manager
 	Auth         Authenticator
 	GC           GCAdmin // nil: admin endpoints answer 503 unavailable
-	Log          *slog.Logger
-	Version      string // reported by /health and the OpenAPI document
+	// Skills is the skill library (nil: its endpoints answer 503 unavailable). Its admin
+	// endpoints need an Auth that implements PrincipalAuthenticator.
+	Skills  *skills.Library
+	Log     *slog.Logger
+	Version string // reported by /health and the OpenAPI document
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
@@ -118,6 +122,7 @@ type ctxKey int
 const (
 	ctxRequestID ctxKey = iota
 	ctxOwner
+	ctxAdmin
 )
 
 func requestID(ctx context.Context) string {
@@ -161,7 +166,7 @@ func New(opts Options) *Server {
 		opts: opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
-	s.routes = s.routeTable()
+	s.routes = append(s.routeTable(), s.skillRoutes()...)
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handler)
 		if rt.auth {
@@ -311,7 +316,14 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			writeError(w, r, s.log, bay.Errorf(bay.CodeUnauthorized, "Authentication required"))
 			return
 		}
-		owner, err := s.opts.Auth.Authenticate(r)
+		var owner string
+		var admin bool
+		var err error
+		if p, ok := s.opts.Auth.(PrincipalAuthenticator); ok {
+			owner, admin, err = p.Principal(r)
+		} else {
+			owner, err = s.opts.Auth.Authenticate(r)
+		}
 		if err != nil {
 			if bay.ErrorCode(err) == bay.CodeInternal {
 				err = bay.Errorf(bay.CodeUnauthorized, "Authentication required").WithCause(err)
@@ -319,6 +331,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			writeError(w, r, s.log, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxOwner, owner)))
+		ctx := context.WithValue(context.WithValue(r.Context(), ctxOwner, owner), ctxAdmin, admin)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -13,6 +13,8 @@ type CreateParams struct {
 	ProfileID string  // "" = python-default
 	CargoID   *string // an external cargo of the caller; nil = a new managed cargo
 	TTL       *int64  // seconds; nil, 0 or negative = no expiry
+	// Skills are library skills mounted on top of the profile's (unknown: validation_error).
+	Skills []string
 }
 
 // CreateSandbox creates a sandbox (lazily: no container is started). Without a cargo id it
@@ -39,10 +41,17 @@ func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParam
 		expires = &t
 	}
 
+	if len(p.Skills) > 0 {
+		if err := s.checkRequestSkills(ctx, p.Skills); err != nil {
+			return nil, err
+		}
+		hook = withRequestSkills(p.Skills, hook)
+	}
 	if p.CargoID != nil {
 		return s.createOnCargo(ctx, owner, prof, *p.CargoID, now, expires, hook)
 	}
-	if w := s.warmClaimer(); w != nil && w.WarmPoolEnabled(prof.ID) {
+	// A warm sandbox started without the request's skills: only a request without any claims.
+	if w := s.warmClaimer(); w != nil && len(p.Skills) == 0 && w.WarmPoolEnabled(prof.ID) {
 		resp, sb, err := s.claimWarm(ctx, owner, prof, now, expires, hook)
 		if err != nil {
 			return nil, err

@@ -151,6 +151,8 @@ type Service struct {
 
 	warmMu sync.RWMutex
 	warm   WarmClaimer
+
+	skills SkillLibrary // nil: no library (SetSkills)
 }
 
 // New returns a service; ship is the client of the ship runtime type (nil = a default one).

@@ -310,7 +310,14 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		return nil, err
 	}
 	s.destroyOtherInstances(ctx, sb.ID, bay.InstanceName(sess.ID))
-	inst, err := s.driver.CreateInstance(ctx, s.instanceSpec(sb, prof, sess, ref))
+	spec := s.instanceSpec(sb, prof, sess, ref)
+	if err := s.addSkillMounts(ctx, sb, prof, &spec); err != nil {
+		if s.failSession(ctx, sess) {
+			return nil, errStoppedWhileStarting(sb.ID)
+		}
+		return nil, bay.Internal("Failed to resolve the sandbox's skills", err)
+	}
+	inst, err := s.driver.CreateInstance(ctx, spec)
 	if err != nil {
 		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 		{"TxCancelledContext", testTxCancelledContext},
 		{"TimePrecision", testTimePrecision},
 	}
+	tests = append(tests, skillTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))

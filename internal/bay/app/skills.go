@@ -1,0 +1,52 @@
+package app
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/config"
+	"github.com/shipyard-dev/shipyard/internal/bay/skills"
+)
+
+// SeedUploader is the uploaded_by of skills loaded from skills.seed_dir.
+const SeedUploader = "seed"
+
+// openSkills opens the skill library in skills.dir (default <dataDir or .>/skills) and loads
+// skills.seed_dir into it.
+func openSkills(ctx context.Context, cfg *config.Config, store bay.Store, dataDir string, log *slog.Logger) (*skills.Library, error) {
+	dir, err := filepath.Abs(cmp.Or(cfg.Skills.Dir, filepath.Join(cmp.Or(dataDir, "."), "skills")))
+	if err != nil {
+		return nil, fmt.Errorf("skills dir: %w", err)
+	}
+	lib, err := skills.New(store, skills.Config{Dir: dir, Limits: skills.Limits{
+		MaxArchiveBytes:  int64(cfg.Skills.MaxArchiveBytes),
+		MaxUnpackedBytes: int64(cfg.Skills.MaxUnpackedBytes),
+		MaxFiles:         cfg.Skills.MaxFiles,
+	}}, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Skills.SeedDir != "" {
+		loaded, err := lib.LoadDir(ctx, cfg.Skills.SeedDir, SeedUploader)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("skills loaded", "component", "skills", "seed_dir", cfg.Skills.SeedDir, "skills", loaded)
+	}
+	if cfg.Skills.RootPath == "" {
+		// Profiles name library skills; one the library lacks is skipped at every start.
+		for _, p := range cfg.Profiles {
+			for _, name := range p.Skills {
+				if _, err := lib.Get(ctx, name); bay.IsNotFound(err) {
+					log.Warn("a profile names a skill the library does not have (upload it, or it is not mounted)",
+						"component", "skills", "profile", p.ID, "skill", name)
+				}
+			}
+		}
+	}
+	return lib, nil
+}
