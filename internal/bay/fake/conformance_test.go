@@ -1,8 +1,13 @@
 package fake_test
 
 import (
+	"cmp"
+	"context"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 )
@@ -12,7 +17,7 @@ import (
 // engine only, every check of the driver's own answers runs here too.
 func TestConformance(t *testing.T) {
 	const image = "shipyard-drivertest:fake"
-	d := fake.New(fake.WithImages(image))
+	d := fake.New(fake.WithImages(image), fake.WithOneShot(testImageOneShot))
 	drivertest.Run(t, drivertest.Harness{
 		Driver: d,
 		Image:  image,
@@ -39,4 +44,17 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	})
+}
+
+// testImageOneShot plays the drivertest image's oneshot mode ("/server oneshot OUT ERR CODE"):
+// a one-shot without network has loopback only.
+func testImageOneShot(_ context.Context, c bay.ContainerSpec) (fake.OneShotResult, error) {
+	if len(c.Command) != 5 || c.Command[1] != "oneshot" {
+		return fake.OneShotResult{Stderr: "usage: server oneshot OUT ERR CODE", Exit: bay.Exit{Code: 2}}, nil
+	}
+	code, _ := strconv.Atoi(c.Command[4])
+	uid, _, _ := strings.Cut(cmp.Or(c.User, "1000:1000"), ":")
+	return fake.OneShotResult{
+		Stdout: "uid=" + uid + " ifaces=lo\n" + c.Command[2], Stderr: c.Command[3], Exit: bay.Exit{Code: code},
+	}, nil
 }
