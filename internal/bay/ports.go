@@ -76,6 +76,9 @@ type Reader interface {
 	ListExecutions(ctx context.Context, q ExecutionQuery) ([]*Execution, int, error)
 	GetIdempotency(ctx context.Context, owner, key string) (*IdempotencyRecord, error)
 	ListAPIKeys(ctx context.Context) ([]*APIKey, error) // active keys only
+	GetExecRecord(ctx context.Context, id string) (*ExecRecord, error)
+	// ListExecRecords returns one page and the total count of matches.
+	ListExecRecords(ctx context.Context, q ExecQuery) ([]*ExecRecord, int, error)
 }
 
 // Tx is a write transaction. Writes are atomic with the reads made through the same Tx.
@@ -106,6 +109,11 @@ type Tx interface {
 	DeleteExpiredIdempotency(ctx context.Context, now time.Time) (int, error)
 
 	InsertAPIKey(ctx context.Context, k *APIKey) error
+
+	// InsertExecRecord inserts an audit record (an existing id wraps ErrConflict);
+	// UpdateExecRecord writes every field (a missing row wraps ErrNotFound).
+	InsertExecRecord(ctx context.Context, e *ExecRecord) error
+	UpdateExecRecord(ctx context.Context, e *ExecRecord) error
 
 	// ClaimWarmSandbox atomically picks the oldest (warm_ready_at) available, non-deleted
 	// warm sandbox of c.ProfileID and hands it to c.Owner: is_warm=false, warm_claimed_at,
