@@ -16,6 +16,15 @@ const (
 	ExecLost ExecStatus = "lost"
 )
 
+// Valid reports whether s is one of the statuses.
+func (s ExecStatus) Valid() bool {
+	switch s {
+	case ExecQueued, ExecRunning, ExecSucceeded, ExecFailed, ExecTimedOut, ExecCancelled, ExecLost:
+		return true
+	}
+	return false
+}
+
 // Final reports whether the status is an outcome (nothing changes it any more).
 func (s ExecStatus) Final() bool { return s != ExecQueued && s != ExecRunning }
 
@@ -53,7 +62,7 @@ type ExecRecord struct {
 	StdoutTruncated bool       `json:"stdout_truncated"`
 	StderrTruncated bool       `json:"stderr_truncated"`
 	Instance        string     `json:"instance"`
-	BootID          string     `json:"boot_id"` // the bay process that ran it
+	BayInstance     string     `json:"bay_instance"` // the bay (instance id) that ran it
 	CreatedAt       time.Time  `json:"created_at"`
 	StartedAt       *time.Time `json:"started_at"`
 	EndedAt         *time.Time `json:"ended_at"`

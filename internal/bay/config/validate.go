@@ -305,6 +305,8 @@ func (c *Config) Validate() error {
 		add("skills.root_path", "must be an absolute host path, got %q", c.Skills.RootPath)
 	}
 
+	c.Execs.validate(add)
+
 	// profiles
 	profiles := normalizeProfiles(c.ProfileSpecs, c.Proxy, c.Skills.RootPath, add)
 

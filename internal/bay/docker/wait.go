@@ -17,7 +17,10 @@ import (
 // The logs are read once the process has ended rather than followed: a follower can miss the
 // last partial line the engine flushes as the process exits.
 func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr io.Writer) (bay.Exit, error) {
-	inst, err := d.InspectInstance(ctx, name)
+	// The instance is found, and later killed and read, even when ctx has already ended.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
+	defer cancel()
+	inst, err := d.InspectInstance(dctx, name)
 	if err != nil {
 		return bay.Exit{}, fmt.Errorf("wait instance: %w", err)
 	}
@@ -26,8 +29,6 @@ func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr i
 	if ended != nil && ctx.Err() == nil {
 		return bay.Exit{}, fmt.Errorf("wait instance %s: %w", name, ended)
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
-	defer cancel()
 	if ended != nil {
 		ended = ctx.Err()
 		if _, err := d.cli.ContainerKill(dctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {

@@ -53,6 +53,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/execs"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
@@ -80,6 +81,8 @@ type Options struct {
 	Version     string // reported by /health and the OpenAPI document
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
+	// Execs runs the audited one-shot executions (nil: their endpoints answer 503).
+	Execs *execs.Service
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
 	// (default 60 s).
 	TerminalTouchInterval time.Duration
@@ -138,7 +141,7 @@ func New(opts Options) *Server {
 		opts: opts, svc: opts.Service, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
-	s.routes = s.routeTable()
+	s.routes = append(s.routeTable(), s.execRoutes()...)
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handler)
 		if rt.auth {

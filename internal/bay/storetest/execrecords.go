@@ -14,7 +14,7 @@ func fullExecRecord(id, owner, project, task string, status bay.ExecStatus, crea
 		Image: "ship:base", Kind: "shell", Cmd: "bash", Args: []string{"-lc", "echo 'hé' \x01"}, Cwd: "/workspace/work",
 		EnvKeys: []string{"A", "B"}, Policy: bay.DefaultExecPolicy(), Status: status, ExitCode: &code,
 		ErrorReason: "exit code 3", ArtifactsPath: "projects/" + owner + "/" + project + "/artifacts/" + id,
-		StdoutTruncated: true, Instance: bay.ExecInstancePrefix + id, BootID: "boot-1",
+		StdoutTruncated: true, Instance: bay.ExecInstancePrefix + id, BayInstance: "bay-1",
 		CreatedAt: at(created), StartedAt: ptr(at(created + 1)), EndedAt: ptr(at(created + 2)), DurationMS: 1000,
 	}
 }
