@@ -20,11 +20,16 @@ func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr i
 	// The instance is found, and later killed and read, even when ctx has already ended.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
 	defer cancel()
-	inst, err := d.InspectInstance(dctx, name)
-	if err != nil {
-		return bay.Exit{}, fmt.Errorf("wait instance: %w", err)
+	// A single-container instance's container bears its name: one inspect finds it; another
+	// instance is looked up by its label.
+	id := name
+	if _, err := d.cli.ContainerInspect(dctx, name, client.ContainerInspectOptions{}); err != nil {
+		inst, err := d.InspectInstance(dctx, name)
+		if err != nil {
+			return bay.Exit{}, fmt.Errorf("wait instance: %w", err)
+		}
+		id = inst.Containers[0].ID
 	}
-	id := inst.Containers[0].ID
 	ended := d.waitStopped(ctx, id)
 	if ended != nil && ctx.Err() == nil {
 		return bay.Exit{}, fmt.Errorf("wait instance %s: %w", name, ended)
