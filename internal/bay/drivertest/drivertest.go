@@ -119,6 +119,7 @@ func Run(t *testing.T, h Harness) {
 		{"CancelledContext", s.testCancelled},
 		{"OneShot", s.testOneShot},
 		{"OneShotBadSpecs", s.testOneShotBadSpecs},
+		{"OneShotKilledWhenWaitEnds", s.testOneShotKilled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -873,5 +874,44 @@ func (s *suite) testOneShotBadSpecs(t *testing.T) {
 			continue
 		}
 		s.gone(t, spec.Name, marker)
+	}
+}
+
+// testOneShotKilled: when the wait's context ends first, WaitInstance kills the process, still
+// returns the output it wrote, and an error wrapping the context's; the container has stopped.
+func (s *suite) testOneShotKilled(t *testing.T) {
+	d := s.h.Driver
+	spec := s.oneShotSpec("partial\n", "", 0)
+	spec.Containers[0].Command = append(spec.Containers[0].Command, "600000")
+	if _, err := d.CreateInstance(t.Context(), spec); err != nil {
+		t.Fatalf("CreateInstance(one-shot): %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := detached(t)
+		defer cancel()
+		if err := d.DestroyInstance(ctx, spec.Name); err != nil {
+			t.Errorf("cleanup: DestroyInstance(%s): %v", spec.Name, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	var stdout strings.Builder
+	start := time.Now()
+	_, err := d.WaitInstance(ctx, spec.Name, &stdout, io.Discard)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitInstance past its deadline: %v, want an error wrapping context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("WaitInstance returned %v after its deadline", took)
+	}
+	if !strings.HasSuffix(stdout.String(), "partial\n") {
+		t.Errorf("output of the killed one-shot = %q, want it to end with %q", stdout.String(), "partial\n")
+	}
+	inst, err := d.InspectInstance(t.Context(), spec.Name)
+	if err != nil {
+		t.Fatalf("InspectInstance(killed one-shot): %v", err)
+	}
+	if c := inst.Containers[0]; c.State == bay.ContainerRunning {
+		t.Errorf("the one-shot still runs after the wait ended: %+v", c)
 	}
 }

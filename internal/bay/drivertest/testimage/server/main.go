@@ -12,8 +12,8 @@
 //
 // It listens on :$PORT, default :8123.
 //
-// Run as "/server oneshot OUT ERR CODE" it is a one-shot instead: it prints "uid=U
-// ifaces=I1,I2" and OUT on stdout, ERR on stderr, and exits with CODE.
+// Run as "/server oneshot OUT ERR CODE [SLEEP_MS]" it is a one-shot instead: it prints "uid=U
+// ifaces=I1,I2" and OUT on stdout, ERR on stderr, sleeps SLEEP_MS, and exits with CODE.
 package main
 
 import (
@@ -30,8 +30,8 @@ import (
 )
 
 func oneShot(args []string) {
-	if len(args) != 3 {
-		fmt.Fprintln(os.Stderr, "usage: server oneshot OUT ERR CODE")
+	if len(args) != 3 && len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: server oneshot OUT ERR CODE [SLEEP_MS]")
 		os.Exit(2)
 	}
 	var names []string
@@ -41,6 +41,10 @@ func oneShot(args []string) {
 	}
 	fmt.Printf("uid=%d ifaces=%s\n%s", os.Getuid(), strings.Join(names, ","), args[0])
 	fmt.Fprint(os.Stderr, args[1])
+	if len(args) == 4 {
+		ms, _ := strconv.Atoi(args[3])
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
 	code, _ := strconv.Atoi(args[2])
 	os.Exit(code)
 }
