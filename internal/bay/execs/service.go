@@ -121,6 +121,9 @@ func (s *Service) Create(ctx context.Context, owner string, req Request) (*bay.E
 	defer func() {
 		if !admitted {
 			s.release(j)
+			if err := s.cfg.Workspace.Discard(owner, rec.ProjectID, rec.ID); err != nil {
+				s.log.Error("exec: remove the directories of an exec not admitted", "exec_id", rec.ID, "err", err)
+			}
 		}
 	}()
 	if err := s.cfg.Workspace.Prepare(owner, rec.ProjectID, rec.ID, plan.inputs); err != nil {

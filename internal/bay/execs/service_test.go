@@ -2,6 +2,7 @@ package execs
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,7 +88,7 @@ func TestQueueFairBetweenOwners(t *testing.T) {
 	}
 	_, err := svc.Create(ctx, "c", shell("p", "c1"))
 	var e *bay.Error
-	if !errorsAs(err, &e) || e.Code != bay.CodeQuotaExceeded || e.Details["retry_after_ms"].(int) <= 0 {
+	if !errors.As(err, &e) || e.Code != bay.CodeQuotaExceeded || e.Details["retry_after_ms"].(int) <= 0 {
 		t.Fatalf("the sixth exec: %v, want quota_exceeded with retry_after_ms", err)
 	}
 	for range 5 {
@@ -275,5 +276,31 @@ func TestReconcile(t *testing.T) {
 	}
 	if slices.Contains(drv.Instances(), over.Instance) {
 		t.Errorf("the container of a finished exec was left: %v", drv.Instances())
+	}
+}
+
+// failingStore refuses every write transaction.
+type failingStore struct{ bay.Store }
+
+func (failingStore) Tx(context.Context, func(bay.Tx) error) error {
+	return errors.New("disk full")
+}
+
+// TestAdmissionRollsBack: when the audit record cannot be written, Create fails, the exec's
+// directories are removed, no container is made and the queue place is given back.
+func TestAdmissionRollsBack(t *testing.T) {
+	svc, drv, root := newService(t, 1, 1, nil)
+	svc.store = failingStore{svc.store}
+	for range 3 { // more than the one slot and one queue place: each failure gives its place back
+		if _, err := svc.Create(t.Context(), "alice", shell("p", "x")); err == nil || bay.ErrorCode(err) == bay.CodeQuotaExceeded {
+			t.Fatalf("Create with a failing store: %v, want the store's error", err)
+		}
+	}
+	entries, err := os.ReadDir(filepath.Join(root, ProjectDir("alice", "p"), "artifacts"))
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("artifact directories left: %v, %v", entries, err)
+	}
+	if n := drv.CallCount(fake.MethodCreateInstance); n != 0 {
+		t.Fatalf("%d containers created", n)
 	}
 }

@@ -173,6 +173,17 @@ func (w Workspace) Prepare(owner, project, execID string, inputs []Input) error 
 	return nil
 }
 
+// Discard removes what Prepare made for an exec that was not admitted after all (its artifact
+// and output directories; the project's inputs are the project's).
+func (w Workspace) Discard(owner, project, execID string) error {
+	r, err := w.open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return errors.Join(r.RemoveAll(ArtifactsDir(owner, project, execID)), r.RemoveAll(path.Join(".bay", "out", execID)))
+}
+
 // Mounts are the exec container's three bind mounts, nothing else.
 func (w Workspace) Mounts(owner, project, execID string) []bay.Mount {
 	j := func(rel string) string { return joinMount(w.Paths.Mount, rel) }
