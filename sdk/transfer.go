@@ -130,18 +130,23 @@ func (c *Client) Download(ctx context.Context, id, filePath string, w io.Writer)
 	if err := checkID("sandbox", id); err != nil {
 		return 0, err
 	}
-	resp, err := c.send(ctx, &request{method: http.MethodGet, path: sbPath(bayapi.PathDownload, id),
-		query: url.Values{"path": {filePath}}, stream: true})
+	return c.streamTo(ctx, &request{method: http.MethodGet, path: sbPath(bayapi.PathDownload, id),
+		query: url.Values{"path": {filePath}}, stream: true}, w, filePath)
+}
+
+// streamTo sends r and copies the answer's body into w as it arrives, checking its length.
+func (c *Client) streamTo(ctx context.Context, r *request, w io.Writer, what string) (int64, error) {
+	resp, err := c.send(ctx, r)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.release()
 	n, err := io.Copy(w, resp.Body)
 	if err != nil {
-		return n, fmt.Errorf("sdk: download %s: %w", filePath, err)
+		return n, fmt.Errorf("sdk: download %s: %w", what, err)
 	}
 	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return n, fmt.Errorf("sdk: download %s: got %d of %d bytes", filePath, n, resp.ContentLength)
+		return n, fmt.Errorf("sdk: download %s: got %d of %d bytes", what, n, resp.ContentLength)
 	}
 	return n, nil
 }

@@ -98,6 +98,7 @@ const (
 	CodeUnavailable            = "unavailable"              // 503 (ours: GC scheduler missing etc.)
 	CodeMethodNotAllowed       = "method_not_allowed"       // 405 (ours: the reference answered plain 405)
 	CodeHeadersTooLarge        = "headers_too_large"        // 431 (ours: request header fields too large)
+	CodePolicyViolation        = "policy_violation"         // 400 (ours: an execution asks more than its policy allows)
 	CodeInternal               = "internal_error"           // 500
 )
 
@@ -113,7 +114,7 @@ func StatusOf(code string) int {
 		return 403
 	case CodeQuotaExceeded:
 		return 429
-	case CodeValidation, CodeInvalidPath, CodeCapabilityNotSupported, CodeIsADirectory, CodeNotADirectory:
+	case CodeValidation, CodeInvalidPath, CodeCapabilityNotSupported, CodeIsADirectory, CodeNotADirectory, CodePolicyViolation:
 		return 400
 	case CodeConflict, CodeSandboxExpired, CodeSandboxTTLInfinite:
 		return 409

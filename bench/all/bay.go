@@ -59,7 +59,12 @@ func (b *bench) startBay(ctx context.Context) (*bayProc, error) {
 	}
 	cfg := testenv.Config{Port: port, DataDir: dir, APIKey: bp.Key, InstanceID: bp.Instance,
 		Driver: "  image_pull_policy: never\n",
-		Extra: fmt.Sprintf(`warm_pool:
+		Extra: fmt.Sprintf(`execs:
+  workspace_root: %q
+  image: %q
+  max_concurrent_execs: %d
+  queue_size: 256
+warm_pool:
   enabled: true
   run_on_startup: true
   interval_seconds: 1
@@ -92,7 +97,7 @@ profiles:
         runtime_port: 8115
         resources: {cpus: 1.0, memory: "1g"}
         capabilities: [browser]
-`, profileCold, b.image, profileWarm, b.image, b.warmPool, profileBrowser, b.image, b.gullImage)}
+`, filepath.Join(dir, "workspace"), b.image, execConcurrency, profileCold, b.image, profileWarm, b.image, b.warmPool, profileBrowser, b.image, b.gullImage)}
 	bp.URL = cfg.URL()
 	if err := os.WriteFile(filepath.Join(b.out, "bay-config.yaml"), []byte(cfg.YAML()), 0o644); err != nil {
 		return nil, err

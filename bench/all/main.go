@@ -57,11 +57,12 @@ type reps struct {
 	Warm       int
 	Concurrent int
 	WarmPool   int // warm_pool_size of the pooled profile
+	ExecBurst  int // audited execs of the burst figure
 }
 
 var (
-	fullReps  = reps{WarmPool: 4, Cold: 15, ColdWarmup: 1, Ready: 500, Lazy: 300, LazyBurst: 1000, Transfer: 2, TransferMB: 1024, ReadyN: 20, Settle: 3 * time.Second, Warm: 20, Concurrent: 50}
-	quickReps = reps{WarmPool: 2, Cold: 2, ColdWarmup: 0, Ready: 30, Lazy: 30, LazyBurst: 100, Transfer: 1, TransferMB: 128, ReadyN: 2, Settle: time.Second, Warm: 2, Concurrent: 5}
+	fullReps  = reps{WarmPool: 4, Cold: 15, ColdWarmup: 1, Ready: 500, Lazy: 300, LazyBurst: 1000, Transfer: 2, TransferMB: 1024, ReadyN: 20, Settle: 3 * time.Second, Warm: 20, Concurrent: 50, ExecBurst: 100}
+	quickReps = reps{WarmPool: 2, Cold: 2, ColdWarmup: 0, Ready: 30, Lazy: 30, LazyBurst: 100, Transfer: 1, TransferMB: 128, ReadyN: 2, Settle: time.Second, Warm: 2, Concurrent: 5, ExecBurst: 12}
 )
 
 // bench is one run.
@@ -83,7 +84,8 @@ type bench struct {
 	log       *slog.Logger
 	report    *benchlib.Report
 
-	shared struct{ id, cid, ep string }
+	shared  struct{ id, cid, ep string }
+	execSeq int64 // raw runs of the exec figures
 	// coldPython is the bay cold-create-to-python series, the warm figure's baseline.
 	coldPython *benchlib.Series
 }
@@ -102,7 +104,7 @@ func run() (int, error) {
 	image := flag.String("image", "ship:latest", "sandbox image (must exist locally: make images)")
 	gullImage := flag.String("gull-image", "gull:latest", "browser runtime image of the cold browser figure (make images)")
 	bayBin := flag.String("bay", "", "bay binary (default: bin/bay at the repository root; make build)")
-	only := flag.String("only", "", "comma-separated figure groups to run (cold,browser,ready,transfer,lazy,memory,warm,concurrent,ship); default all")
+	only := flag.String("only", "", "comma-separated figure groups to run (cold,browser,ready,transfer,lazy,memory,warm,concurrent,execs,ship); default all")
 	flag.Parse()
 	if *out == "" {
 		return 2, errors.New("-out DIR is required")
@@ -200,6 +202,8 @@ func run() (int, error) {
 		{"memory", b.figMemory},
 		{"warm", b.figWarm},
 		{"concurrent", b.figConcurrent},
+		{"execs", b.figExecOne},
+		{"execs", b.figExecBurst},
 	}
 	// bench/ship runs after bay's figures (it loads the host on its own); it compiles and
 	// starts a host kernel, so quick mode leaves it out unless asked for.

@@ -2,6 +2,7 @@ package bay
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -39,6 +40,9 @@ const (
 	// nothing of other instances; what lies beyond (the host, private ranges, the internet) is
 	// the host guard's and, later, the egress policy's to decide.
 	NetworkIsolated NetworkMode = "isolated"
+	// NetworkNone: the instance's one container has a loopback interface and nothing else
+	// (one-shot executions). Only for single-container instances.
+	NetworkNone NetworkMode = "none"
 )
 
 // NetworkPolicy is an instance's network policy. The zero value is NetworkIsolated.
@@ -78,6 +82,12 @@ type ContainerSpec struct {
 	Mounts      []Mount
 	// Seccomp is the system-call filter: SeccompDefault or SeccompUserNamespaces.
 	Seccomp string
+	// Command, when set, makes the container a one-shot: it runs this argv (replacing the
+	// image's entrypoint and command) in WorkDir instead of a runtime, Port and CapAdd must be
+	// empty, the image's runtime capabilities are not granted, and the process may exit at
+	// once. WaitInstance collects its output and exit; DestroyInstance removes it.
+	Command []string
+	WorkDir string // absolute; "" = the image's
 }
 
 // Seccomp filters a ContainerSpec may ask for.
@@ -103,7 +113,7 @@ type InstanceSpec struct {
 	// Labels are written on every object of the instance; ListInstances filters on them.
 	Labels map[string]string
 	// VolumeRef is the cargo volume (a driver ref from CreateVolume), mounted read-write at
-	// MountPath in every container. It must exist.
+	// MountPath in every container. It must exist; "" = no cargo volume.
 	VolumeRef string
 	MountPath string
 	// Containers are started together; the first is the primary (at least one).
@@ -190,6 +200,19 @@ type Driver interface {
 	// hints that make the next call re-check the instance at once: a missed one only waits
 	// for the next liveness probe.
 	WatchDeaths(ctx context.Context, labels map[string]string, died func(instance string)) error
+	// WaitInstance waits for the primary container of an instance (a one-shot: see
+	// ContainerSpec.Command) to exit, then copies its whole stdout and stderr into the writers
+	// (a second call, e.g. after a bay restart, copies them again) and returns how it ended.
+	// When ctx ends first (a timeout, a cancel) it kills the process, still copies the output
+	// it left, and returns the exit with an error wrapping ctx's. A missing instance wraps
+	// ErrNotFound. The platform keeps a bounded amount of output (Docker: 128 MiB a stream).
+	WaitInstance(ctx context.Context, name string, stdout, stderr io.Writer) (Exit, error)
+}
+
+// Exit is how a one-shot container ended.
+type Exit struct {
+	Code      int
+	OOMKilled bool // killed by the kernel for exceeding its memory limit
 }
 
 // VolumeSpec describes a cargo volume.

@@ -84,6 +84,9 @@ type Reader interface {
 	GetSkillVersion(ctx context.Context, name, version string) (*Skill, error)
 	// ListSandboxSkills returns the skills a sandbox's create request named (request order).
 	ListSandboxSkills(ctx context.Context, sandboxID string) ([]string, error)
+	GetExecRecord(ctx context.Context, id string) (*ExecRecord, error)
+	// ListExecRecords returns one page and the total count of matches.
+	ListExecRecords(ctx context.Context, q ExecQuery) ([]*ExecRecord, int, error)
 }
 
 // Tx is a write transaction. Writes are atomic with the reads made through the same Tx.
@@ -124,6 +127,10 @@ type Tx interface {
 	DeleteSkill(ctx context.Context, name string) error
 	// SetSandboxSkills replaces the skills stored for a sandbox (at most 64).
 	SetSandboxSkills(ctx context.Context, sandboxID string, names []string) error
+	// InsertExecRecord inserts an audit record (an existing id wraps ErrConflict);
+	// UpdateExecRecord writes every field (a missing row wraps ErrNotFound).
+	InsertExecRecord(ctx context.Context, e *ExecRecord) error
+	UpdateExecRecord(ctx context.Context, e *ExecRecord) error
 
 	// ClaimWarmSandbox atomically picks the oldest (warm_ready_at) available, non-deleted
 	// warm sandbox of c.ProfileID and hands it to c.Owner: is_warm=false, warm_claimed_at,

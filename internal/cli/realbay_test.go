@@ -56,7 +56,9 @@ func startRealBay(t *testing.T) string {
     resources: {cpus: 1.0, memory: "1g"}
     capabilities: [filesystem, shell, python]
     idle_timeout: 1800
-`, realImage)}
+execs:
+  image: %q
+`, realImage, realImage)}
 	logs := &testenv.LogBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -255,8 +255,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	pool := warmpool.New(store, drv, svc, nil, log, wpc)
 	svc.SetWarmClaimer(pool)
 
+	execSvc, err := buildExecs(ctx, cfg, store, drv, dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer stopExecs(ctx, execSvc)
 	api := httpapi.New(httpapi.Options{
 		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Skills: lib, Log: log,
+		Execs:   execSvc,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 	})
 	if m.MountMCP != nil {

@@ -39,6 +39,8 @@ type Config struct {
 	Session SessionConfig `yaml:"session"`
 	// Skills holds the host skills library (ours).
 	Skills SkillsConfig `yaml:"skills"`
+	// Execs holds the audited one-shot executions (ours).
+	Execs ExecsConfig `yaml:"execs"`
 	// ProfileSpecs is the "profiles" list as written. A list in the file or in BAY_PROFILES
 	// replaces the default profiles entirely.
 	ProfileSpecs []ProfileSpec `yaml:"profiles"`
@@ -439,6 +441,7 @@ func DefaultConfig() *Config {
 		BrowserAutoReleaseEnabled: true,
 		Proxy:                     ProxyConfig{DefaultNoProxy: DefaultNoProxy},
 		Session:                   SessionConfig{ReadinessTimeout: 60 * time.Second},
+		Execs:                     defaultExecs(),
 		ProfileSpecs:              DefaultProfileSpecs(),
 	}
 	if err := c.Validate(); err != nil {

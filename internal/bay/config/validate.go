@@ -311,6 +311,8 @@ func (c *Config) Validate() error {
 	}
 	checkSkills(&c.Skills, add)
 
+	c.Execs.validate(add)
+
 	// profiles
 	profiles := normalizeProfiles(c.ProfileSpecs, c.Proxy, c.Skills.RootPath, add)
 

@@ -34,7 +34,9 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 	}
 	primary, extra := d.networks(spec)
 	sandboxNet := ""
-	if primary == d.sandboxNet || extra == d.sandboxNet {
+	if spec.NoNetwork {
+		primary, extra = "none", ""
+	} else if primary == d.sandboxNet || extra == d.sandboxNet {
 		id, err := d.ensureSandboxNetwork(ctx)
 		if err != nil {
 			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
@@ -48,7 +50,7 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 	}
 	// The engine (20.10) accepts a missing network at create and fails only at start: check.
 	for _, n := range []string{primary, extra} {
-		if n == "" || n == "bridge" || n == "default" || n == sandboxNet {
+		if n == "" || n == "bridge" || n == "default" || n == sandboxNet || spec.NoNetwork {
 			continue
 		}
 		found, err := d.networksNamed(ctx, n)
@@ -75,7 +77,7 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 		var cached []mount.Mount
 		opts.Config.Image, cached = d.cache.imageForCreate(ctx, spec.Image, res)
 		opts.HostConfig.Mounts = append(opts.HostConfig.Mounts, cached...)
-		if caps := runtimeCaps(imageLabels(res)); len(caps) > 0 {
+		if caps := runtimeCaps(imageLabels(res)); len(caps) > 0 && len(spec.Command) == 0 {
 			// The runtime separates privileges (its image says so): it starts as root holding
 			// only these capabilities, switches itself to its own user and runs user code as
 			// 1000:1000 with none. no-new-privileges and the dropped rest stay.
@@ -83,7 +85,7 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 			opts.HostConfig.CapAdd = mergeCaps(opts.HostConfig.CapAdd, caps)
 		}
 	}
-	if primary != "" {
+	if primary != "" && !spec.NoNetwork {
 		// API 1.41 accepts one endpoint at create; a second network is connected below.
 		opts.NetworkingConfig = &network.NetworkingConfig{
 			EndpointsConfig: map[string]*network.EndpointSettings{primary: {}},
@@ -172,7 +174,9 @@ func validateSpec(s containerSpec) error {
 	switch {
 	case s.Image == "":
 		return errors.New("no image")
-	case s.RuntimePort <= 0 || s.RuntimePort > 65535:
+	case len(s.Command) > 0 && s.RuntimePort != 0:
+		return errors.New("a one-shot container has no runtime port")
+	case len(s.Command) == 0 && (s.RuntimePort <= 0 || s.RuntimePort > 65535):
 		return fmt.Errorf("invalid runtime port %d", s.RuntimePort)
 	case s.VolumeRef != "" && !path.IsAbs(s.MountPath):
 		return fmt.Errorf("volume %s needs an absolute mount path, got %q", s.VolumeRef, s.MountPath)
@@ -243,15 +247,22 @@ func (d *Driver) containerConfig(spec containerSpec) *container.Config {
 		user = DefaultUser
 	}
 	stop := int(d.cfg.StopTimeout / time.Second)
-	return &container.Config{
-		Hostname:     spec.Hostname,
-		User:         user,
-		Env:          env,
-		Labels:       labels,
-		Image:        spec.Image,
-		ExposedPorts: network.PortSet{runtimePort(spec.RuntimePort): {}},
-		StopTimeout:  &stop,
+	cfg := &container.Config{
+		Hostname:    spec.Hostname,
+		User:        user,
+		Env:         env,
+		Labels:      labels,
+		Image:       spec.Image,
+		StopTimeout: &stop,
 	}
+	if len(spec.Command) > 0 {
+		// A one-shot runs its argv as given: no shell, no image entrypoint in between.
+		delete(labels, bay.LabelRuntimePort)
+		cfg.Entrypoint, cfg.Cmd, cfg.WorkingDir = spec.Command[:1], spec.Command[1:], spec.WorkDir
+		return cfg
+	}
+	cfg.ExposedPorts = network.PortSet{runtimePort(spec.RuntimePort): {}}
+	return cfg
 }
 
 func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostConfig {
@@ -294,6 +305,12 @@ func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostC
 	for _, m := range spec.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
+	if len(spec.Command) > 0 {
+		// A one-shot's output is read back through the logs: bound what the engine keeps of it
+		// on disk (the reader caps what it stores).
+		hc.LogConfig = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": oneShotLogSize, "max-file": "2"}}
+		return hc
+	}
 	if d.publishes() {
 		hostPortStr := ""
 		if d.cfg.HostPort > 0 {
@@ -306,10 +323,14 @@ func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostC
 	return hc
 }
 
+// oneShotLogSize bounds each of the two log files the engine keeps of a one-shot's output.
+const oneShotLogSize = "64m"
+
 // startContainer starts a created (or exited) container and returns the endpoint bay reaches
 // its runtime at. A missing container wraps bay.ErrNotFound; a container that is not running
 // right after start (its process exited at once) or has no reachable address is an error.
-func (d *Driver) startContainer(ctx context.Context, id string) (string, error) {
+// A one-shot has no endpoint and may exit at once: it returns "" as soon as it started.
+func (d *Driver) startContainer(ctx context.Context, id string, oneShot bool) (string, error) {
 	delay := 20 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		_, err := d.cli.ContainerStart(ctx, id, client.ContainerStartOptions{})
@@ -330,6 +351,10 @@ func (d *Driver) startContainer(ctx context.Context, id string) (string, error) 
 			return "", fmt.Errorf("start container %s: %w", id, err)
 		}
 		delay *= 2
+	}
+	if oneShot {
+		d.log.Debug("one-shot container started", "id", id)
+		return "", nil
 	}
 	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {

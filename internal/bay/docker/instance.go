@@ -42,7 +42,10 @@ type containerSpec struct {
 	Seccomp     string
 	User        string
 	CapAdd      []string
-	Network     string // extra network to join ("" = the driver's)
+	Network     string   // extra network to join ("" = the driver's)
+	Command     []string // a one-shot's argv (see bay.ContainerSpec.Command)
+	WorkDir     string
+	NoNetwork   bool // loopback only (bay.NetworkNone)
 }
 
 // containerInfo is what the engine reports about one container.
@@ -78,6 +81,10 @@ func validateInstance(spec bay.InstanceSpec) error {
 	}
 	switch spec.Network.Mode {
 	case "", bay.NetworkIsolated:
+	case bay.NetworkNone:
+		if len(spec.Containers) != 1 {
+			return errors.New("network mode none takes exactly one container")
+		}
 	default:
 		return fmt.Errorf("network mode %q is not supported", spec.Network.Mode)
 	}
@@ -90,6 +97,12 @@ func validateInstance(spec bay.InstanceSpec) error {
 			return fmt.Errorf("container name %q used twice", c.Name)
 		}
 		seen[c.Name] = true
+		if len(c.Command) > 0 && (c.Port != 0 || len(c.CapAdd) > 0) {
+			return fmt.Errorf("container %s: a one-shot container has no runtime port and adds no capability", c.Name)
+		}
+		if len(c.Command) > 0 && c.WorkDir != "" && !strings.HasPrefix(c.WorkDir, "/") {
+			return fmt.Errorf("container %s: work dir %q is not absolute", c.Name, c.WorkDir)
+		}
 		for _, cp := range c.CapAdd {
 			if !slices.Contains(bay.AddableCaps, strings.TrimPrefix(strings.ToUpper(cp), "CAP_")) {
 				return fmt.Errorf("container %s: capability %s may not be added", c.Name, cp)
@@ -179,6 +192,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			User:        c.User,
 			CapAdd:      c.CapAdd,
 			Network:     network,
+			Command:     c.Command,
+			WorkDir:     c.WorkDir,
+			NoNetwork:   spec.Network.Mode == bay.NetworkNone,
 		}
 		if multi {
 			cs.Hostname = c.Name
@@ -208,7 +224,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	var wg sync.WaitGroup
 	for i := range inst.Containers {
 		wg.Go(func() {
-			ep, err := d.startContainer(ctx, inst.Containers[i].ID)
+			ep, err := d.startContainer(ctx, inst.Containers[i].ID, len(spec.Containers[i].Command) > 0)
 			if err != nil {
 				errs[i] = fmt.Errorf("container %s: %w", inst.Containers[i].Name, err)
 				return

@@ -124,6 +124,9 @@ func Run(t *testing.T, h Harness) {
 		{"SeccompUserNamespaces", s.testSeccompUserNamespaces},
 		{"VolumeInUse", s.testVolumeInUse},
 		{"CancelledContext", s.testCancelled},
+		{"OneShot", s.testOneShot},
+		{"OneShotBadSpecs", s.testOneShotBadSpecs},
+		{"OneShotKilledWhenWaitEnds", s.testOneShotKilled},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -911,5 +914,127 @@ func (s *suite) testCancelled(t *testing.T) {
 	s.gone(t, spec.Name, marker)
 	if err := d.Ping(ctx); err == nil {
 		t.Error("Ping with a cancelled context succeeded")
+	}
+}
+
+// oneShotSpec is a one-shot instance without network or volume running the test image's
+// oneshot mode: it prints its uid and network interfaces and out on stdout, errText on stderr,
+// and exits with code.
+func (s *suite) oneShotSpec(out, errText string, code int) bay.InstanceSpec {
+	return bay.InstanceSpec{
+		Name: s.name("o"), Labels: s.labels(), Network: bay.NetworkPolicy{Mode: bay.NetworkNone},
+		Containers: []bay.ContainerSpec{{
+			Name: "exec", RuntimeType: "exec", Image: s.h.Image, User: "1000:1000",
+			Command: []string{"/server", "oneshot", out, errText, fmt.Sprint(code)},
+			WorkDir: "/workspace", Limits: bay.Limits{PidsLimit: 64, MemoryBytes: 64 << 20},
+		}},
+	}
+}
+
+// testOneShot: a one-shot runs its argv as uid 1000 with loopback only and no capability; its
+// stdout and stderr come back apart, with its exit code, and again on a second wait.
+func (s *suite) testOneShot(t *testing.T) {
+	d, ctx := s.h.Driver, t.Context()
+	spec := s.oneShotSpec("hello\n", "oops", 3)
+	inst, err := d.CreateInstance(ctx, spec)
+	t.Cleanup(func() {
+		ctx, cancel := detached(t)
+		defer cancel()
+		if err := d.DestroyInstance(ctx, spec.Name); err != nil {
+			t.Errorf("cleanup: DestroyInstance(%s): %v", spec.Name, err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("CreateInstance(one-shot): %v", err)
+	}
+	if len(inst.Containers) != 1 || inst.Containers[0].Endpoint != "" {
+		t.Fatalf("one-shot instance = %+v, want one container without an endpoint", inst)
+	}
+	eff := s.h.Effective(t, inst.Containers[0].ID)
+	if eff.User != "1000:1000" || !slices.Equal(eff.CapDrop, []string{"ALL"}) || len(eff.CapAdd) != 0 || eff.Privileged {
+		t.Errorf("one-shot hardening = %+v, want 1000:1000, all caps dropped, none added", eff)
+	}
+	for round := 1; round <= 2; round++ {
+		var stdout, stderr strings.Builder
+		exit, err := d.WaitInstance(ctx, spec.Name, &stdout, &stderr)
+		if err != nil {
+			t.Fatalf("WaitInstance (round %d): %v", round, err)
+		}
+		want := "uid=1000 ifaces=lo\nhello\n"
+		if exit.Code != 3 || exit.OOMKilled || stdout.String() != want || stderr.String() != "oops" {
+			t.Errorf("round %d: exit %+v stdout %q stderr %q, want code 3, %q, %q", round, exit, stdout.String(), stderr.String(), want, "oops")
+		}
+	}
+	if err := d.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatalf("DestroyInstance(one-shot): %v", err)
+	}
+	if _, err := d.WaitInstance(ctx, spec.Name, io.Discard, io.Discard); !bay.IsNotFound(err) {
+		t.Errorf("WaitInstance(destroyed): %v, want not_found", err)
+	}
+}
+
+// testOneShotBadSpecs: a one-shot with a runtime port or a capability, and network none with
+// two containers, are refused and leave nothing behind.
+func (s *suite) testOneShotBadSpecs(t *testing.T) {
+	cases := map[string]func(*bay.InstanceSpec){
+		"port":             func(sp *bay.InstanceSpec) { sp.Containers[0].Port = 8123 },
+		"capability":       func(sp *bay.InstanceSpec) { sp.Containers[0].CapAdd = []string{"KILL"} },
+		"relative workdir": func(sp *bay.InstanceSpec) { sp.Containers[0].WorkDir = "work" },
+		"none with two": func(sp *bay.InstanceSpec) {
+			c := sp.Containers[0]
+			c.Name = "second"
+			sp.Containers = append(sp.Containers, c)
+		},
+	}
+	for name, mutate := range cases {
+		marker := s.name("m")
+		spec := s.oneShotSpec("", "", 0)
+		spec.Labels = s.labels("drivertest.marker", marker)
+		mutate(&spec)
+		if _, err := s.h.Driver.CreateInstance(t.Context(), spec); err == nil {
+			_ = s.h.Driver.DestroyInstance(context.WithoutCancel(t.Context()), spec.Name)
+			t.Errorf("%s: CreateInstance succeeded, want an error", name)
+			continue
+		}
+		s.gone(t, spec.Name, marker)
+	}
+}
+
+// testOneShotKilled: when the wait's context ends first, WaitInstance kills the process, still
+// returns the output it wrote, and an error wrapping the context's; the container has stopped.
+func (s *suite) testOneShotKilled(t *testing.T) {
+	d := s.h.Driver
+	spec := s.oneShotSpec("partial\n", "", 0)
+	spec.Containers[0].Command = append(spec.Containers[0].Command, "600000")
+	if _, err := d.CreateInstance(t.Context(), spec); err != nil {
+		t.Fatalf("CreateInstance(one-shot): %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := detached(t)
+		defer cancel()
+		if err := d.DestroyInstance(ctx, spec.Name); err != nil {
+			t.Errorf("cleanup: DestroyInstance(%s): %v", spec.Name, err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	var stdout strings.Builder
+	start := time.Now()
+	_, err := d.WaitInstance(ctx, spec.Name, &stdout, io.Discard)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitInstance past its deadline: %v, want an error wrapping context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("WaitInstance returned %v after its deadline", took)
+	}
+	if !strings.HasSuffix(stdout.String(), "partial\n") {
+		t.Errorf("output of the killed one-shot = %q, want it to end with %q", stdout.String(), "partial\n")
+	}
+	inst, err := d.InspectInstance(t.Context(), spec.Name)
+	if err != nil {
+		t.Fatalf("InspectInstance(killed one-shot): %v", err)
+	}
+	if c := inst.Containers[0]; c.State == bay.ContainerRunning {
+		t.Errorf("the one-shot still runs after the wait ended: %+v", c)
 	}
 }

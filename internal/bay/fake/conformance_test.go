@@ -1,8 +1,14 @@
 package fake_test
 
 import (
+	"cmp"
+	"context"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 )
@@ -12,7 +18,7 @@ import (
 // engine only, every check of the driver's own answers runs here too.
 func TestConformance(t *testing.T) {
 	const image = "shipyard-drivertest:fake"
-	d := fake.New(fake.WithImages(image))
+	d := fake.New(fake.WithImages(image), fake.WithOneShot(testImageOneShot))
 	drivertest.Run(t, drivertest.Harness{
 		Driver: d,
 		Image:  image,
@@ -41,4 +47,26 @@ func TestConformance(t *testing.T) {
 			}
 		},
 	})
+}
+
+// testImageOneShot plays the drivertest image's oneshot mode ("/server oneshot OUT ERR CODE"):
+// a one-shot without network has loopback only.
+func testImageOneShot(ctx context.Context, c bay.ContainerSpec) (fake.OneShotResult, error) {
+	if (len(c.Command) != 5 && len(c.Command) != 6) || c.Command[1] != "oneshot" {
+		return fake.OneShotResult{Stderr: "usage: server oneshot OUT ERR CODE [SLEEP_MS]", Exit: bay.Exit{Code: 2}}, nil
+	}
+	code, _ := strconv.Atoi(c.Command[4])
+	uid, _, _ := strings.Cut(cmp.Or(c.User, "1000:1000"), ":")
+	res := fake.OneShotResult{
+		Stdout: "uid=" + uid + " ifaces=lo\n" + c.Command[2], Stderr: c.Command[3], Exit: bay.Exit{Code: code},
+	}
+	if len(c.Command) == 6 {
+		ms, _ := strconv.Atoi(c.Command[5])
+		select {
+		case <-time.After(time.Duration(ms) * time.Millisecond):
+		case <-ctx.Done():
+			return res, ctx.Err() // killed: what it printed so far is kept
+		}
+	}
+	return res, nil
 }

@@ -25,6 +25,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -48,12 +49,13 @@ const (
 	MethodDestroyInstance = "DestroyInstance"
 	MethodListInstances   = "ListInstances"
 	MethodWatchDeaths     = "WatchDeaths"
+	MethodWaitInstance    = "WaitInstance"
 )
 
 var methods = []string{
 	MethodPing, MethodCreateVolume, MethodDeleteVolume, MethodInspectVolume, MethodListVolumes,
 	MethodCreateInstance, MethodInspectInstance, MethodDestroyInstance, MethodListInstances,
-	MethodWatchDeaths,
+	MethodWatchDeaths, MethodWaitInstance,
 }
 
 // Always makes an injected failure permanent (pass it as times).
@@ -90,6 +92,8 @@ type Container struct {
 	ExitCode  int
 	CreatedAt time.Time
 	Endpoint  string // set while running
+	// Ran is what a one-shot's run (WithOneShot) produced, once WaitInstance has run it.
+	Ran *OneShotResult
 
 	// The effective hardening, as the Docker driver applies it regardless of the spec.
 	User        string   // spec's, or "1000:1000"
@@ -152,6 +156,20 @@ func WithImages(images ...string) Option {
 	}
 }
 
+// OneShotResult is what a one-shot container "ran": its output and how it ended.
+type OneShotResult struct {
+	Stdout, Stderr string
+	Exit           bay.Exit
+}
+
+// WithOneShot sets what a one-shot container (bay.ContainerSpec.Command) does when
+// WaitInstance first waits for it: run is called once, outside the driver's lock, and may
+// block until ctx ends (it then returns what it wrote so far and ctx's error: the container
+// counts as killed). The default exits 0 with no output.
+func WithOneShot(run func(ctx context.Context, c bay.ContainerSpec) (OneShotResult, error)) Option {
+	return func(d *Driver) { d.oneShot = run }
+}
+
 // WithClock sets the clock used for CreatedAt (default time.Now).
 func WithClock(now func() time.Time) Option {
 	return func(d *Driver) { d.now = now }
@@ -179,6 +197,7 @@ type rule struct {
 type Driver struct {
 	endpoint func(instance string, c bay.ContainerSpec) string
 	now      func() time.Time
+	oneShot  func(ctx context.Context, c bay.ContainerSpec) (OneShotResult, error)
 
 	mu         sync.Mutex
 	images     map[string]bool // nil = every image exists
@@ -210,6 +229,7 @@ func New(opts ...Option) *Driver {
 	d.endpoint = func(instance string, c bay.ContainerSpec) string {
 		return "http://" + instance + "-" + c.Name + ":" + strconv.Itoa(c.Port)
 	}
+	d.oneShot = func(context.Context, bay.ContainerSpec) (OneShotResult, error) { return OneShotResult{}, nil }
 	for _, o := range opts {
 		o(d)
 	}
@@ -640,8 +660,10 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 		return fail("no containers")
 	case spec.VolumeRef != "" && spec.MountPath == "":
 		return fail("volume %s without a mount path", spec.VolumeRef)
-	case spec.Network.Mode != "" && spec.Network.Mode != bay.NetworkIsolated:
+	case spec.Network.Mode != "" && spec.Network.Mode != bay.NetworkIsolated && spec.Network.Mode != bay.NetworkNone:
 		return fail("network mode %q is not supported", spec.Network.Mode)
+	case spec.Network.Mode == bay.NetworkNone && len(spec.Containers) != 1:
+		return fail("network mode none takes exactly one container")
 	}
 	seen := map[string]bool{}
 	for _, c := range spec.Containers {
@@ -650,7 +672,11 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 			return fail("container name %q empty or used twice", c.Name)
 		case c.Image == "":
 			return fail("container %s: no image", c.Name)
-		case c.Port <= 0 || c.Port > 65535:
+		case len(c.Command) > 0 && (c.Port != 0 || len(c.CapAdd) > 0):
+			return fail("container %s: a one-shot container has no runtime port and adds no capability", c.Name)
+		case len(c.Command) > 0 && c.WorkDir != "" && !strings.HasPrefix(c.WorkDir, "/"):
+			return fail("container %s: work dir %q is not absolute", c.Name, c.WorkDir)
+		case len(c.Command) == 0 && (c.Port <= 0 || c.Port > 65535):
 			return fail("container %s: invalid runtime port %d", c.Name, c.Port)
 		case d.images != nil && !d.images[c.Image]:
 			return fail("image %s not found locally; build it with `bay image build`", c.Image)
@@ -699,6 +725,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 			User: user, CapDrop: []string{"ALL"}, CapAdd: slices.Clone(cs.CapAdd),
 			SecurityOpt: []string{"no-new-privileges:true"}, PidsLimit: pids, MemorySwap: cs.Limits.MemoryBytes,
 			ReadonlyRootfs: true, TmpBytes: tmp,
+		}
+		if len(cs.Command) > 0 {
+			c.Endpoint = ""
 		}
 		d.containers[c.ID] = c
 		inst.containers = append(inst.containers, c.ID)
@@ -784,6 +813,44 @@ func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died
 	return nil
 }
 
+// WaitInstance runs the primary one-shot container's script (WithOneShot) the first time, marks
+// it exited, and copies its output into the writers (every call, like a re-read of the logs).
+// A script that returns an error (ctx ended: a timeout or cancel) counts as killed: its partial
+// result is kept with exit code 137 and the error is returned with it.
+func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr io.Writer) (bay.Exit, error) {
+	call := Call{Method: MethodWaitInstance, Target: name}
+	late, err := d.begin(ctx, call)
+	if err != nil {
+		return bay.Exit{}, err
+	}
+	inst, ok := d.instances[name]
+	if !ok || len(inst.containers) == 0 || d.containers[inst.containers[0]] == nil {
+		return bay.Exit{}, d.end(call, nil, fmt.Errorf("wait instance %s: %w", name, bay.ErrNotFound))
+	}
+	c := d.containers[inst.containers[0]]
+	ran, spec := c.Ran, cloneContainerSpec(c.Spec)
+	d.mu.Unlock()
+	var killed error
+	if ran == nil {
+		res, err := d.oneShot(ctx, spec)
+		if err != nil {
+			killed = fmt.Errorf("wait instance %s: %w", name, err)
+			res.Exit = bay.Exit{Code: 137}
+		}
+		ran = &res
+	}
+	_, _ = io.WriteString(stdout, ran.Stdout)
+	_, _ = io.WriteString(stderr, ran.Stderr)
+	d.mu.Lock()
+	if c := d.containers[c.ID]; c != nil && c.Ran == nil {
+		c.Ran, c.State, c.ExitCode, c.Endpoint = ran, bay.ContainerExited, ran.Exit.Code, ""
+	}
+	if err := d.end(call, late, killed); err != nil {
+		return ran.Exit, err
+	}
+	return ran.Exit, nil
+}
+
 // instanceLocked renders an instance with the containers still present. Requires d.mu.
 func (d *Driver) instanceLocked(inst *instance) bay.Instance {
 	out := bay.Instance{Name: inst.name, Labels: maps.Clone(inst.labels), CreatedAt: inst.createdAt}
@@ -848,6 +915,7 @@ func cloneContainerSpec(s bay.ContainerSpec) bay.ContainerSpec {
 	s.Env = maps.Clone(s.Env)
 	s.CapAdd = slices.Clone(s.CapAdd)
 	s.Mounts = slices.Clone(s.Mounts)
+	s.Command = slices.Clone(s.Command)
 	return s
 }
 

@@ -98,7 +98,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.Debug("request refused", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
 			"status", status, "code", env.Error.Code, "err", err)
 	}
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		if ms, ok := env.Error.Details["retry_after_ms"].(int); ok {
 			w.Header().Set("Retry-After", fmt.Sprint((ms+999)/1000))
 		}

@@ -57,6 +57,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/cargo"
+	"github.com/shipyard-dev/shipyard/internal/bay/execs"
 	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
@@ -95,6 +96,8 @@ type Options struct {
 	Version string // reported by /health and the OpenAPI document
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
+	// Execs runs the audited one-shot executions (nil: their endpoints answer 503).
+	Execs *execs.Service
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
 	// (default 60 s).
 	TerminalTouchInterval time.Duration
@@ -166,7 +169,7 @@ func New(opts Options) *Server {
 		opts: opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
-	s.routes = append(s.routeTable(), s.skillRoutes()...)
+	s.routes = append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...)
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handler)
 		if rt.auth {

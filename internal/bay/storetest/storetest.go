@@ -48,6 +48,8 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 		{"ExecutionArbitraryBytes", testExecutionArbitraryBytes},
 		{"TxCancelledContext", testTxCancelledContext},
 		{"TimePrecision", testTimePrecision},
+		{"ExecRecordRoundTrip", testExecRecordRoundTrip},
+		{"ExecRecordListFilters", testExecRecordListFilters},
 	}
 	tests = append(tests, skillTests...)
 	for _, tc := range tests {

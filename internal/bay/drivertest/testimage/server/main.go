@@ -13,23 +13,52 @@
 //	                      does); 204 when it ran, 403 with the error when it could not start
 //
 // It listens on :$PORT, default :8123.
+//
+// Run as "/server oneshot OUT ERR CODE [SLEEP_MS]" it is a one-shot instead: it prints "uid=U
+// ifaces=I1,I2" and OUT on stdout, ERR on stderr, sleeps SLEEP_MS, and exits with CODE.
 package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
 
+func oneShot(args []string) {
+	if len(args) != 3 && len(args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: server oneshot OUT ERR CODE [SLEEP_MS]")
+		os.Exit(2)
+	}
+	var names []string
+	ifs, _ := net.Interfaces()
+	for _, i := range ifs {
+		names = append(names, i.Name)
+	}
+	fmt.Printf("uid=%d ifaces=%s\n%s", os.Getuid(), strings.Join(names, ","), args[0])
+	fmt.Fprint(os.Stderr, args[1])
+	if len(args) == 4 {
+		ms, _ := strconv.Atoi(args[3])
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
+	code, _ := strconv.Atoi(args[2])
+	os.Exit(code)
+}
+
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "-child" {
 		os.Exit(0) // the /userns child: it started, that is all
+	}
+	if len(os.Args) > 1 && os.Args[1] == "oneshot" {
+		oneShot(os.Args[2:])
 	}
 	port := os.Getenv("PORT")
 	if port == "" {

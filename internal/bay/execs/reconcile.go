@@ -1,0 +1,161 @@
+package execs
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// Reconcile finishes what a previous run of this bay (same instance id) left open: an exec
+// still queued is marked lost (it never started); a running one whose container still exists
+// is waited for again (its output is read back from the start, its timeout counts from its
+// start) and finalised as usual; one whose container is gone is marked lost. Call it once at
+// boot, before serving.
+func (s *Service) Reconcile(ctx context.Context) error {
+	open, _, err := s.store.ListExecRecords(ctx, bay.ExecQuery{Statuses: []bay.ExecStatus{bay.ExecQueued, bay.ExecRunning}})
+	if err != nil {
+		return fmt.Errorf("reconcile execs: %w", err)
+	}
+	for _, rec := range open {
+		if rec.BayInstance != s.cfg.InstanceID {
+			continue
+		}
+		s.mu.Lock()
+		_, mine := s.jobs[rec.ID]
+		s.mu.Unlock()
+		if mine {
+			continue // admitted by this process
+		}
+		if rec.Status == bay.ExecRunning && rec.StartedAt != nil {
+			_, err := s.drv.InspectInstance(ctx, rec.Instance)
+			if err == nil {
+				s.log.Info("exec re-attached after a restart", "exec_id", rec.ID)
+				s.mu.Lock()
+				s.launchLocked(&job{rec: rec, reattach: true, done: make(chan struct{})})
+				s.mu.Unlock()
+				continue
+			}
+			if !bay.IsNotFound(err) {
+				return fmt.Errorf("reconcile exec %s: %w", rec.ID, err)
+			}
+		}
+		rec.Status, rec.ErrorReason = bay.ExecLost, "bay restarted and the exec's container was gone"
+		if rec.StartedAt == nil {
+			rec.ErrorReason = "bay restarted before the exec started"
+		}
+		s.log.Warn("exec lost across a restart", "exec_id", rec.ID)
+		s.finish(ctx, rec, nil)
+	}
+	return s.sweep(ctx)
+}
+
+// sweep removes this bay's exec containers whose exec is over or unknown: a container whose
+// create completed after a previous run of bay recorded the exec's end, or gave up on it.
+func (s *Service) sweep(ctx context.Context) error {
+	list, err := s.drv.ListInstances(ctx, map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: s.cfg.InstanceID})
+	if err != nil {
+		return fmt.Errorf("reconcile execs: list containers: %w", err)
+	}
+	for _, inst := range list {
+		id, ok := strings.CutPrefix(inst.Name, bay.ExecInstancePrefix)
+		if !ok || inst.Labels[LabelExecID] != id {
+			continue
+		}
+		rec, err := s.store.GetExecRecord(ctx, id)
+		if err != nil && !bay.IsNotFound(err) {
+			return fmt.Errorf("reconcile exec %s: %w", id, err)
+		}
+		if err == nil && !rec.Status.Final() {
+			continue
+		}
+		s.log.Warn("removing the container of an exec that is over", "exec_id", id)
+		if err := s.drv.DestroyInstance(ctx, inst.Name); err != nil {
+			return fmt.Errorf("reconcile exec %s: remove its container: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// Health is what GET /v1/sandbox/health reports.
+type Health struct {
+	Status        string `json:"status"` // ok | degraded
+	RuntimeMode   string `json:"runtime_mode"`
+	OS            string `json:"os"`
+	WorkspaceRoot string `json:"workspace_root_native"`
+	MountRoot     string `json:"workspace_root_mount"`
+	Writable      bool   `json:"workspace_writable"`
+	WritableError string `json:"workspace_error,omitempty"`
+	Engine        string `json:"engine"` // "docker" (Engine API), or the driver's name
+	EngineVersion string `json:"engine_version,omitempty"`
+	EngineContext string `json:"engine_context,omitempty"`
+	EngineError   string `json:"engine_error,omitempty"`
+	Image         string `json:"image"`
+	MaxConcurrent int    `json:"max_concurrent_execs"`
+	Running       int    `json:"running"`
+	Queued        int    `json:"queued"`
+}
+
+// EngineInfo is what a driver may tell about its platform (the Docker driver does).
+type EngineInfo interface {
+	EngineInfo(ctx context.Context) (name, version, context string, err error)
+}
+
+// Health checks the engine and the workspace.
+func (s *Service) Health(ctx context.Context) Health {
+	h := Health{Status: "ok", RuntimeMode: string(s.cfg.Runtime), OS: runtime.GOOS,
+		WorkspaceRoot: s.cfg.Workspace.Paths.Native, MountRoot: s.cfg.Workspace.Paths.Mount,
+		Image: s.cfg.Image, MaxConcurrent: s.cfg.MaxConcurrent, Engine: "unknown"}
+	if err := s.cfg.Workspace.Writable(); err != nil {
+		h.Status, h.WritableError = "degraded", err.Error()
+	} else {
+		h.Writable = true
+	}
+	if ei, ok := s.drv.(EngineInfo); ok {
+		name, version, ectx, err := ei.EngineInfo(ctx)
+		h.Engine, h.EngineVersion, h.EngineContext = name, version, ectx
+		if err != nil {
+			h.Status, h.EngineError = "degraded", "the engine does not answer"
+		}
+	} else if err := s.drv.Ping(ctx); err != nil {
+		h.Status, h.EngineError = "degraded", "the engine does not answer"
+	}
+	s.mu.Lock()
+	h.Running, h.Queued = s.running, s.queued
+	s.mu.Unlock()
+	return h
+}
+
+// Artifacts returns the manifest of one of the owner's execs.
+func (s *Service) Artifacts(ctx context.Context, owner, id string) (*bay.ExecRecord, Manifest, error) {
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, Manifest{}, err
+	}
+	m, err := s.cfg.Workspace.ReadManifest(rec.Owner, rec.ProjectID, rec.ID)
+	return rec, m, err
+}
+
+// OpenArtifact opens one file of the exec's artifact directory for download; a file larger
+// than the exec's max_output_bytes is refused (payload_too_large).
+func (s *Service) OpenArtifact(ctx context.Context, owner, id, p string) (*ArtifactFile, error) {
+	rec, err := s.Get(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	clean, err := CleanInputPath(p)
+	if err != nil {
+		return nil, bay.Errorf(bay.CodeInvalidPath, "artifact path %q: %v", p, err)
+	}
+	f, size, err := s.cfg.Workspace.OpenArtifact(rec.Owner, rec.ProjectID, rec.ID, clean)
+	if err != nil {
+		return nil, err
+	}
+	if size > rec.Policy.MaxOutputBytes && clean != StdoutFile && clean != StderrFile {
+		f.Close()
+		return nil, bay.Errorf(bay.CodePayloadTooLarge, "artifact %s is %d bytes, more than max_output_bytes (%d)", clean, size, rec.Policy.MaxOutputBytes)
+	}
+	return &ArtifactFile{File: f, Size: size, Name: clean}, nil
+}

@@ -1,0 +1,280 @@
+package execs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// Request is one exec as a caller asks it (the HTTP layer decodes it; Create validates it).
+type Request struct {
+	ProjectID      string
+	SkillID        string
+	Kind           string // shell | python
+	Command        string // "" = the kind's (bash, python3)
+	Args           []string
+	Cwd            string            // "" = /workspace/work
+	Env            map[string]string // values never stored
+	Inputs         []RawInput
+	Overrides      bay.PolicyOverrides
+	TaskID         string
+	ConversationID string
+	Wait           bool
+}
+
+// RawInput is an input as posted: a path relative to inputs/ and its bytes.
+type RawInput struct {
+	Path    string
+	Content []byte
+}
+
+// Bounds on a request beyond the policy's.
+const (
+	MaxArgs       = 256
+	MaxArgBytes   = 256 << 10
+	MaxArgsBytes  = 1 << 20
+	MaxEnv        = 128
+	MaxEnvBytes   = 64 << 10
+	MaxInputs     = 1000
+	MaxRefBytes   = 256
+	defaultCwd    = MountWork
+	kindShell     = "shell"
+	kindPython    = "python"
+	manifestName  = "manifest.json"
+	maxManifestSz = 1 << 20
+)
+
+var (
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	skillRE  = regexp.MustCompile(`^[a-z0-9]+(\.[a-z0-9]+)+$`)
+	refRE    = regexp.MustCompile(`^[\x21-\x7e]{1,256}$`)
+)
+
+// kindCommands are the commands each kind runs: shell is bash; python is python or python3.
+var kindCommands = map[string][]string{kindShell: {"bash"}, kindPython: {"python3", "python"}}
+
+// plan is a validated request: the queued record, the inputs to write, the env values.
+type plan struct {
+	rec    *bay.ExecRecord
+	inputs []Input
+	env    map[string]string
+}
+
+func invalid(format string, args ...any) error {
+	return bay.Errorf(bay.CodeValidation, format, args...)
+}
+
+// plan validates req and merges its policy; nothing is written. Every refusal is a 4xx.
+func (s *Service) plan(owner string, req Request) (plan, error) {
+	if !ValidProjectID(req.ProjectID) {
+		return plan{}, invalid("project_id must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	for name, v := range map[string]string{"task_ref.task_id": req.TaskID, "task_ref.conversation_id": req.ConversationID} {
+		if v != "" && !refRE.MatchString(v) {
+			return plan{}, invalid("%s must be 1-256 printable ASCII characters without spaces", name)
+		}
+	}
+	cmds, ok := kindCommands[req.Kind]
+	if !ok {
+		return plan{}, invalid("exec.kind must be shell or python, got %q", req.Kind)
+	}
+	cmd := req.Command
+	if cmd == "" {
+		cmd = cmds[0]
+	}
+	if !slices.Contains(cmds, cmd) {
+		return plan{}, invalid("exec.command %q does not match exec.kind %s (want one of %s)", cmd, req.Kind, strings.Join(cmds, ", "))
+	}
+	if len(req.Args) > MaxArgs {
+		return plan{}, invalid("exec.args has %d items, at most %d", len(req.Args), MaxArgs)
+	}
+	total := 0
+	for i, a := range req.Args {
+		total += len(a)
+		switch {
+		case strings.ContainsRune(a, 0):
+			return plan{}, invalid("exec.args[%d] contains NUL", i)
+		case len(a) > MaxArgBytes:
+			return plan{}, invalid("exec.args[%d] is longer than %d bytes", i, MaxArgBytes)
+		}
+	}
+	if total > MaxArgsBytes {
+		return plan{}, invalid("exec.args total %d bytes, at most %d", total, MaxArgsBytes)
+	}
+	cwd := req.Cwd
+	if cwd == "" {
+		cwd = defaultCwd
+	}
+	if err := checkCwd(cwd); err != nil {
+		return plan{}, err
+	}
+	if len(req.Env) > MaxEnv {
+		return plan{}, invalid("exec.env has %d keys, at most %d", len(req.Env), MaxEnv)
+	}
+	var keys []string
+	for k, v := range req.Env {
+		switch {
+		case !envKeyRE.MatchString(k):
+			return plan{}, invalid("exec.env key %q is not a valid variable name", k)
+		case len(v) > MaxEnvBytes || strings.ContainsRune(v, 0):
+			return plan{}, invalid("exec.env %s: value longer than %d bytes or containing NUL", k, MaxEnvBytes)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+
+	image := s.cfg.Image
+	var manifest bay.PolicyOverrides
+	if req.SkillID != "" {
+		m, err := s.skillManifest(req.SkillID)
+		if err != nil {
+			return plan{}, err
+		}
+		manifest = m.policy()
+		if m.Runtime.Image != "" {
+			image = m.Runtime.Image
+		}
+	}
+	pol, err := bay.MergeExecPolicy(bay.DefaultExecPolicy(), s.cfg.Settings, manifest, req.Overrides)
+	if err != nil {
+		return plan{}, err
+	}
+	if pol.NetMode != bay.NetNone {
+		return plan{}, bay.Errorf(bay.CodeCapabilityNotSupported, "net_mode %s is not supported for execs yet: only none", pol.NetMode)
+	}
+	inputs, err := checkInputs(req.Inputs, pol)
+	if err != nil {
+		return plan{}, err
+	}
+	id := bay.NewID(bay.PrefixExec)
+	rec := &bay.ExecRecord{
+		ID: id, Owner: owner, ProjectID: req.ProjectID, TaskID: req.TaskID, ConversationID: req.ConversationID,
+		SkillID: req.SkillID, Image: image, Kind: req.Kind, Cmd: cmd, Args: slices.Clone(req.Args), Cwd: cwd,
+		EnvKeys: keys, Policy: pol, Status: bay.ExecQueued, ArtifactsPath: ArtifactsDir(owner, req.ProjectID, id),
+		Instance: bay.ExecInstancePrefix + id, BayInstance: s.cfg.InstanceID, CreatedAt: s.clock.Now().UTC(),
+	}
+	if rec.Args == nil {
+		rec.Args = []string{}
+	}
+	if rec.EnvKeys == nil {
+		rec.EnvKeys = []string{}
+	}
+	return plan{rec: rec, inputs: inputs, env: req.Env}, nil
+}
+
+// checkCwd: absolute, clean, inside one of the three mounts.
+func checkCwd(cwd string) error {
+	if strings.ContainsRune(cwd, 0) || !path.IsAbs(cwd) || path.Clean(cwd) != cwd || len(cwd) > 512 {
+		return invalid("exec.cwd must be a clean absolute path, got %q", cwd)
+	}
+	for _, m := range []string{MountInputs, MountWork, MountArtifacts} {
+		if cwd == m || strings.HasPrefix(cwd, m+"/") {
+			return nil
+		}
+	}
+	return invalid("exec.cwd must lie in %s, %s or %s", MountWork, MountInputs, MountArtifacts)
+}
+
+// checkInputs validates every input's path (400 invalid_path) and size (413), before anything
+// is written.
+func checkInputs(raw []RawInput, pol bay.ExecPolicy) ([]Input, error) {
+	if len(raw) > MaxInputs {
+		return nil, invalid("inputs has %d items, at most %d", len(raw), MaxInputs)
+	}
+	out := make([]Input, 0, len(raw))
+	seen := map[string]bool{}
+	var total int64
+	for i, in := range raw {
+		p, err := CleanInputPath(in.Path)
+		if err != nil {
+			return nil, bay.Errorf(bay.CodeInvalidPath, "inputs[%d].path %q: %v", i, in.Path, err)
+		}
+		if seen[p] {
+			return nil, bay.Errorf(bay.CodeInvalidPath, "inputs[%d].path %q is given twice", i, p)
+		}
+		seen[p] = true
+		size := int64(len(in.Content))
+		if size > pol.MaxInputBytes {
+			return nil, bay.Errorf(bay.CodePayloadTooLarge, "inputs[%d] is %d bytes, more than max_input_bytes (%d)", i, size, pol.MaxInputBytes)
+		}
+		total += size
+		if total > pol.MaxInputsBytesTotal {
+			return nil, bay.Errorf(bay.CodePayloadTooLarge, "inputs total more than max_inputs_bytes_total (%d)", pol.MaxInputsBytesTotal)
+		}
+		out = append(out, Input{Path: p, Content: in.Content})
+	}
+	// A file may not be the parent of another one.
+	for p := range seen {
+		for q := path.Dir(p); q != "."; q = path.Dir(q) {
+			if seen[q] {
+				return nil, bay.Errorf(bay.CodeInvalidPath, "inputs path %q lies under the file %q", p, q)
+			}
+		}
+	}
+	return out, nil
+}
+
+// skillManifest is the part of skills/<id>/manifest.json an exec uses.
+type skillManifest struct {
+	ID      string `json:"id"`
+	Runtime struct {
+		Kind  string `json:"kind"`
+		Image string `json:"image"`
+	} `json:"runtime"`
+	Permissions struct {
+		Net struct {
+			Mode *bay.NetMode `json:"mode"`
+		} `json:"net"`
+	} `json:"permissions"`
+	Limits bay.PolicyOverrides `json:"limits"`
+}
+
+func (m skillManifest) policy() bay.PolicyOverrides {
+	p := m.Limits
+	if m.Permissions.Net.Mode != nil {
+		p.NetMode = m.Permissions.Net.Mode
+	}
+	return p
+}
+
+// skillManifest reads and checks a skill's manifest: its folder is its id, its runtime kind
+// docker.
+func (s *Service) skillManifest(id string) (skillManifest, error) {
+	var m skillManifest
+	if !skillRE.MatchString(id) || len(id) > 128 {
+		return m, invalid("skill_id %q is not a skill id (like shell.run)", id)
+	}
+	if s.cfg.SkillsRoot == "" {
+		return m, bay.Errorf(bay.CodeNotFound, "skill %s not found: no skills are configured", id)
+	}
+	root, err := os.OpenRoot(s.cfg.SkillsRoot)
+	if err != nil {
+		return m, fmt.Errorf("open the skills root: %w", err)
+	}
+	defer root.Close()
+	f, err := root.Open(path.Join(id, manifestName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, bay.Errorf(bay.CodeNotFound, "skill %s not found", id)
+	}
+	if err != nil {
+		return m, fmt.Errorf("open the manifest of skill %s: %w", id, err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(io.LimitReader(f, maxManifestSz))
+	if err := dec.Decode(&m); err != nil {
+		return m, bay.Errorf(bay.CodeValidation, "skill %s: its manifest.json is not valid: %v", id, err)
+	}
+	if m.ID != id || (m.Runtime.Kind != "" && m.Runtime.Kind != "docker") {
+		return m, bay.Errorf(bay.CodeValidation, "skill %s: its manifest names id %q and runtime.kind %q (want its folder name and docker)", id, m.ID, m.Runtime.Kind)
+	}
+	return m, nil
+}
