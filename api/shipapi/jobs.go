@@ -66,12 +66,12 @@ type JobInfo struct {
 	Kind      string   `json:"kind"`
 	Status    string   `json:"status"`
 	PID       int      `json:"pid,omitempty"`
-	StartedAt float64  `json:"started_at"`            // Unix seconds
-	EndedAt   *float64 `json:"ended_at,omitempty"`    // Unix seconds; set once final
-	ExitCode  *int     `json:"exit_code,omitempty"`   // -N when killed by signal N
-	Reason    string   `json:"reason,omitempty"`      // why a job is lost, timed out or cancelled
-	Timeout   float64  `json:"timeout_seconds"`       // the timeout in force
-	Notice    string   `json:"notice,omitempty"`      // e.g. the pids-limit clean-up before the start
+	StartedAt float64  `json:"started_at"`          // Unix seconds
+	EndedAt   *float64 `json:"ended_at,omitempty"`  // Unix seconds; set once final
+	ExitCode  *int     `json:"exit_code,omitempty"` // -N when killed by signal N
+	Reason    string   `json:"reason,omitempty"`    // why a job is lost, timed out or cancelled
+	Timeout   float64  `json:"timeout_seconds"`     // the timeout in force
+	Notice    string   `json:"notice,omitempty"`    // e.g. the pids-limit clean-up before the start
 	Stdout    Stream   `json:"stdout"`
 	Stderr    Stream   `json:"stderr"`
 }
