@@ -76,6 +76,7 @@ type Reader interface {
 	ListExecutions(ctx context.Context, q ExecutionQuery) ([]*Execution, int, error)
 	GetIdempotency(ctx context.Context, owner, key string) (*IdempotencyRecord, error)
 	ListAPIKeys(ctx context.Context) ([]*APIKey, error) // active keys only
+	JobReader
 }
 
 // Tx is a write transaction. Writes are atomic with the reads made through the same Tx.
@@ -118,6 +119,8 @@ type Tx interface {
 	// database never run the same GC task or warm-up at once.
 	AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, name, holder string) error
+
+	JobWriter
 }
 
 // Store is the durable state. Implementations: internal/bay/sqlite (and postgres later); both

@@ -166,3 +166,37 @@ func Executions(d *Dialect, q bay.ExecutionQuery) *Where {
 	}
 	return w
 }
+
+// Jobs is the clause of q (its Limit and Offset excepted).
+func Jobs(d *Dialect, q bay.JobQuery) *Where {
+	w := New(d)
+	if q.Owner != "" {
+		w.Add("owner = " + w.Arg(q.Owner))
+	}
+	if q.SandboxID != "" {
+		w.Add("sandbox_id = " + w.Arg(q.SandboxID))
+	}
+	if len(q.Statuses) > 0 {
+		ph := make([]string, len(q.Statuses))
+		for i, s := range q.Statuses {
+			ph[i] = w.Arg(s)
+		}
+		w.Add("status IN (" + strings.Join(ph, ", ") + ")")
+	}
+	return w
+}
+
+// JobColumns are the columns of the jobs table in the order both stores scan and write them.
+const JobColumns = `id, owner, sandbox_id, session_id, kind, command, cwd, timeout_seconds, description, tags,
+status, exit_code, reason, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, created_at, started_at, ended_at`
+
+// JobUpdateSet is the SET list of an UPDATE of every job column but id (parameters 2..20 of
+// placeholder p; the id is parameter 1).
+func JobUpdateSet(p func(n int) string) string {
+	cols := strings.Split(strings.ReplaceAll(JobColumns, "\n", " "), ",")[1:]
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = strings.TrimSpace(c) + " = " + p(i+2)
+	}
+	return strings.Join(set, ", ")
+}

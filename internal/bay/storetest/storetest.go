@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 		{"FailedStatementKeepsTxUsable", testFailedStatementKeepsTxUsable},
 		{"ExecutionArbitraryBytes", testExecutionArbitraryBytes},
 		{"TxCancelledContext", testTxCancelledContext},
+		{"Jobs", testJobs},
 		{"TimePrecision", testTimePrecision},
 	}
 	for _, tc := range tests {
