@@ -27,6 +27,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
@@ -244,8 +245,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	pool := warmpool.New(store, drv, svc, nil, log, wpc)
 	svc.SetWarmClaimer(pool)
 
+	jobSvc := jobs.New(svc, ship, store, jobs.Config{MaxDuration: cfg.Jobs.MaxDuration, PollInterval: cfg.Jobs.PollInterval, Log: log})
+	defer jobSvc.Close()
+	if err := jobSvc.Resume(ctx); err != nil {
+		return err
+	}
 	api := httpapi.New(httpapi.Options{
-		Service: svc, Idempotency: idem, Auth: authn, GC: sched, Log: log,
+		Service: svc, Idempotency: idem, Auth: authn, GC: sched, Log: log, Jobs: jobSvc,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 	})
 	if m.MountMCP != nil {

@@ -54,6 +54,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
 
@@ -78,6 +79,8 @@ type Options struct {
 	GC          GCAdmin // nil: admin endpoints answer 503 unavailable
 	Log         *slog.Logger
 	Version     string // reported by /health and the OpenAPI document
+	// Jobs serves the jobs API (nil: no jobs routes).
+	Jobs *jobs.Service
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
@@ -138,7 +141,7 @@ func New(opts Options) *Server {
 		opts: opts, svc: opts.Service, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
-	s.routes = s.routeTable()
+	s.routes = append(s.routeTable(), s.jobRoutes()...)
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handler)
 		if rt.auth {

@@ -1,0 +1,138 @@
+package httpapi_test
+
+// The jobs API over bay's real HTTP layer, service and SQLite store, against a real ship
+// daemon running in this process (the fake driver hands out its address as the sandbox's
+// runtime): owners are kept apart, bad requests are refused, a followed job streams its
+// output and ends in the history.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/fake"
+	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
+	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
+	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
+	"github.com/shipyard-dev/shipyard/internal/ship"
+)
+
+func newJobsHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	cfg := ship.DefaultConfig()
+	cfg.Listen, cfg.Workspace, cfg.SkillsDir, cfg.NoKernel, cfg.AuthToken = "127.0.0.1:0", t.TempDir(), t.TempDir(), true, ""
+	cfg.Log = slog.New(slog.DiscardHandler)
+	md := ship.New(cfg)
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- md.Run(sctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	select {
+	case <-md.Ready():
+	case err := <-done:
+		t.Fatal(err)
+	}
+	drv := fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return "http://" + md.Addr() }))
+	profiles := []bay.Profile{{ID: "python-default", IdleTimeout: 30 * time.Minute,
+		Containers: []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123,
+			Resources: bay.Resources{CPUs: 1, Memory: "1g"}, Capabilities: bay.DefaultCapabilities}}}}
+	sc := shipclient.New(nil, nil)
+	svc := sandbox.New(st, drv, sc, nil, nil, sandbox.Config{Profiles: profiles, InstanceID: "test"})
+	js := jobs.New(svc, sc, st, jobs.Config{MaxDuration: time.Hour, PollInterval: 100 * time.Millisecond})
+	t.Cleanup(js.Close)
+	api := httpapi.New(httpapi.Options{Service: svc, Auth: tokens{}, Version: "test", Jobs: js})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &harness{t: t, srv: srv, api: api, drv: drv}
+}
+
+func TestJobsOwnersAndValidation(t *testing.T) {
+	h := newJobsHarness(t)
+	sb := h.sandbox("alice")
+	base := "/v1/sandboxes/" + sb + "/jobs"
+	job := h.ok(h.do("POST", base, "alice", `{"kind":"shell","command":"echo hi; echo oops >&2; exit 2","tags":"t1"}`), 202)["job_id"].(string)
+
+	// Bob sees none of it, and cannot start jobs in Alice's sandbox.
+	for _, c := range [][2]string{{"GET", base}, {"GET", base + "/" + job}, {"GET", base + "/" + job + "/output"},
+		{"GET", base + "/" + job + "/output?follow=true"}, {"POST", base + "/" + job + "/cancel"}} {
+		h.expect(h.do(c[0], c[1], "bob", nil), 404, "not_found")
+	}
+	h.expect(h.do("POST", base, "bob", `{"kind":"shell","command":"true"}`), 404, "not_found")
+
+	for _, body := range []string{`{}`, `{"kind":"perl","command":"x"}`, `{"kind":"shell"}`, `{"kind":"python","command":"x"}`,
+		`{"kind":"shell","command":"x","timeout":3601}`, `{"kind":"shell","command":"x","timeout":0}`,
+		`{"kind":"shell","command":"x","env":{"1A":"x"}}`, `{"kind":"shell","command":"x","cwd":"/etc"}`,
+		`{"kind":"shell","command":"a\u0000b"}`, `[]`} {
+		if r := h.do("POST", base, "alice", body); r.status < 400 || r.status >= 500 {
+			t.Errorf("%s: %d %s", body, r.status, r.body)
+		}
+	}
+	h.expect(h.do("POST", base, "alice", `{"kind":"shell","command":"x"}`, "Idempotency-Key", "bad key"), 400, "validation_error")
+	h.expect(h.do("GET", base+"?status=nope", "alice", nil), 422, "validation_error")
+	h.expect(h.do("GET", base+"?limit=0", "alice", nil), 422, "validation_error")
+	h.expect(h.do("GET", base+"/"+job+"/output?stdout_offset=x", "alice", nil), 422, "validation_error")
+	h.expect(h.do("GET", base+"/"+job+"/output", "alice", nil, "Last-Event-ID", "1"), 422, "validation_error")
+
+	// Followed: events, then the end.
+	req, _ := http.NewRequest("GET", h.srv.URL+base+"/"+job+"/output", nil)
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var events []string
+	var end map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	ev := ""
+	for sc.Scan() {
+		switch l := sc.Text(); {
+		case strings.HasPrefix(l, "event: "):
+			ev = l[7:]
+		case strings.HasPrefix(l, "data: "):
+			var d map[string]any
+			_ = json.Unmarshal([]byte(l[6:]), &d)
+			if ev == "end" {
+				end = d
+			} else {
+				events = append(events, ev+"="+d["data"].(string))
+			}
+		}
+	}
+	if strings.Join(events, ",") != "stdout=hi\n,stderr=oops\n" || end["status"] != "failed" || end["exit_code"].(float64) != 2 {
+		t.Fatalf("events %q end %v", events, end)
+	}
+	list := h.ok(h.do("GET", base+"?status=failed", "alice", nil), 200)
+	if list["total"].(float64) != 1 {
+		t.Fatalf("list: %v", list)
+	}
+	hist := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/history", "alice", nil), 200)
+	e := hist["entries"].([]any)[0].(map[string]any)
+	if e["exec_type"] != "shell" || e["success"] != false || !strings.Contains(e["tags"].(string), "job") || !strings.Contains(e["error"].(string), "exit code 2") {
+		t.Fatalf("history: %v", e)
+	}
+}
+
+// ok checks the status and decodes the JSON object answer.
+func (h *harness) ok(r resp, status int) map[string]any {
+	h.t.Helper()
+	h.expect(r, status, "")
+	return r.json(h.t)
+}
