@@ -13,10 +13,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
 
@@ -240,6 +242,11 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cwd = &c
+	}
+	if s.opts.Jobs != nil && wantsEvents(r) {
+		s.streamShell(w, r, jobs.ExecParams{Command: *req.Command, Timeout: time.Duration(timeout) * time.Second, Cwd: cwd,
+			IncludeCode: req.IncludeCode, Description: req.Description, Tags: sandbox.NormalizeTags(req.Tags)})
+		return
 	}
 	out, err := s.svc.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.ShellParams{
 		Command: *req.Command, Timeout: timeout, Cwd: cwd, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,

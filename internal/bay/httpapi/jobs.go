@@ -243,7 +243,7 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner, sbID, jobID := Owner(r.Context()), r.PathValue("sandbox_id"), r.PathValue("job_id")
-	sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	sse := wantsEvents(r)
 	if follow != nil {
 		sse = *follow
 	}
@@ -262,7 +262,8 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The first read answers errors (unknown job, ...) as JSON before the stream starts.
-	j, out, err := s.opts.Jobs.Output(r.Context(), owner, sbID, jobID, offs, 0)
+	f := s.opts.Jobs.Follower(owner, sbID, jobID)
+	j, out, err := f.Read(r.Context(), offs, 0)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -300,7 +301,7 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 		if err := rc.Flush(); err != nil {
 			return
 		}
-		j, out, err = s.opts.Jobs.Output(r.Context(), owner, sbID, jobID, offs, jobFollowWait)
+		j, out, err = f.Read(r.Context(), offs, jobFollowWait)
 		if err != nil {
 			if r.Context().Err() == nil {
 				s.log.Warn("job output stream ended by an error", "job_id", jobID, "err", err, "request_id", requestID(r.Context()))
@@ -325,4 +326,48 @@ func writeEvent(w http.ResponseWriter, event, id string, v any) {
 		fmt.Fprintf(w, "id: %s\n", id)
 	}
 	fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
+}
+
+// wantsEvents reports whether the client asks for Server-Sent Events.
+func wantsEvents(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// streamShell answers a shell exec as Server-Sent Events: "stdout" and "stderr" chunks as the
+// command prints them, then "result" with the JSON a plain exec answers. An error before the
+// first event is the usual JSON error; after it, an "error" event with the envelope.
+func (s *Server) streamShell(w http.ResponseWriter, r *http.Request, p jobs.ExecParams) {
+	rc := http.NewResponseController(w)
+	started := false
+	begin := func() {
+		if !started {
+			started = true
+			h := w.Header()
+			h.Set("Content-Type", "text/event-stream")
+			h.Set("Cache-Control", "no-cache")
+			h.Set("X-Accel-Buffering", "no")
+			w.WriteHeader(http.StatusOK)
+		}
+	}
+	res, err := s.opts.Jobs.ExecShellStream(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p,
+		func(stream string, c shipapi.StreamChunk) error {
+			begin()
+			writeEvent(w, stream, "", chunk(c))
+			return rc.Flush()
+		})
+	switch {
+	case err != nil && !started:
+		s.fail(w, r, err)
+	case err != nil:
+		if r.Context().Err() == nil {
+			_, env := statusOf(err)
+			env.Error.RequestID = requestID(r.Context())
+			writeEvent(w, "error", "", env)
+			_ = rc.Flush()
+		}
+	default:
+		begin()
+		writeEvent(w, "result", "", res)
+		_ = rc.Flush()
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -98,24 +99,7 @@ func TestJobsOwnersAndValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var events []string
-	var end map[string]any
-	sc := bufio.NewScanner(resp.Body)
-	ev := ""
-	for sc.Scan() {
-		switch l := sc.Text(); {
-		case strings.HasPrefix(l, "event: "):
-			ev = l[7:]
-		case strings.HasPrefix(l, "data: "):
-			var d map[string]any
-			_ = json.Unmarshal([]byte(l[6:]), &d)
-			if ev == "end" {
-				end = d
-			} else {
-				events = append(events, ev+"="+d["data"].(string))
-			}
-		}
-	}
+	events, end := readEvents(resp.Body, "end")
 	if strings.Join(events, ",") != "stdout=hi\n,stderr=oops\n" || end["status"] != "failed" || end["exit_code"].(float64) != 2 {
 		t.Fatalf("events %q end %v", events, end)
 	}
@@ -135,4 +119,61 @@ func (h *harness) ok(r resp, status int) map[string]any {
 	h.t.Helper()
 	h.expect(r, status, "")
 	return r.json(h.t)
+}
+
+// TestStreamedShellExec: with Accept: text/event-stream a shell exec streams its output, then
+// the plain exec's answer, recorded in the history.
+func TestStreamedShellExec(t *testing.T) {
+	h := newJobsHarness(t)
+	sb := h.sandbox("alice")
+	req, _ := http.NewRequest("POST", h.srv.URL+"/v1/sandboxes/"+sb+"/shell/exec",
+		strings.NewReader(`{"command":"echo one; sleep 0.3; echo two; echo bad >&2; exit 4","include_code":true}`))
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	events, result := readEvents(resp.Body, "result")
+	if len(events) < 3 || events[0] != "stdout=one\n" {
+		t.Fatalf("events %q", events)
+	}
+	if result["output"] != "one\ntwo" || result["error"] != "bad" || result["exit_code"].(float64) != 4 || result["success"] != false ||
+		result["command"] == nil || result["execution_id"] == "" {
+		t.Fatalf("result %v", result)
+	}
+	// Errors before the stream are plain JSON.
+	h.expect(h.do("POST", "/v1/sandboxes/"+sb+"/shell/exec", "bob", `{"command":"true"}`, "Accept", "text/event-stream"), 404, "not_found")
+	hist := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/history?exec_type=shell", "alice", nil), 200)
+	if hist["total"].(float64) != 1 {
+		t.Fatalf("history %v", hist)
+	}
+}
+
+// readEvents reads an event stream to its end: the data events as "<event>=<data>", and the
+// JSON of the last event named last.
+func readEvents(body io.Reader, last string) ([]string, map[string]any) {
+	var events []string
+	var final map[string]any
+	sc := bufio.NewScanner(body)
+	ev := ""
+	for sc.Scan() {
+		switch l := sc.Text(); {
+		case strings.HasPrefix(l, "event: "):
+			ev = l[7:]
+		case strings.HasPrefix(l, "data: "):
+			var d map[string]any
+			_ = json.Unmarshal([]byte(l[6:]), &d)
+			if ev == last {
+				final = d
+			} else if data, ok := d["data"].(string); ok {
+				events = append(events, ev+"="+data)
+			}
+		}
+	}
+	return events, final
 }

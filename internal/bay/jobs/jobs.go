@@ -300,20 +300,27 @@ const (
 )
 
 // Output reads the job's output from the offsets, waiting at most wait for new bytes. The
-// output lives with the session that ran the job: once that session ended, available is false
-// (and the job, if it ran, is recorded lost).
+// output lives with the session that ran the job: once that session ended, out is nil (and the
+// job, if it ran, is recorded lost).
 func (s *Service) Output(ctx context.Context, owner, sandboxID, jobID string, offsets [2]int64, wait time.Duration) (j *bay.Job, out *shipapi.JobOutputResponse, err error) {
+	j, out, _, err = s.output(ctx, owner, sandboxID, jobID, offsets, wait)
+	return j, out, err
+}
+
+// output is Output that also returns the runtime endpoint it read from ("" when none).
+func (s *Service) output(ctx context.Context, owner, sandboxID, jobID string, offsets [2]int64, wait time.Duration) (j *bay.Job, out *shipapi.JobOutputResponse, endpoint string, err error) {
 	sb, j, err := s.ownedJob(ctx, owner, sandboxID, jobID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	if sb.CurrentSessionID != j.SessionID {
 		if !bay.JobFinal(j.Status) {
 			j, err = s.finish(ctx, j.ID, nil, sessionGone)
 		}
-		return j, nil, err
+		return j, nil, "", err
 	}
 	sessID, err := s.rt.CallRuntime(ctx, owner, sandboxID, capability(j.Kind), func(ctx context.Context, ep string) (err error) {
+		endpoint = ep
 		out, err = s.ship.JobOutput(ctx, ep, j.ID, offsets[0], offsets[1], wait, 0)
 		return err
 	})
@@ -322,19 +329,57 @@ func (s *Service) Output(ctx context.Context, owner, sandboxID, jobID string, of
 		if !bay.JobFinal(j.Status) {
 			j, err = s.finish(ctx, j.ID, nil, runtimeForgot)
 		}
-		return j, nil, err
+		return j, nil, "", err
 	case err != nil:
-		return nil, nil, err
+		return nil, nil, "", err
 	}
+	j, err = s.observed(ctx, j, out)
+	return j, out, endpoint, err
+}
+
+// observed records what a read of the output said of the job: its end, or its byte counts.
+func (s *Service) observed(ctx context.Context, j *bay.Job, out *shipapi.JobOutputResponse) (*bay.Job, error) {
 	if out.Job.Status != shipapi.JobRunning && !bay.JobFinal(j.Status) {
-		if j, err = s.finish(ctx, j.ID, &out.Job, ""); err != nil {
+		return s.finish(ctx, j.ID, &out.Job, "")
+	}
+	s.setLive(j.ID, &out.Job)
+	return s.withLive(j), nil
+}
+
+// Follower reads one job's output for one client, again and again: the first read goes the
+// whole way (owner, sandbox, session, runtime), the next ones straight to the runtime endpoint
+// it found, until an error sends a read the whole way again (the session may have changed).
+type Follower struct {
+	s                       *Service
+	owner, sandboxID, jobID string
+	endpoint                string
+	job                     *bay.Job
+}
+
+// Follower returns a Follower of the job.
+func (s *Service) Follower(owner, sandboxID, jobID string) *Follower {
+	return &Follower{s: s, owner: owner, sandboxID: sandboxID, jobID: jobID}
+}
+
+// Read is Service.Output.
+func (f *Follower) Read(ctx context.Context, offsets [2]int64, wait time.Duration) (*bay.Job, *shipapi.JobOutputResponse, error) {
+	if f.endpoint != "" && f.job != nil && !bay.JobFinal(f.job.Status) {
+		out, err := f.s.ship.JobOutput(ctx, f.endpoint, f.jobID, offsets[0], offsets[1], wait, 0)
+		if err == nil {
+			j, err := f.s.observed(ctx, f.job, out)
+			if err == nil {
+				f.job = j
+			}
+			return j, out, err
+		}
+		if ctx.Err() != nil {
 			return nil, nil, err
 		}
-	} else {
-		s.setLive(j.ID, &out.Job)
-		j = s.withLive(j)
+		f.endpoint = ""
 	}
-	return j, out, nil
+	j, out, ep, err := f.s.output(ctx, f.owner, f.sandboxID, f.jobID, offsets, wait)
+	f.job, f.endpoint = j, ep
+	return j, out, err
 }
 
 func unixTime(secs float64) time.Time {
