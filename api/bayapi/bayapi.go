@@ -277,6 +277,8 @@ type CreateSandboxRequest struct {
 	Profile *string `json:"profile,omitempty" maxLength:"256"` // default python-default
 	CargoID *string `json:"cargo_id,omitempty" maxLength:"256"`
 	TTL     *Int    `json:"ttl,omitempty" maximum:"31622400" doc:"seconds; null, 0 or negative = no expiry; at most 366 days"`
+	// Reuse (ours): the owner's sandbox of a key, created when there is none.
+	Reuse *ReuseSpec `json:"reuse,omitempty"`
 }
 
 // SandboxResponse is the shared sandbox object. Field order is the reference's.

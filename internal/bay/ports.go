@@ -77,6 +77,7 @@ type Reader interface {
 	GetIdempotency(ctx context.Context, owner, key string) (*IdempotencyRecord, error)
 	ListAPIKeys(ctx context.Context) ([]*APIKey, error) // active keys only
 	JobReader
+	ReuseReader
 }
 
 // Tx is a write transaction. Writes are atomic with the reads made through the same Tx.
@@ -121,6 +122,7 @@ type Tx interface {
 	ReleaseLease(ctx context.Context, name, holder string) error
 
 	JobWriter
+	ReuseWriter
 }
 
 // Store is the durable state. Implementations: internal/bay/sqlite (and postgres later); both

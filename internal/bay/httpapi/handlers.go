@@ -111,6 +111,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		TTL     *int64  `json:"ttl"`
 	}{p.ProfileID, p.CargoID, p.TTL}
 	owner := Owner(r.Context())
+	if req.Reuse != nil {
+		s.createReused(w, r, owner, p, req.Reuse)
+		return
+	}
 	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
 		return s.svc.CreateSandbox(ctx, owner, p, hook)
 	})

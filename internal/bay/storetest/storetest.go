@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 		{"ExecutionArbitraryBytes", testExecutionArbitraryBytes},
 		{"TxCancelledContext", testTxCancelledContext},
 		{"Jobs", testJobs},
+		{"ReuseKeys", testReuseKeys},
 		{"TimePrecision", testTimePrecision},
 	}
 	for _, tc := range tests {
