@@ -247,9 +247,9 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 		}
 		cwd = &c
 	}
-	if s.opts.Jobs != nil && wantsEvents(r) {
+	if key := r.Header.Get(bayapi.HeaderIdempotencyKey); s.opts.Jobs != nil && (wantsEvents(r) || key != "") {
 		s.streamShell(w, r, jobs.ExecParams{Command: *req.Command, Timeout: time.Duration(timeout) * time.Second, Cwd: cwd,
-			IncludeCode: req.IncludeCode, Description: req.Description, Tags: sandbox.NormalizeTags(req.Tags)})
+			IncludeCode: req.IncludeCode, Description: req.Description, Tags: sandbox.NormalizeTags(req.Tags), IdempotencyKey: strings.TrimSpace(key)})
 		return
 	}
 	out, err := s.svc.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), sandbox.ShellParams{

@@ -336,7 +336,21 @@ func wantsEvents(r *http.Request) bool {
 // streamShell answers a shell exec as Server-Sent Events: "stdout" and "stderr" chunks as the
 // command prints them, then "result" with the JSON a plain exec answers. An error before the
 // first event is the usual JSON error; after it, an "error" event with the envelope.
+//
+// With an Idempotency-Key (streamed or not), the execution is named by the key: a retry
+// attaches to it or returns its answer, and never runs the command twice. Without
+// text/event-stream the answer is the plain JSON.
 func (s *Server) streamShell(w http.ResponseWriter, r *http.Request, p jobs.ExecParams) {
+	if p.IdempotencyKey != "" && !idempotency.ValidKey(p.IdempotencyKey) {
+		s.fail(w, r, bay.Errorf(bay.CodeValidation, "Invalid Idempotency-Key: 1-128 characters of A-Z a-z 0-9 _ -"))
+		return
+	}
+	if !wantsEvents(r) {
+		res, err := s.opts.Jobs.ExecShellStream(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p,
+			func(string, shipapi.StreamChunk) error { return nil })
+		s.reply(w, r, res, err)
+		return
+	}
 	rc := http.NewResponseController(w)
 	started := false
 	begin := func() {

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -179,4 +180,41 @@ func readEvents(body io.Reader, last string) ([]string, map[string]any) {
 		}
 	}
 	return events, final
+}
+
+// TestIdempotentShellExec: retries of a keyed exec (concurrent, and after the end) run the
+// command once and all get its answer; one history entry.
+func TestIdempotentShellExec(t *testing.T) {
+	h := newJobsHarness(t)
+	sb := h.sandbox("alice")
+	path := "/v1/sandboxes/" + sb + "/shell/exec"
+	body := `{"command":"echo ran >> runs.txt; sleep 0.5; wc -l < runs.txt"}`
+	outs := make(chan string, 3)
+	for range 3 {
+		go func() {
+			r := h.do("POST", path, "alice", body, "Idempotency-Key", "exec-once")
+			if r.status != 200 {
+				outs <- fmt.Sprintf("%d %s", r.status, r.body)
+				return
+			}
+			outs <- r.json(t)["output"].(string)
+		}()
+	}
+	for range 3 {
+		if o := <-outs; o != "1" {
+			t.Fatalf("keyed exec answered %q", o)
+		}
+	}
+	r := h.ok(h.do("POST", path, "alice", body, "Idempotency-Key", "exec-once"), 200)
+	if r["output"] != "1" {
+		t.Fatalf("retry after the end: %v", r)
+	}
+	if o := h.ok(h.do("POST", path, "alice", `{"command":"wc -l < runs.txt"}`), 200)["output"]; o != "1" {
+		t.Fatalf("the keyed command ran %v times", o)
+	}
+	hist := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/history?exec_type=shell", "alice", nil), 200)
+	if hist["total"].(float64) != 2 {
+		t.Fatalf("history: %v", hist)
+	}
+	h.expect(h.do("POST", path, "alice", body, "Idempotency-Key", "bad key!"), 400, "validation_error")
 }

@@ -23,6 +23,10 @@ type ExecParams struct {
 	IncludeCode bool
 	Description *string
 	Tags        *string
+	// IdempotencyKey names the execution: a retry with the same key (same owner and sandbox)
+	// attaches to it while it runs, or returns its answer once it ended, and never runs the
+	// command again (as long as ship keeps the execution: its 100 most recent jobs).
+	IdempotencyKey string
 }
 
 // ExecShellStream runs a shell command as a plain exec does, but hands its output to emit as it
@@ -31,6 +35,9 @@ type ExecParams struct {
 // cancels it, as it would kill a plain exec.
 func (s *Service) ExecShellStream(ctx context.Context, owner, sandboxID string, p ExecParams, emit func(stream string, c shipapi.StreamChunk) error) (*bayapi.ShellExecResponse, error) {
 	id := "exec-" + strings.TrimPrefix(bay.NewID(bay.PrefixJob), bay.PrefixJob+"-")
+	if p.IdempotencyKey != "" {
+		id = "exec-" + strings.TrimPrefix(keyedID(owner, sandboxID, "exec\x00"+p.IdempotencyKey), bay.PrefixJob+"-")
+	}
 	var ep string
 	began := time.Now()
 	sessID, err := s.rt.CallRuntime(ctx, owner, sandboxID, bayapi.CapShell, func(ctx context.Context, e string) error {
@@ -44,7 +51,8 @@ func (s *Service) ExecShellStream(ctx context.Context, owner, sandboxID string, 
 	}
 	var final *shipapi.JobInfo
 	defer func() {
-		if final == nil {
+		// A keyed execution runs on for the retry that will attach to it.
+		if final == nil && p.IdempotencyKey == "" {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if _, err := s.ship.CancelJob(dctx, ep, id); err != nil {
@@ -105,13 +113,22 @@ func (s *Service) ExecShellStream(ctx context.Context, owner, sandboxID string, 
 		resp.Command = &c
 	}
 	out := resp.Output
-	e := &bay.Execution{ID: bay.NewID(bay.PrefixExecution), Owner: owner, SandboxID: sandboxID, SessionID: sessID,
+	execID := bay.NewID(bay.PrefixExecution)
+	if p.IdempotencyKey != "" {
+		// One history entry however many retries: its id is the execution's.
+		execID = bay.PrefixExecution + "-" + strings.TrimPrefix(id, "exec-")
+	}
+	e := &bay.Execution{ID: execID, Owner: owner, SandboxID: sandboxID, SessionID: sessID,
 		ExecType: bayapi.ExecShell, Code: p.Command, Success: resp.Success, ExecutionTimeMS: ms, Output: &out, Error: errText,
 		Description: p.Description, Tags: p.Tags, CreatedAt: s.cfg.Now()}
 	// Detached: the command ran; its record must not be lost to a caller that hangs up now.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := s.store.Tx(dctx, func(tx bay.Tx) error { return tx.InsertExecution(dctx, e) }); err != nil {
+	err = s.store.Tx(dctx, func(tx bay.Tx) error { return tx.InsertExecution(dctx, e) })
+	if err != nil && p.IdempotencyKey != "" && bay.IsConflict(err) {
+		err = nil // a retry recorded it already
+	}
+	if err != nil {
 		return nil, bay.Errorf(bay.CodeInternal, "Failed to record execution history").WithCause(err)
 	}
 	resp.ExecutionID = e.ID
