@@ -59,6 +59,33 @@ func TestShipJobsInContainer(t *testing.T) {
 		}
 	})
 
+	t.Run("1 GiB of output: capped, flagged, ship's RSS flat", func(t *testing.T) {
+		before := s.json("GET", "/stat", nil, 200)["rss_bytes"].(float64)
+		j := s.json("POST", "/jobs", map[string]any{"kind": "shell", "command": "head -c 1073741824 /dev/zero; echo end >&2"}, 200)
+		id := str(j, "id")
+		var job map[string]any
+		peak := before
+		for range 600 {
+			job = s.json("GET", "/jobs/"+id, nil, 200)
+			peak = max(peak, s.json("GET", "/stat", nil, 200)["rss_bytes"].(float64))
+			if job["status"] != "running" {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		so := job["stdout"].(map[string]any)
+		if job["status"] != "succeeded" || so["bytes"].(float64) != 64<<20 || so["total"].(float64) != 1<<30 || so["truncated"] != true {
+			t.Fatalf("1 GiB job: %v", job)
+		}
+		t.Logf("ship RSS %.1f MiB before, %.1f MiB peak while 1 GiB went through", before/(1<<20), peak/(1<<20))
+		if peak-before > 32<<20 {
+			t.Errorf("ship's RSS grew by %.1f MiB", (peak-before)/(1<<20))
+		}
+		if r := s.json("GET", "/jobs/"+id+"/output?stderr_offset=0&stdout_offset=67108860", nil, 200); r["stdout"].(map[string]any)["next"].(float64) != 64<<20 || r["stderr"].(map[string]any)["data"] != "end\n" {
+			t.Errorf("the end of a capped stream: %v", r["stdout"].(map[string]any)["next"])
+		}
+	})
+
 	t.Run("cancel kills grandchildren that ignore SIGTERM", func(t *testing.T) {
 		j := s.json("POST", "/jobs", map[string]any{"id": "cancel-me", "kind": "shell",
 			"command": `bash -c 'trap "" TERM; echo $$ > /workspace/gc.pid; sleep 300' & sleep 300`}, 200)
