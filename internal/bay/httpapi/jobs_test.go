@@ -30,7 +30,10 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/ship"
 )
 
-func newJobsHarness(t *testing.T) *harness {
+func newJobsHarness(t *testing.T) *harness { return newJobsHarnessIdle(t, 30*time.Minute) }
+
+// newJobsHarnessIdle is newJobsHarness with the profile's idle timeout.
+func newJobsHarnessIdle(t *testing.T, idle time.Duration) *harness {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
@@ -52,7 +55,7 @@ func newJobsHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	drv := fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return "http://" + md.Addr() }))
-	profiles := []bay.Profile{{ID: "python-default", IdleTimeout: 30 * time.Minute,
+	profiles := []bay.Profile{{ID: "python-default", IdleTimeout: idle,
 		Containers: []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123,
 			Resources: bay.Resources{CPUs: 1, Memory: "1g"}, Capabilities: bay.DefaultCapabilities}}}}
 	sc := shipclient.New(nil, nil)
@@ -217,4 +220,38 @@ func TestIdempotentShellExec(t *testing.T) {
 		t.Fatalf("history: %v", hist)
 	}
 	h.expect(h.do("POST", path, "alice", body, "Idempotency-Key", "bad key!"), 400, "validation_error")
+}
+
+// TestRunningJobPinsIdle: while a job runs, the watcher's polls keep pushing the sandbox's idle
+// deadline (never its TTL); once it ended, the deadline stays.
+func TestRunningJobPinsIdle(t *testing.T) {
+	h := newJobsHarnessIdle(t, time.Second)
+	r := h.do("POST", "/v1/sandboxes", "alice", `{"ttl":600}`)
+	h.expect(r, 201, "")
+	sb := r.json(t)["id"].(string)
+	h.ok(h.do("POST", "/v1/sandboxes/"+sb+"/jobs", "alice", `{"kind":"shell","command":"sleep 2.5"}`), 202)
+	first := h.ok(h.do("GET", "/v1/sandboxes/"+sb, "alice", nil), 200)
+	deadline := func(m map[string]any) time.Time {
+		v, _ := m["idle_expires_at"].(string)
+		ts, err := time.Parse("2006-01-02T15:04:05.999999", v)
+		if err != nil {
+			t.Fatalf("idle_expires_at %q: %v", v, err)
+		}
+		return ts
+	}
+	for i := range 4 {
+		time.Sleep(500 * time.Millisecond)
+		m := h.ok(h.do("GET", "/v1/sandboxes/"+sb, "alice", nil), 200)
+		if d := deadline(m); !d.After(time.Now().UTC()) {
+			t.Fatalf("poll %d: idle deadline %s passed while the job runs", i, d)
+		}
+		if m["expires_at"] != first["expires_at"] {
+			t.Fatalf("the TTL moved: %v -> %v", first["expires_at"], m["expires_at"])
+		}
+	}
+	// After the end nothing refreshes it (reading the sandbox does not either).
+	time.Sleep(2 * time.Second)
+	if d := deadline(h.ok(h.do("GET", "/v1/sandboxes/"+sb, "alice", nil), 200)); d.After(time.Now().UTC()) {
+		t.Fatalf("idle deadline %s still ahead after the job ended", d)
+	}
 }
