@@ -47,6 +47,18 @@ type StartJobRequest struct {
 	Timeout     *Int              `json:"timeout,omitempty" minimum:"1" doc:"seconds, default and maximum jobs.max_duration (24 h)"`
 	Description *string           `json:"description,omitempty" maxLength:"4096"`
 	Tags        *string           `json:"tags,omitempty" maxLength:"1024"`
+	OutputPaths []string          `json:"output_paths,omitempty" doc:"workspace paths whose created or changed files are reported as created_artifacts (default the workspace; at most 32)"`
+}
+
+// MaxJobOutputPaths bounds a job's output paths.
+const MaxJobOutputPaths = 32
+
+// Artifact is a file a job created or changed under its output paths.
+type Artifact struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty" doc:"missing past 256 MiB hashed per job"`
+	Change string `json:"change" enum:"created,modified"`
 }
 
 // StartJobResponse is the 202 answer of a job start.
@@ -80,6 +92,9 @@ type JobResponse struct {
 	EndedAt        *Time     `json:"ended_at"`
 	Stdout         JobStream `json:"stdout"`
 	Stderr         JobStream `json:"stderr"`
+	// CreatedArtifacts: set once the job ended ([] when it created or changed nothing).
+	CreatedArtifacts []Artifact `json:"created_artifacts"`
+	ArtifactsNote    *string    `json:"artifacts_note,omitempty"`
 }
 
 // JobList is GET /v1/sandboxes/{id}/jobs, newest first.

@@ -58,6 +58,17 @@ type StartJobRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// TimeoutSeconds ends the job (timed_out) after that long; 0: ship's maximum.
 	TimeoutSeconds float64 `json:"timeout,omitempty"`
+	// OutputPaths are the workspace paths whose files the job creates or changes are reported
+	// as its artifacts (default the whole workspace).
+	OutputPaths []string `json:"output_paths,omitempty"`
+}
+
+// Artifact is a file a job created or changed under its output paths.
+type Artifact struct {
+	Path   string `json:"path"` // workspace-relative
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"` // empty past 256 MiB hashed per job
+	Change string `json:"change"`           // "created" or "modified"
 }
 
 // JobInfo describes a job.
@@ -74,6 +85,10 @@ type JobInfo struct {
 	Notice    string   `json:"notice,omitempty"`    // e.g. the pids-limit clean-up before the start
 	Stdout    Stream   `json:"stdout"`
 	Stderr    Stream   `json:"stderr"`
+	// CreatedArtifacts are the files created or changed under the output paths, set once the
+	// job ended (ArtifactsNote says why they are missing or incomplete).
+	CreatedArtifacts []Artifact `json:"created_artifacts,omitempty"`
+	ArtifactsNote    string     `json:"artifacts_note,omitempty"`
 }
 
 // Stream describes one output stream of a job.

@@ -48,6 +48,18 @@ type Job struct {
 	CreatedAt       time.Time
 	StartedAt       *time.Time
 	EndedAt         *time.Time
+	// Artifacts are the files the job created or changed under its output paths, known once
+	// it ended; ArtifactsNote says why they are missing or incomplete.
+	Artifacts     []Artifact
+	ArtifactsNote string
+}
+
+// Artifact is a file a job created or changed.
+type Artifact struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+	Change string `json:"change"` // "created" or "modified"
 }
 
 // JobQuery selects jobs, newest first (created_at DESC, id DESC). Zero fields do not filter.

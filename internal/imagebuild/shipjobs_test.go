@@ -53,6 +53,15 @@ func TestShipJobsInContainer(t *testing.T) {
 			t.Errorf("user code reached the jobs directory: %v", r)
 		}
 		s.json("GET", "/jobs/"+id, nil, 200)
+		// Artifacts are scanned and hashed as the sandbox user: its files, its permissions.
+		a := s.json("POST", "/jobs", map[string]any{"kind": "shell", "output_paths": []string{"res"},
+			"command": "mkdir -p res/sub; echo hello > res/sub/a.txt; mkdir -m 000 res/closed"}, 200)
+		if job, _ := s.jobOutput(t, str(a, "id")); job["status"] != "succeeded" {
+			t.Fatalf("artifact job: %v", job)
+		} else if arts, _ := job["created_artifacts"].([]any); len(arts) != 1 ||
+			arts[0].(map[string]any)["sha256"] != "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03" {
+			t.Errorf("artifacts: %v", job)
+		}
 		py := s.json("POST", "/jobs", map[string]any{"kind": "python", "code": "import os\nprint(os.getuid())"}, 200)
 		if job, out := s.jobOutput(t, str(py, "id")); job["status"] != "succeeded" || out != "1000\n" {
 			t.Errorf("python job: %v %q", job, out)

@@ -53,13 +53,24 @@ func JobResponse(j *bay.Job) bayapi.JobResponse {
 		r := j.Reason
 		reason = &r
 	}
-	return bayapi.JobResponse{
+	out := bayapi.JobResponse{
 		JobID: j.ID, SandboxID: j.SandboxID, Kind: j.Kind, Command: j.Command, Cwd: j.Cwd, Status: status,
 		ExitCode: j.ExitCode, Reason: reason, TimeoutSeconds: j.TimeoutSeconds, Description: j.Description, Tags: j.Tags,
 		CreatedAt: bayapi.NewTime(j.CreatedAt), StartedAt: bayapi.TimePtr(j.StartedAt), EndedAt: bayapi.TimePtr(j.EndedAt),
 		Stdout: bayapi.JobStream{Bytes: j.StdoutBytes, Truncated: j.StdoutTruncated},
 		Stderr: bayapi.JobStream{Bytes: j.StderrBytes, Truncated: j.StderrTruncated},
 	}
+	if bay.JobFinal(j.Status) {
+		out.CreatedArtifacts = make([]bayapi.Artifact, 0, len(j.Artifacts))
+		for _, a := range j.Artifacts {
+			out.CreatedArtifacts = append(out.CreatedArtifacts, bayapi.Artifact(a))
+		}
+	}
+	if j.ArtifactsNote != "" {
+		n := j.ArtifactsNote
+		out.ArtifactsNote = &n
+	}
+	return out
 }
 
 func (s *Server) startJob(w http.ResponseWriter, r *http.Request) {
@@ -118,6 +129,18 @@ func (s *Server) startJob(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		p.Cwd = &c
+	}
+	if len(req.OutputPaths) > bayapi.MaxJobOutputPaths {
+		s.fail(w, r, bay.Errorf(bay.CodeValidation, "at most %d output_paths", bayapi.MaxJobOutputPaths))
+		return
+	}
+	for _, op := range req.OutputPaths {
+		c, err := validatePath("output_paths", op)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		p.OutputPaths = append(p.OutputPaths, c)
 	}
 	if p.IdempotencyKey = strings.TrimSpace(r.Header.Get(bayapi.HeaderIdempotencyKey)); p.IdempotencyKey != "" && !idempotency.ValidKey(p.IdempotencyKey) {
 		s.fail(w, r, bay.Errorf(bay.CodeValidation, "Invalid Idempotency-Key: 1-128 characters of A-Z a-z 0-9 _ -"))

@@ -110,12 +110,35 @@ func TestJobsOwnersAndValidation(t *testing.T) {
 	if strings.Join(events, ",") != "stderr=oops\n,stdout=hi\n" || end["status"] != "failed" || end["exit_code"].(float64) != 2 {
 		t.Fatalf("events %q end %v", events, end)
 	}
+	if a, ok := end["created_artifacts"].([]any); !ok || len(a) != 0 {
+		t.Fatalf("created_artifacts of a job that wrote nothing: %v", end["created_artifacts"])
+	}
+	// A job that writes a file under its output paths reports it, with size and sha256.
+	art := h.ok(h.do("POST", base, "alice", `{"kind":"shell","command":"mkdir -p res; echo hello > res/out.txt; echo x > other.txt","output_paths":["res"]}`), 202)["job_id"].(string)
+	var got map[string]any
+	for range 100 {
+		if got = h.ok(h.do("GET", base+"/"+art, "alice", nil), 200); got["status"] != "running" {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	arts, _ := got["created_artifacts"].([]any)
+	if len(arts) != 1 || arts[0].(map[string]any)["path"] != "res/out.txt" || arts[0].(map[string]any)["size"].(float64) != 6 ||
+		arts[0].(map[string]any)["sha256"] != "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03" || arts[0].(map[string]any)["change"] != "created" {
+		t.Fatalf("artifacts: %v", got)
+	}
+	h.expect(h.do("POST", base, "alice", `{"kind":"shell","command":"true","output_paths":["../x"]}`), 400, "invalid_path")
 	list := h.ok(h.do("GET", base+"?status=failed", "alice", nil), 200)
 	if list["total"].(float64) != 1 {
 		t.Fatalf("list: %v", list)
 	}
 	hist := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/history", "alice", nil), 200)
-	e := hist["entries"].([]any)[0].(map[string]any)
+	var e map[string]any
+	for _, x := range hist["entries"].([]any) {
+		if m := x.(map[string]any); strings.HasPrefix(m["code"].(string), "echo hi") {
+			e = m
+		}
+	}
 	if e["exec_type"] != "shell" || e["success"] != false || !strings.Contains(e["tags"].(string), "job") || !strings.Contains(e["error"].(string), "exit code 2") {
 		t.Fatalf("history: %v", e)
 	}

@@ -109,6 +109,9 @@ type StartParams struct {
 	Timeout     time.Duration // 0: MaxDuration
 	Description *string
 	Tags        *string
+	// OutputPaths are the workspace paths whose created or changed files are the job's
+	// artifacts (default the workspace).
+	OutputPaths []string
 	// IdempotencyKey names the job for retries: a start with a key already used for the same
 	// sandbox returns that job (running or ended) and starts nothing.
 	IdempotencyKey string
@@ -167,7 +170,7 @@ func (s *Service) Start(ctx context.Context, owner, sandboxID string, p StartPar
 			return j, j != nil, err
 		}
 	}
-	req := shipapi.StartJobRequest{ID: id, Kind: p.Kind, Cwd: p.Cwd, Env: p.Env, TimeoutSeconds: p.Timeout.Seconds()}
+	req := shipapi.StartJobRequest{ID: id, Kind: p.Kind, Cwd: p.Cwd, Env: p.Env, TimeoutSeconds: p.Timeout.Seconds(), OutputPaths: p.OutputPaths}
 	if p.Kind == bayapi.JobKindPython {
 		req.Code = p.Command
 	} else {
@@ -431,6 +434,10 @@ func (s *Service) finish(ctx context.Context, id string, info *shipapi.JobInfo, 
 			j.Status, j.ExitCode, j.Reason = info.Status, info.ExitCode, info.Reason
 			j.StdoutBytes, j.StderrBytes = info.Stdout.Bytes, info.Stderr.Bytes
 			j.StdoutTruncated, j.StderrTruncated = info.Stdout.Truncated, info.Stderr.Truncated
+			j.ArtifactsNote = info.ArtifactsNote
+			for _, a := range info.CreatedArtifacts {
+				j.Artifacts = append(j.Artifacts, bay.Artifact{Path: a.Path, Size: a.Size, SHA256: a.SHA256, Change: a.Change})
+			}
 			if info.EndedAt != nil {
 				now = unixTime(*info.EndedAt)
 			}

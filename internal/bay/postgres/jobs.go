@@ -15,10 +15,16 @@ import (
 func scanJob(r pgx.Row) (*bay.Job, error) {
 	var j bay.Job
 	var code *int32
+	var arts *string
 	if err := r.Scan(&j.ID, &j.Owner, &j.SandboxID, &j.SessionID, &j.Kind, &j.Command, &j.Cwd, &j.TimeoutSeconds,
 		&j.Description, &j.Tags, &j.Status, &code, &j.Reason, &j.StdoutBytes, &j.StderrBytes, &j.StdoutTruncated,
-		&j.StderrTruncated, &j.CreatedAt, &j.StartedAt, &j.EndedAt); err != nil {
+		&j.StderrTruncated, &j.CreatedAt, &j.StartedAt, &j.EndedAt, &arts); err != nil {
 		return nil, err
+	}
+	if arts != nil {
+		if err := storesql.SetJobArtifacts(&j, []byte(*arts)); err != nil {
+			return nil, err
+		}
 	}
 	if code != nil {
 		c := int(*code)
@@ -33,14 +39,18 @@ func scanJob(r pgx.Row) (*bay.Job, error) {
 	return &j, nil
 }
 
-func jobArgs(j *bay.Job) []any {
+func jobArgs(j *bay.Job) ([]any, error) {
+	arts, err := storesql.JobArtifacts(j)
+	if err != nil {
+		return nil, err
+	}
 	var code any
 	if j.ExitCode != nil {
 		code = int32(*j.ExitCode)
 	}
 	return []any{j.ID, j.Owner, j.SandboxID, j.SessionID, j.Kind, j.Command, j.Cwd, j.TimeoutSeconds,
 		j.Description, j.Tags, j.Status, code, j.Reason, j.StdoutBytes, j.StderrBytes,
-		j.StdoutTruncated, j.StderrTruncated, ts(j.CreatedAt), nullTS(j.StartedAt), nullTS(j.EndedAt)}
+		j.StdoutTruncated, j.StderrTruncated, ts(j.CreatedAt), nullTS(j.StartedAt), nullTS(j.EndedAt), arts}, nil
 }
 
 // GetJob returns the job or an error wrapping ErrNotFound.
@@ -80,19 +90,27 @@ func (q queries) ListJobs(ctx context.Context, f bay.JobQuery) (out []*bay.Job, 
 
 // InsertJob inserts j; an existing id wraps ErrConflict.
 func (q *txn) InsertJob(ctx context.Context, j *bay.Job) error {
-	tag, err := q.q.Exec(ctx, qInsertJob, jobArgs(j)...)
+	args, err := jobArgs(j)
+	if err != nil {
+		return err
+	}
+	tag, err := q.q.Exec(ctx, qInsertJob, args...)
 	return mustInsert(tag, err, "insert job %s", j.ID)
 }
 
 // UpdateJob writes every field of j; a missing row wraps ErrNotFound.
 func (q *txn) UpdateJob(ctx context.Context, j *bay.Job) error {
-	tag, err := q.q.Exec(ctx, qUpdateJob, jobArgs(j)...)
+	args, err := jobArgs(j)
+	if err != nil {
+		return err
+	}
+	tag, err := q.q.Exec(ctx, qUpdateJob, args...)
 	return mustAffect(tag, err, "update job %s", j.ID)
 }
 
 var (
 	qGetJob    = `SELECT ` + storesql.JobColumns + ` FROM jobs WHERE id = $1`
 	qInsertJob = `INSERT INTO jobs (` + storesql.JobColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT DO NOTHING`
+		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) ON CONFLICT DO NOTHING`
 	qUpdateJob = `UPDATE jobs SET ` + storesql.JobUpdateSet(func(n int) string { return "$" + strconv.Itoa(n) }) + ` WHERE id = $1`
 )

@@ -16,10 +16,16 @@ func scanJob(r scanner) (*bay.Job, error) {
 	var cwd, desc, tags sql.NullString
 	var code, started, ended sql.NullInt64
 	var created int64
+	var arts sql.NullString
 	if err := r.Scan(&j.ID, &j.Owner, &j.SandboxID, &j.SessionID, &j.Kind, &j.Command, &cwd, &j.TimeoutSeconds,
 		&desc, &tags, &j.Status, &code, &j.Reason, &j.StdoutBytes, &j.StderrBytes, &j.StdoutTruncated,
-		&j.StderrTruncated, &created, &started, &ended); err != nil {
+		&j.StderrTruncated, &created, &started, &ended, &arts); err != nil {
 		return nil, err
+	}
+	if arts.Valid {
+		if err := storesql.SetJobArtifacts(&j, []byte(arts.String)); err != nil {
+			return nil, err
+		}
 	}
 	j.Cwd, j.Description, j.Tags = ptrString(cwd), ptrString(desc), ptrString(tags)
 	if code.Valid {
@@ -30,14 +36,18 @@ func scanJob(r scanner) (*bay.Job, error) {
 	return &j, nil
 }
 
-func jobArgs(j *bay.Job) []any {
+func jobArgs(j *bay.Job) ([]any, error) {
+	arts, err := storesql.JobArtifacts(j)
+	if err != nil {
+		return nil, err
+	}
 	var code any
 	if j.ExitCode != nil {
 		code = int64(*j.ExitCode)
 	}
 	return []any{j.ID, j.Owner, j.SandboxID, j.SessionID, j.Kind, j.Command, nullStringPtr(j.Cwd), j.TimeoutSeconds,
 		nullStringPtr(j.Description), nullStringPtr(j.Tags), j.Status, code, j.Reason, j.StdoutBytes, j.StderrBytes,
-		boolInt(j.StdoutTruncated), boolInt(j.StderrTruncated), micros(j.CreatedAt), nullMicros(j.StartedAt), nullMicros(j.EndedAt)}
+		boolInt(j.StdoutTruncated), boolInt(j.StderrTruncated), micros(j.CreatedAt), nullMicros(j.StartedAt), nullMicros(j.EndedAt), arts}, nil
 }
 
 // GetJob returns the job or an error wrapping ErrNotFound.
@@ -94,7 +104,11 @@ func (q queries) ListJobs(ctx context.Context, f bay.JobQuery) ([]*bay.Job, int,
 
 // InsertJob inserts j; an existing id wraps ErrConflict.
 func (q *txn) InsertJob(ctx context.Context, j *bay.Job) error {
-	if _, err := q.exec(ctx, qInsertJob, jobArgs(j)...); err != nil {
+	args, err := jobArgs(j)
+	if err != nil {
+		return err
+	}
+	if _, err := q.exec(ctx, qInsertJob, args...); err != nil {
 		return classify(err, "insert job %s", j.ID)
 	}
 	return nil
@@ -102,12 +116,16 @@ func (q *txn) InsertJob(ctx context.Context, j *bay.Job) error {
 
 // UpdateJob writes every field of j; a missing row wraps ErrNotFound.
 func (q *txn) UpdateJob(ctx context.Context, j *bay.Job) error {
-	res, err := q.exec(ctx, qUpdateJob, jobArgs(j)...)
+	args, err := jobArgs(j)
+	if err != nil {
+		return err
+	}
+	res, err := q.exec(ctx, qUpdateJob, args...)
 	return mustAffect(res, err, "update job %s", j.ID)
 }
 
 var (
 	qGetJob    = prepared(`SELECT ` + storesql.JobColumns + ` FROM jobs WHERE id = ?`)
-	qInsertJob = prepared(`INSERT INTO jobs (` + storesql.JobColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qInsertJob = prepared(`INSERT INTO jobs (` + storesql.JobColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qUpdateJob = prepared(`UPDATE jobs SET ` + storesql.JobUpdateSet(func(n int) string { return "?" + strconv.Itoa(n) }) + ` WHERE id = ?1`)
 )

@@ -4,6 +4,8 @@
 package storesql
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -188,9 +190,41 @@ func Jobs(d *Dialect, q bay.JobQuery) *Where {
 
 // JobColumns are the columns of the jobs table in the order both stores scan and write them.
 const JobColumns = `id, owner, sandbox_id, session_id, kind, command, cwd, timeout_seconds, description, tags,
-status, exit_code, reason, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, created_at, started_at, ended_at`
+status, exit_code, reason, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, created_at, started_at, ended_at,
+artifacts`
 
-// JobUpdateSet is the SET list of an UPDATE of every job column but id (parameters 2..20 of
+// JobArtifacts is the stored form of a job's artifacts: nil (NULL) when there are none and no
+// note.
+func JobArtifacts(j *bay.Job) (any, error) {
+	if len(j.Artifacts) == 0 && j.ArtifactsNote == "" {
+		return nil, nil
+	}
+	b, err := json.Marshal(jobArtifacts{j.Artifacts, j.ArtifactsNote})
+	if err != nil {
+		return nil, fmt.Errorf("encode artifacts: %w", err)
+	}
+	return string(b), nil
+}
+
+// SetJobArtifacts reads a job's artifacts back from their column (nil: NULL).
+func SetJobArtifacts(j *bay.Job, col []byte) error {
+	if col == nil {
+		return nil
+	}
+	var a jobArtifacts
+	if err := json.Unmarshal(col, &a); err != nil {
+		return fmt.Errorf("decode artifacts: %w", err)
+	}
+	j.Artifacts, j.ArtifactsNote = a.Artifacts, a.Note
+	return nil
+}
+
+type jobArtifacts struct {
+	Artifacts []bay.Artifact `json:"artifacts,omitempty"`
+	Note      string         `json:"note,omitempty"`
+}
+
+// JobUpdateSet is the SET list of an UPDATE of every job column but id (parameters 2..21 of
 // placeholder p; the id is parameter 1).
 func JobUpdateSet(p func(n int) string) string {
 	cols := strings.Split(strings.ReplaceAll(JobColumns, "\n", " "), ",")[1:]

@@ -12,8 +12,8 @@ func fmtJob(j *bay.Job) string {
 	if j.ExitCode != nil {
 		code = fmt.Sprint(*j.ExitCode)
 	}
-	return fmt.Sprintf("%s owner=%s sb=%s sess=%s kind=%s cmd=%q cwd=%v timeout=%d desc=%v tags=%v status=%s code=%s reason=%q out=%d/%v err=%d/%v created=%s started=%s ended=%s",
-		j.ID, j.Owner, j.SandboxID, j.SessionID, j.Kind, j.Command, str(j.Cwd), j.TimeoutSeconds, str(j.Description), str(j.Tags),
+	return fmt.Sprintf("artifacts=%+v note=%q %s owner=%s sb=%s sess=%s kind=%s cmd=%q cwd=%v timeout=%d desc=%v tags=%v status=%s code=%s reason=%q out=%d/%v err=%d/%v created=%s started=%s ended=%s",
+		j.Artifacts, j.ArtifactsNote, j.ID, j.Owner, j.SandboxID, j.SessionID, j.Kind, j.Command, str(j.Cwd), j.TimeoutSeconds, str(j.Description), str(j.Tags),
 		j.Status, code, j.Reason, j.StdoutBytes, j.StdoutTruncated, j.StderrBytes, j.StderrTruncated,
 		j.CreatedAt.UTC().Format("15:04:05.000000"), fmtTime(j.StartedAt), fmtTime(j.EndedAt))
 }
@@ -41,6 +41,8 @@ func testJobs(t *testing.T, s bay.Store) {
 	full.Status, full.ExitCode, full.Reason = bay.JobCancelled, ptr(-15), "cancelled on request"
 	full.StdoutBytes, full.StderrBytes, full.StdoutTruncated, full.StderrTruncated = 1<<40, 7, true, false
 	full.StartedAt, full.EndedAt, full.SessionID = ptr(at(2)), ptr(at(3)), "sess-2"
+	full.Artifacts = []bay.Artifact{{Path: "out/r.csv", Size: 10, SHA256: "ab", Change: "created"}, {Path: "ü.txt", Change: "modified"}}
+	full.ArtifactsNote = "note"
 	mustTx(t, s, func(tx bay.Tx) error { return tx.UpdateJob(t.Context(), full) })
 	got, _ = s.GetJob(t.Context(), "job-1")
 	equal(t, "updated job", fmtJob(got), fmtJob(full))

@@ -47,6 +47,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
 	"github.com/shipyard-dev/shipyard/internal/ship/shell"
+	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
 )
 
 // DefaultDir is where ship keeps jobs in a sandbox container: /var/tmp is on
@@ -59,6 +60,8 @@ const DefaultDir = "/var/tmp/shipyard-jobs"
 type Config struct {
 	Dir    string        // ship-owned directory of the job directories; created 0700
 	Shell  *shell.Runner // starts the processes
+	// Workspace is scanned for the files a job creates or changes (nil: no artifacts).
+	Workspace *workspace.Workspace
 	Python string        // interpreter of Python jobs (default python3)
 	// MaxOutput caps the bytes kept per stream (default 64 MiB).
 	MaxOutput int64
@@ -378,7 +381,15 @@ func (m *Manager) Start(req shipapi.StartJobRequest) (shipapi.JobInfo, error) {
 	if running >= m.cfg.MaxRunning {
 		return shipapi.JobInfo{}, apierr.Newf(shipapi.CodeResourcesExhausted, "%d jobs are running already (the limit); wait for one to end or cancel one", running)
 	}
-	j, err := m.start(req, sreq, stdin, timeout)
+	var before *snapshot
+	if m.cfg.Workspace != nil {
+		paths, err := outputPaths(m.cfg.Workspace, req.OutputPaths)
+		if err != nil {
+			return shipapi.JobInfo{}, apierr.Wrap(apierr.CodeOf(err), err, "output_paths: "+apierr.MessageOf(err))
+		}
+		before = scan(m.cfg.Workspace, paths)
+	}
+	j, err := m.start(req, sreq, stdin, timeout, before)
 	if err != nil {
 		return shipapi.JobInfo{}, err
 	}
@@ -389,7 +400,7 @@ func (m *Manager) Start(req shipapi.StartJobRequest) (shipapi.JobInfo, error) {
 	return j.snapshot(), nil
 }
 
-func (m *Manager) start(req shipapi.StartJobRequest, sreq shipapi.ExecShellRequest, stdin io.Reader, timeout time.Duration) (j *job, err error) {
+func (m *Manager) start(req shipapi.StartJobRequest, sreq shipapi.ExecShellRequest, stdin io.Reader, timeout time.Duration, before *snapshot) (j *job, err error) {
 	dir := filepath.Join(m.cfg.Dir, req.ID)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, apierr.Wrap(shipapi.CodeInternal, err, "cannot create the job's directory")
@@ -431,7 +442,7 @@ func (m *Manager) start(req shipapi.StartJobRequest, sreq shipapi.ExecShellReque
 		return nil, apierr.Wrap(shipapi.CodeInternal, err, "cannot write the job's status file")
 	}
 	m.cfg.Log.Info("job started", "job_id", req.ID, "kind", req.Kind, "pid", pid, "timeout", timeout)
-	go m.watch(j, cmd, timeout, ps)
+	go m.watch(j, cmd, timeout, ps, before)
 	return j, nil
 }
 
@@ -458,7 +469,7 @@ func (j *job) snapshot() shipapi.JobInfo {
 
 // watch waits for the job's main process, enforces the timeout, and records
 // the end.
-func (m *Manager) watch(j *job, cmd *exec.Cmd, timeout time.Duration, ps string) {
+func (m *Manager) watch(j *job, cmd *exec.Cmd, timeout time.Duration, ps string, before *snapshot) {
 	pid := cmd.Process.Pid
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -476,7 +487,9 @@ func (m *Manager) watch(j *job, cmd *exec.Cmd, timeout time.Duration, ps string)
 	// What the job left in its group ends with it.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	code := shell.ExitCode(cmd.ProcessState)
+	arts, note := artifacts(m.cfg.Workspace, before)
 	j.mu.Lock()
+	j.info.CreatedArtifacts, j.info.ArtifactsNote = arts, note
 	j.info.ExitCode = &code
 	now := unixSecs(m.cfg.Now())
 	j.info.EndedAt = &now

@@ -32,7 +32,7 @@ func newFixture(t *testing.T, mod func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ws.Close() })
-	cfg := Config{Dir: filepath.Join(t.TempDir(), "jobs"), Shell: shell.New(shell.Config{Workspace: ws}), Grace: 300 * time.Millisecond}
+	cfg := Config{Dir: filepath.Join(t.TempDir(), "jobs"), Shell: shell.New(shell.Config{Workspace: ws}), Workspace: ws, Grace: 300 * time.Millisecond}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -314,5 +314,38 @@ func TestCompleteUTF8(t *testing.T) {
 	}
 	if got := completeUTF8([]byte{'a', 0xff}); got != 2 {
 		t.Errorf("invalid byte held back: %d", got)
+	}
+}
+
+// TestCreatedArtifacts: files created or changed under the output paths, with size and sha256.
+func TestCreatedArtifacts(t *testing.T) {
+	f := newFixture(t, nil)
+	for name, content := range map[string]string{"keep.txt": "same", "edit.txt": "old", "out/old.txt": "x"} {
+		p := filepath.Join(f.ws, name)
+		_ = os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	_ = os.Chtimes(filepath.Join(f.ws, "edit.txt"), old, old)
+	cmd := "echo hello > out/new.txt; echo more >> edit.txt"
+	info := f.start(t, shipapi.StartJobRequest{Kind: shipapi.JobKindShell, Command: cmd})
+	end, _, _ := f.wait(t, info.ID)
+	want := []shipapi.Artifact{
+		{Path: "edit.txt", Size: 8, SHA256: "3962e4c7fed0b710943e58c8a20e4776ae0056e24de323f67b1e5ef07f85257e", Change: "modified"},
+		{Path: "out/new.txt", Size: 6, SHA256: "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03", Change: "created"},
+	}
+	if len(end.CreatedArtifacts) != 2 || end.CreatedArtifacts[0] != want[0] || end.CreatedArtifacts[1] != want[1] {
+		t.Fatalf("artifacts %+v", end.CreatedArtifacts)
+	}
+	// Only under the declared output paths.
+	info = f.start(t, shipapi.StartJobRequest{Kind: shipapi.JobKindShell, Command: "echo a > out/two.txt; echo b > top.txt", OutputPaths: []string{"out"}})
+	end, _, _ = f.wait(t, info.ID)
+	if len(end.CreatedArtifacts) != 1 || end.CreatedArtifacts[0].Path != "out/two.txt" {
+		t.Fatalf("artifacts under out: %+v", end.CreatedArtifacts)
+	}
+	if _, err := f.m.Start(shipapi.StartJobRequest{Kind: shipapi.JobKindShell, Command: "true", OutputPaths: []string{"../etc"}}); err == nil {
+		t.Fatal("an output path outside the workspace was accepted")
 	}
 }

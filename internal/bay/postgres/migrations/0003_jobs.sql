@@ -20,7 +20,9 @@ CREATE TABLE jobs (
     stderr_truncated boolean     NOT NULL DEFAULT false,
     created_at       timestamptz NOT NULL,
     started_at       timestamptz,
-    ended_at         timestamptz
+    ended_at         timestamptz,
+    -- {"artifacts": [...], "note": "..."} once ended: the files the job created or changed.
+    artifacts        text
 );
 CREATE INDEX jobs_sandbox_created ON jobs (sandbox_id, created_at);
 CREATE INDEX jobs_status ON jobs (status);

@@ -20,7 +20,9 @@ CREATE TABLE jobs (
     stderr_truncated INTEGER NOT NULL DEFAULT 0,
     created_at       INTEGER NOT NULL,
     started_at       INTEGER,
-    ended_at         INTEGER
+    ended_at         INTEGER,
+    -- {"artifacts": [...], "note": "..."} once ended: the files the job created or changed.
+    artifacts        TEXT
 ) STRICT;
 CREATE INDEX jobs_sandbox_created ON jobs (sandbox_id, created_at);
 CREATE INDEX jobs_status ON jobs (status);
