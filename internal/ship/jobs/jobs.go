@@ -58,11 +58,11 @@ const DefaultDir = "/var/tmp/shipyard-jobs"
 
 // Config configures a Manager.
 type Config struct {
-	Dir    string        // ship-owned directory of the job directories; created 0700
-	Shell  *shell.Runner // starts the processes
+	Dir   string        // ship-owned directory of the job directories; created 0700
+	Shell *shell.Runner // starts the processes
 	// Workspace is scanned for the files a job creates or changes (nil: no artifacts).
 	Workspace *workspace.Workspace
-	Python string        // interpreter of Python jobs (default python3)
+	Python    string // interpreter of Python jobs (default python3)
 	// MaxOutput caps the bytes kept per stream (default 64 MiB).
 	MaxOutput int64
 	// MaxTimeout bounds a job's timeout, and is the timeout of a job that gives none
