@@ -119,5 +119,9 @@ func TestJobClients(t *testing.T) {
 			t.Fatalf("job cancel: %q", out)
 		}
 		run(66, "job", "status", sb, "job-000000000000")
+		out, errOut = run(5, "shell", "--stream", sb, "echo s1; echo e1 >&2; exit 5")
+		if out != "s1\n" || errOut != "e1\n" {
+			t.Fatalf("shell --stream: %q %q", out, errOut)
+		}
 	})
 }

@@ -201,3 +201,55 @@ func (j *Job) Wait(ctx context.Context) error {
 func (s *Sandbox) StartJob(ctx context.Context, req JobRequest, opts ...CallOption) (*Job, error) {
 	return s.c.StartJob(ctx, s.ID, req, opts...)
 }
+
+// ExecShellStream runs a shell command like ExecShell, but calls fn with its output as it is
+// printed (stream "stdout" or "stderr"), then returns the same answer. With
+// WithIdempotencyKey a retry attaches to the execution or returns its answer, and never runs
+// the command twice.
+func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellRequest, fn func(stream string, data string) error, opts ...CallOption) (*bayapi.ShellExecResponse, error) {
+	if err := checkID("sandbox", id); err != nil {
+		return nil, err
+	}
+	o := applyCallOptions(opts)
+	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optInt(req.Timeout), Cwd: optStr(req.Cwd),
+		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
+	resp, err := c.send(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathShellExec, id), jsonBody: body,
+		header: http.Header{"Accept": {"text/event-stream"}}, idemKey: o.idemKey, requestID: o.requestID, stream: true})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.release()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		data, isData := strings.CutPrefix(line, "data: ")
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = line[len("event: "):]
+		case isData && (event == bayapi.JobEventStdout || event == bayapi.JobEventStderr):
+			var ch bayapi.JobChunk
+			if err := json.Unmarshal([]byte(data), &ch); err != nil {
+				return nil, fmt.Errorf("sdk: exec output event: %w", err)
+			}
+			if fn != nil {
+				if err := fn(event, ch.Data); err != nil {
+					return nil, err
+				}
+			}
+		case isData && event == "result":
+			var out bayapi.ShellExecResponse
+			if err := json.Unmarshal([]byte(data), &out); err != nil {
+				return nil, fmt.Errorf("sdk: exec result event: %w", err)
+			}
+			return &out, nil
+		case isData && event == "error":
+			return nil, decodeError(http.StatusBadGateway, "", []byte(data))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("sdk: exec event stream ended without a result")
+}

@@ -233,3 +233,26 @@ func (a *app) jobCancelCmd() *cobra.Command {
 			})
 		}}
 }
+
+// streamShell runs a shell command with its output printed as it comes (shell --stream) and
+// exits with its status.
+func (a *app) streamShell(ctx context.Context, c *sdk.Client, id string, req sdk.ShellRequest) error {
+	res, err := c.ExecShellStream(ctx, id, req, func(stream, data string) error {
+		w := a.stdout
+		if stream == bayapi.JobEventStderr {
+			w = a.stderr
+		}
+		_, err := io.WriteString(w, data)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode == -1 && res.Error != nil {
+		io.WriteString(a.stderr, withNewline(*res.Error))
+	}
+	if note := truncationNote(res); note != "" {
+		io.WriteString(a.stderr, note)
+	}
+	return commandExit(res.ExitCode)
+}
