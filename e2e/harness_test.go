@@ -31,10 +31,18 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/testenv/pgtest"
 )
 
-const (
-	testImage = "ship:latest"
-	apiKey    = "sk-e2e-0123456789abcdef"
-)
+const apiKey = "sk-e2e-0123456789abcdef"
+
+// testImage is ship:latest, or SHIPYARD_E2E_IMAGE (a content tag such as ship:full-<hash>, so
+// a run is not at the mercy of another build retagging ship:latest meanwhile).
+var testImage = cmpOr(os.Getenv("SHIPYARD_E2E_IMAGE"), "ship:latest")
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
 
 var (
 	repoRoot string
@@ -130,7 +138,7 @@ func startBay(t *testing.T, o bayOptions) *Bay {
 	}
 	profiles := o.profiles
 	if profiles == "" {
-		profiles = defaultProfiles
+		profiles = strings.ReplaceAll(defaultProfiles, `"ship:latest"`, fmt.Sprintf("%q", testImage))
 	}
 	cfg := testenv.Config{Port: port, DataDir: dir, DatabaseURL: o.databaseURL, APIKey: apiKey, InstanceID: instance,
 		GC:    "  orphan_container:\n    enabled: true\n    grace_seconds: 0\n",

@@ -281,6 +281,8 @@ type CreateSandboxRequest struct {
 	// Skills (ours) are library skills mounted read-only at /skills/<name> on top of the
 	// profile's, at the version current when a session starts; an unknown name is 400.
 	Skills []string `json:"skills,omitempty" doc:"library skills to mount at /skills/<name> (at most 32); unknown names are 400"`
+	// Reuse (ours): the owner's sandbox of a key, created when there is none.
+	Reuse *ReuseSpec `json:"reuse,omitempty"`
 }
 
 // SandboxResponse is the shared sandbox object. Field order is the reference's.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship"
+	"github.com/shipyard-dev/shipyard/internal/ship/jobs"
 	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 	"github.com/shipyard-dev/shipyard/internal/ship/version"
 )
@@ -46,6 +47,8 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxStderrBytes, "max-stderr-bytes", cfg.MaxStderrBytes, "stderr bytes kept per shell command")
 	fs.BoolVar(&cfg.NoKernel, "no-kernel", false, "do not start the kernel at boot (it starts on the first /ipython call)")
 	fs.Int64Var(&cfg.MaxReadBytes, "max-read-bytes", cfg.MaxReadBytes, "largest text one read_file returns (413 file_too_large above)")
+	fs.StringVar(&cfg.JobsDir, "jobs-dir", jobs.DefaultDir, "ship-owned directory of the jobs' output and status (created 0700)")
+	fs.Int64Var(&cfg.MaxJobOutputBytes, "max-job-output-bytes", cfg.MaxJobOutputBytes, "bytes kept per output stream of a job (the rest is counted and dropped)")
 	shipUID := fs.Int("ship-uid", privsep.ShipUID, "uid (and gid) ship switches to when it separates privileges")
 	sandboxUser := fs.String("sandbox-user", os.Getenv(shipapi.EnvSandboxUser),
 		"uid:gid user code runs as; started as root with it, ship separates privileges (env "+shipapi.EnvSandboxUser+")")

@@ -87,6 +87,8 @@ type Reader interface {
 	GetExecRecord(ctx context.Context, id string) (*ExecRecord, error)
 	// ListExecRecords returns one page and the total count of matches.
 	ListExecRecords(ctx context.Context, q ExecQuery) ([]*ExecRecord, int, error)
+	JobReader
+	ReuseReader
 }
 
 // Tx is a write transaction. Writes are atomic with the reads made through the same Tx.
@@ -143,6 +145,9 @@ type Tx interface {
 	// database never run the same GC task or warm-up at once.
 	AcquireLease(ctx context.Context, name, holder string, now time.Time, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, name, holder string) error
+
+	JobWriter
+	ReuseWriter
 }
 
 // Store is the durable state. Implementations: internal/bay/sqlite (and postgres later); both

@@ -126,6 +126,7 @@ raises, the traceback goes to stderr and the exit code is 1.`,
 func (a *app) shellCmd() *cobra.Command {
 	var f execFlags
 	var cwd string
+	var stream bool
 	cmd := &cobra.Command{Use: "shell <sandbox> [command | -]", Aliases: []string{"sh"},
 		Short: "Run a shell command in the sandbox",
 		Long: `Run a command with bash in the sandbox. The command comes from the argument(s), from
@@ -138,6 +139,9 @@ the command's (124 if bay reports it timed out).`,
 				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+				if stream && !a.json() {
+					return a.streamShell(ctx, c, args[0], sdk.ShellRequest{Command: command, Cwd: cwd, ExecOptions: f.options()})
+				}
 				res, err := c.ExecShell(ctx, args[0], sdk.ShellRequest{Command: command, Cwd: cwd, ExecOptions: f.options()})
 				if err != nil {
 					return err
@@ -159,6 +163,7 @@ the command's (124 if bay reports it timed out).`,
 		}}
 	f.register(cmd, "command")
 	cmd.Flags().StringVar(&cwd, "cwd", "", "working directory relative to /workspace")
+	cmd.Flags().BoolVar(&stream, "stream", false, "print stdout and stderr as the command prints them (text output only)")
 	return cmd
 }
 

@@ -41,7 +41,8 @@ var referenceTools = []string{"create_sandbox", "delete_sandbox", "execute_pytho
 	"list_files", "delete_file", "upload_file", "download_file", "get_execution_history", "get_execution",
 	"get_last_execution", "annotate_execution", "execute_browser", "execute_browser_batch", "list_profiles"}
 
-var ourTools = []string{"get_sandbox", "list_sandboxes", "stop_sandbox", "extend_ttl", "keepalive"}
+var ourTools = []string{"get_sandbox", "list_sandboxes", "stop_sandbox", "extend_ttl", "keepalive",
+	"run_cmd", "run_cmd_async", "start_job", "task_status", "task_watch", "cancel_job"}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

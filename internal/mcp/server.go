@@ -79,7 +79,7 @@ func NewHTTPHandler(newClient func(r *http.Request) *sdk.Client, opts ...Options
 func (s *server) build(local bool) *mcpsdk.Server {
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: ServerName, Title: "Shipyard sandboxes", Version: s.opts.Version},
 		&mcpsdk.ServerOptions{Instructions: instructions, Logger: s.opts.Logger})
-	for _, t := range s.tools() {
+	for _, t := range append(s.tools(), s.jobTools()...) {
 		if (t.local && !local) || !s.opts.toolAllowed(t.name) {
 			continue
 		}

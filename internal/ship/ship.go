@@ -17,6 +17,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship/httpapi"
+	"github.com/shipyard-dev/shipyard/internal/ship/jobs"
 	"github.com/shipyard-dev/shipyard/internal/ship/jupyter"
 	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 	"github.com/shipyard-dev/shipyard/internal/ship/pty"
@@ -38,6 +39,12 @@ type Config struct {
 	// MaxReadBytes bounds the text one read_file returns (file_too_large
 	// above); default 64 MiB. The text is streamed, never held in memory.
 	MaxReadBytes int64
+	// JobsDir is the ship-owned directory of jobs' output and status (see
+	// internal/ship/jobs); default jobs.DefaultDir. MaxJobOutputBytes caps each
+	// stream of a job (default 64 MiB). An empty JobsDir is a fresh temporary
+	// directory (jobs then do not outlive this ship; tests), cmd/ship sets it.
+	JobsDir           string
+	MaxJobOutputBytes int64
 	// Sandbox is the user that user code (kernel, shells, terminals) runs as
 	// and that ship acts as on the workspace, when ship runs as another user
 	// (cmd/ship sets it after privsep.Drop); nil: ship's own user.
@@ -70,6 +77,7 @@ func DefaultConfig() Config {
 		MaxStdoutBytes:     1 << 20,
 		MaxStderrBytes:     1 << 20,
 		MaxReadBytes:       workspace.MaxTextBytes,
+		MaxJobOutputBytes:  64 << 20,
 		KernelStartTimeout: 60 * time.Second,
 		ShutdownTimeout:    10 * time.Second,
 		AuthToken:          os.Getenv(shipapi.EnvAuthToken),
@@ -211,6 +219,22 @@ func (m *Main) Run(ctx context.Context) error {
 		User:      cfg.Sandbox,
 		Log:       base.With("component", "shell"),
 	})
+	// Without its directory ship runs without the jobs API rather than not at all.
+	jobsDir := cfg.JobsDir
+	if jobsDir == "" {
+		if jobsDir, err = os.MkdirTemp("", "ship-jobs-"); err != nil {
+			return fmt.Errorf("jobs directory: %w", err)
+		}
+		defer os.RemoveAll(jobsDir)
+	}
+	jm, err := jobs.New(jobs.Config{
+		Dir: jobsDir, Shell: runner, Workspace: ws, Python: cfg.Python, MaxOutput: cfg.MaxJobOutputBytes,
+		Log: base.With("component", "jobs"),
+	})
+	if err != nil {
+		log.Error("jobs unavailable", "err", err)
+		jm = nil
+	}
 	term := &pty.Handler{
 		Dir:  ws.Dir(),
 		Env:  runtimekit.WithEnv(env, "HOME="+ws.Dir(), "SHELL=/bin/bash"),
@@ -234,6 +258,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Workspace:      ws,
 		Kernel:         km,
 		Shell:          runner,
+		Jobs:           jm,
 		Terminal:       term,
 		Meta:           meta,
 		Version:        version.Version,
@@ -269,6 +294,7 @@ func (m *Main) Run(ctx context.Context) error {
 	select {
 	case err := <-errc:
 		cancelBase()
+		jm.Close()
 		runner.Close()
 		km.Close(context.Background())
 		return fmt.Errorf("serve: %w", err)
@@ -281,6 +307,7 @@ func (m *Main) Run(ctx context.Context) error {
 	cancelBase()
 	err = srv.Shutdown(sctx)
 	term.Wait()
+	jm.Close()
 	runner.Close()
 	km.Close(sctx)
 	if err != nil {

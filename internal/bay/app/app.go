@@ -29,6 +29,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
@@ -255,6 +256,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	pool := warmpool.New(store, drv, svc, nil, log, wpc)
 	svc.SetWarmClaimer(pool)
 
+	jobSvc := jobs.New(caps, ship, store, jobs.Config{MaxDuration: cfg.Jobs.MaxDuration, PollInterval: cfg.Jobs.PollInterval, Log: log})
+	defer jobSvc.Close()
+	if err := jobSvc.Resume(ctx); err != nil {
+		return err
+	}
 	execSvc, err := buildExecs(ctx, cfg, store, drv, dataDir, log)
 	if err != nil {
 		return err
@@ -262,7 +268,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	defer stopExecs(ctx, execSvc)
 	api := httpapi.New(httpapi.Options{
 		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Skills: lib, Log: log,
-		Execs:   execSvc,
+		Execs: execSvc, Jobs: jobSvc,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 	})
 	if m.MountMCP != nil {

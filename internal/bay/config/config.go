@@ -41,6 +41,8 @@ type Config struct {
 	Skills SkillsConfig `yaml:"skills"`
 	// Execs holds the audited one-shot executions (ours).
 	Execs ExecsConfig `yaml:"execs"`
+	// Jobs holds the limits of jobs (ours).
+	Jobs JobsConfig `yaml:"jobs"`
 	// ProfileSpecs is the "profiles" list as written. A list in the file or in BAY_PROFILES
 	// replaces the default profiles entirely.
 	ProfileSpecs []ProfileSpec `yaml:"profiles"`
@@ -247,6 +249,15 @@ type SessionConfig struct {
 	ReadinessTimeout time.Duration `yaml:"readiness_timeout_seconds"`
 }
 
+// JobsConfig bounds jobs, the long-running commands of the jobs API (ours).
+type JobsConfig struct {
+	// MaxDuration bounds a job's timeout and is the timeout of a job that gives none (24 h).
+	MaxDuration time.Duration `yaml:"max_duration_seconds"`
+	// PollInterval is how often bay asks a sandbox's runtime about each running job (2 s);
+	// every poll refreshes the sandbox's idle deadline, so it must stay below idle timeouts.
+	PollInterval time.Duration `yaml:"poll_interval_seconds"`
+}
+
 // SkillsConfig is the skill library (ours, internal/bay/skills).
 type SkillsConfig struct {
 	// RootPath is the legacy host directory holding one folder per skill: when set,
@@ -442,6 +453,7 @@ func DefaultConfig() *Config {
 		Proxy:                     ProxyConfig{DefaultNoProxy: DefaultNoProxy},
 		Session:                   SessionConfig{ReadinessTimeout: 60 * time.Second},
 		Execs:                     defaultExecs(),
+		Jobs:                      JobsConfig{MaxDuration: 24 * time.Hour, PollInterval: 2 * time.Second},
 		ProfileSpecs:              DefaultProfileSpecs(),
 	}
 	if err := c.Validate(); err != nil {

@@ -304,6 +304,8 @@ func (c *Config) Validate() error {
 
 	// session
 	positive("session.readiness_timeout_seconds", c.Session.ReadinessTimeout)
+	positive("jobs.max_duration_seconds", c.Jobs.MaxDuration)
+	positive("jobs.poll_interval_seconds", c.Jobs.PollInterval)
 
 	// skills
 	if c.Skills.RootPath != "" && !strings.HasPrefix(c.Skills.RootPath, "/") {

@@ -13,12 +13,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
 
@@ -113,6 +115,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		Skills  []string `json:"skills,omitempty"`
 	}{p.ProfileID, p.CargoID, p.TTL, p.Skills}
 	owner := Owner(r.Context())
+	if req.Reuse != nil {
+		s.createReused(w, r, owner, p, req.Reuse)
+		return
+	}
 	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
 		v, err := s.svc.CreateSandbox(ctx, owner, p, rendered(hook, renderSandbox))
 		if err != nil {
@@ -252,6 +258,11 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		cwd = &c
+	}
+	if key := r.Header.Get(bayapi.HeaderIdempotencyKey); s.opts.Jobs != nil && (wantsEvents(r) || key != "") {
+		s.streamShell(w, r, jobs.ExecParams{Command: *req.Command, Timeout: time.Duration(timeout) * time.Second, Cwd: cwd,
+			IncludeCode: req.IncludeCode, Description: req.Description, Tags: bay.NormalizeTags(req.Tags), IdempotencyKey: strings.TrimSpace(key)})
+		return
 	}
 	out, err := s.caps.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.ShellParams{
 		Command: *req.Command, Timeout: timeout, Cwd: cwd, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,

@@ -60,6 +60,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/execs"
 	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/skills"
 )
@@ -94,6 +95,8 @@ type Options struct {
 	Skills  *skills.Library
 	Log     *slog.Logger
 	Version string // reported by /health and the OpenAPI document
+	// Jobs serves the jobs API (nil: no jobs routes).
+	Jobs *jobs.Service
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
 	// Execs runs the audited one-shot executions (nil: their endpoints answer 503).
@@ -169,7 +172,7 @@ func New(opts Options) *Server {
 		opts: opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
-	s.routes = append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...)
+	s.routes = append(append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...), s.jobRoutes()...)
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handler)
 		if rt.auth {

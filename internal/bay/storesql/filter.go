@@ -4,6 +4,8 @@
 package storesql
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -165,4 +167,70 @@ func Executions(d *Dialect, q bay.ExecutionQuery) *Where {
 		}
 	}
 	return w
+}
+
+// Jobs is the clause of q (its Limit and Offset excepted).
+func Jobs(d *Dialect, q bay.JobQuery) *Where {
+	w := New(d)
+	if q.Owner != "" {
+		w.Add("owner = " + w.Arg(q.Owner))
+	}
+	if q.SandboxID != "" {
+		w.Add("sandbox_id = " + w.Arg(q.SandboxID))
+	}
+	if len(q.Statuses) > 0 {
+		ph := make([]string, len(q.Statuses))
+		for i, s := range q.Statuses {
+			ph[i] = w.Arg(s)
+		}
+		w.Add("status IN (" + strings.Join(ph, ", ") + ")")
+	}
+	return w
+}
+
+// JobColumns are the columns of the jobs table in the order both stores scan and write them.
+const JobColumns = `id, owner, sandbox_id, session_id, kind, command, cwd, timeout_seconds, description, tags,
+status, exit_code, reason, stdout_bytes, stderr_bytes, stdout_truncated, stderr_truncated, created_at, started_at, ended_at,
+artifacts`
+
+// JobArtifacts is the stored form of a job's artifacts: nil (NULL) when there are none and no
+// note.
+func JobArtifacts(j *bay.Job) (any, error) {
+	if len(j.Artifacts) == 0 && j.ArtifactsNote == "" {
+		return nil, nil
+	}
+	b, err := json.Marshal(jobArtifacts{j.Artifacts, j.ArtifactsNote})
+	if err != nil {
+		return nil, fmt.Errorf("encode artifacts: %w", err)
+	}
+	return string(b), nil
+}
+
+// SetJobArtifacts reads a job's artifacts back from their column (nil: NULL).
+func SetJobArtifacts(j *bay.Job, col []byte) error {
+	if col == nil {
+		return nil
+	}
+	var a jobArtifacts
+	if err := json.Unmarshal(col, &a); err != nil {
+		return fmt.Errorf("decode artifacts: %w", err)
+	}
+	j.Artifacts, j.ArtifactsNote = a.Artifacts, a.Note
+	return nil
+}
+
+type jobArtifacts struct {
+	Artifacts []bay.Artifact `json:"artifacts,omitempty"`
+	Note      string         `json:"note,omitempty"`
+}
+
+// JobUpdateSet is the SET list of an UPDATE of every job column but id (parameters 2..21 of
+// placeholder p; the id is parameter 1).
+func JobUpdateSet(p func(n int) string) string {
+	cols := strings.Split(strings.ReplaceAll(JobColumns, "\n", " "), ",")[1:]
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = strings.TrimSpace(c) + " = " + p(i+2)
+	}
+	return strings.Join(set, ", ")
 }

@@ -47,6 +47,8 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 		{"FailedStatementKeepsTxUsable", testFailedStatementKeepsTxUsable},
 		{"ExecutionArbitraryBytes", testExecutionArbitraryBytes},
 		{"TxCancelledContext", testTxCancelledContext},
+		{"Jobs", testJobs},
+		{"ReuseKeys", testReuseKeys},
 		{"TimePrecision", testTimePrecision},
 		{"ExecRecordRoundTrip", testExecRecordRoundTrip},
 		{"ExecRecordListFilters", testExecRecordListFilters},

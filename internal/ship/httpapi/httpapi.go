@@ -22,6 +22,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
+	"github.com/shipyard-dev/shipyard/internal/ship/jobs"
 	"github.com/shipyard-dev/shipyard/internal/ship/shell"
 	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
 )
@@ -39,6 +40,7 @@ type Server struct {
 	Workspace      *workspace.Workspace
 	Kernel         Kernel
 	Shell          *shell.Runner
+	Jobs           *jobs.Manager // nil: no jobs API
 	Terminal       http.Handler
 	Meta           shipapi.MetaResponse
 	Version        string
@@ -108,6 +110,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+shipapi.PathShellProcs, s.listProcesses)
 	mux.HandleFunc("GET "+shipapi.PathShellProcs+"/{id}", s.getProcess)
 	mux.HandleFunc("POST "+shipapi.PathShellProcs+"/{id}"+shipapi.PathShellProcKillSuffix, s.killProcess)
+
+	s.routeJobs(mux)
 
 	if s.Terminal != nil {
 		mux.Handle("GET "+shipapi.PathTerminal, s.Terminal)
@@ -364,6 +368,10 @@ func Capabilities() map[string]shipapi.Capability {
 			Operations: []string{"exec"},
 			Engine:     "ipython",
 			Endpoints:  map[string]string{"exec": shipapi.PathPythonExec},
+		},
+		"jobs": {
+			Operations: []string{"start", "list", "get", "output", "cancel"},
+			Endpoints:  map[string]string{"jobs": shipapi.PathJobs},
 		},
 		"terminal": {
 			Operations: []string{"ws"},

@@ -78,7 +78,7 @@ func (r *Runner) startBackground(req shipapi.ExecShellRequest) (shipapi.ExecShel
 	r.reg.mu.Unlock()
 	go func() {
 		_ = cmd.Wait()
-		code := exitCode(cmd.ProcessState)
+		code := ExitCode(cmd.ProcessState)
 		p.mu.Lock()
 		p.code = &code
 		p.finished = time.Now()

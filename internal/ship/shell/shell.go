@@ -182,6 +182,20 @@ func Exhausted(u *privsep.User, log *slog.Logger) string {
 	return fmt.Sprintf("The sandbox had reached its process limit: ship killed all %d processes of the sandbox user (background processes, terminals and the Python kernel included, which restarts with its state lost) and tried again.", n)
 }
 
+// Start builds and starts the command of req as shell exec does (the sandbox
+// user, a process group of its own, the workspace-confined cwd, the retry
+// after a pids-limit exhaustion), with wire connecting its input and output.
+// Its timeout and background fields are ignored: the caller manages the
+// process. A start that fails for another reason than the request is an
+// error with the message shell exec would have answered.
+func (r *Runner) Start(req shipapi.ExecShellRequest, wire func(*exec.Cmd)) (cmd *exec.Cmd, notice string, err error) {
+	cmd, notice, fail, err := r.start(req, wire)
+	if err == nil && fail != nil {
+		err = apierr.New(shipapi.CodeInternal, *fail.Error)
+	}
+	return cmd, notice, err
+}
+
 func failure(msg string) *shipapi.ExecShellResponse {
 	return &shipapi.ExecShellResponse{Success: false, ReturnCode: -1, Error: &msg}
 }
@@ -288,7 +302,7 @@ func (r *Runner) Exec(ctx context.Context, req shipapi.ExecShellRequest) (shipap
 		resp.ReturnCode, resp.Error, resp.TimedOut = -1, &msg, true
 		return resp, nil
 	}
-	resp.ReturnCode = exitCode(cmd.ProcessState)
+	resp.ReturnCode = ExitCode(cmd.ProcessState)
 	if werr != nil && !errors.Is(werr, exec.ErrWaitDelay) {
 		var ee *exec.ExitError
 		if !errors.As(werr, &ee) {
@@ -307,8 +321,8 @@ func secs(d time.Duration) string {
 	return fmt.Sprintf("%g", d.Seconds())
 }
 
-// exitCode follows Python's subprocess: -N when killed by signal N.
-func exitCode(ps *os.ProcessState) int {
+// ExitCode follows Python's subprocess: -N when killed by signal N.
+func ExitCode(ps *os.ProcessState) int {
 	if ps == nil {
 		return -1
 	}

@@ -1,0 +1,8 @@
+-- Reuse keys: POST /v1/sandboxes with reuse {key} returns the owner's sandbox for the key, or
+-- creates it. The primary key makes the mapping atomic across concurrent calls and bays.
+CREATE TABLE sandbox_reuse_keys (
+    owner      text COLLATE "C" NOT NULL,
+    key        text COLLATE "C" NOT NULL,
+    sandbox_id text COLLATE "C" NOT NULL,
+    PRIMARY KEY (owner, key)
+);

@@ -1,0 +1,255 @@
+package sdk
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
+)
+
+// JobRequest starts a job: Kind "shell" with Command, or "python" with Code.
+type JobRequest struct {
+	Kind        string
+	Command     string
+	Code        string
+	Cwd         string
+	Env         map[string]string
+	Timeout     int // seconds; 0: bay's maximum (jobs.max_duration)
+	Description string
+	Tags        string
+}
+
+// Job is a handle on a job: its last known state and the calls about it.
+type Job struct {
+	bayapi.JobResponse
+	c *Client
+}
+
+// StartJob starts a job (POST .../jobs, 202) and returns its handle. With WithIdempotencyKey,
+// a retry returns the job the key started (running or ended) and never runs the command twice.
+func (c *Client) StartJob(ctx context.Context, sandboxID string, req JobRequest, opts ...CallOption) (*Job, error) {
+	if err := checkID("sandbox", sandboxID); err != nil {
+		return nil, err
+	}
+	o := applyCallOptions(opts)
+	body := bayapi.StartJobRequest{Kind: req.Kind, Cwd: optStr(req.Cwd), Env: req.Env, Timeout: optInt(req.Timeout),
+		Description: optStr(req.Description), Tags: optStr(req.Tags)}
+	if req.Kind == bayapi.JobKindPython {
+		body.Code = &req.Code
+	} else {
+		body.Command = &req.Command
+	}
+	var out bayapi.StartJobResponse
+	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathJobs, sandboxID), jsonBody: body,
+		idemKey: o.idemKey, requestID: o.requestID}, &out); err != nil {
+		return nil, err
+	}
+	return c.Job(ctx, sandboxID, out.JobID)
+}
+
+func jobPath(pattern, sandboxID, jobID string) string {
+	return strings.Replace(sbPath(pattern, sandboxID), "{job_id}", esc(jobID), 1)
+}
+
+// Job returns the handle of an existing job (GET .../jobs/{job_id}).
+func (c *Client) Job(ctx context.Context, sandboxID, jobID string) (*Job, error) {
+	if err := errors.Join(checkID("sandbox", sandboxID), checkID("job", jobID)); err != nil {
+		return nil, err
+	}
+	j := &Job{c: c}
+	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: jobPath(bayapi.PathJob, sandboxID, jobID)}, &j.JobResponse); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// ListJobs lists a sandbox's jobs, newest first; status "" lists all.
+func (c *Client) ListJobs(ctx context.Context, sandboxID, status string, limit, offset int) (*bayapi.JobList, error) {
+	if err := checkID("sandbox", sandboxID); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if offset > 0 {
+		q.Set("offset", strconv.Itoa(offset))
+	}
+	var out bayapi.JobList
+	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: sbPath(bayapi.PathJobs, sandboxID), query: q}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Refresh re-reads the job.
+func (j *Job) Refresh(ctx context.Context) error {
+	n, err := j.c.Job(ctx, j.SandboxID, j.JobID)
+	if err != nil {
+		return err
+	}
+	j.JobResponse = n.JobResponse
+	return nil
+}
+
+// Done reports whether the job's last known status is final.
+func (j *Job) Done() bool { return j.Status != bayapi.JobRunning }
+
+// Cancel terminates the job's process group and updates the handle with its end.
+func (j *Job) Cancel(ctx context.Context) error {
+	return j.c.doJSON(ctx, &request{method: http.MethodPost, path: jobPath(bayapi.PathJobCancel, j.SandboxID, j.JobID)}, &j.JobResponse)
+}
+
+// Output returns what the job's streams hold from the offsets (at most 1 MiB each; read on
+// from the chunks' Next).
+func (j *Job) Output(ctx context.Context, stdoutOffset, stderrOffset int64) (*bayapi.JobOutputResponse, error) {
+	q := url.Values{"stdout_offset": {strconv.FormatInt(stdoutOffset, 10)}, "stderr_offset": {strconv.FormatInt(stderrOffset, 10)}}
+	var out bayapi.JobOutputResponse
+	if err := j.c.doJSON(ctx, &request{method: http.MethodGet, path: jobPath(bayapi.PathJobOutput, j.SandboxID, j.JobID), query: q}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Follow streams the job's output from the offsets as it is printed, calling fn with each
+// chunk (stream "stdout" or "stderr"), until the job ends; it then updates the handle and
+// returns. A broken stream is resumed where it stopped (at most 5 times in a row).
+func (j *Job) Follow(ctx context.Context, stdoutOffset, stderrOffset int64, fn func(stream string, c bayapi.JobChunk) error) error {
+	offs := [2]int64{stdoutOffset, stderrOffset}
+	for failures := 0; ; {
+		ended, err := j.followOnce(ctx, &offs, fn)
+		switch {
+		case ended:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && errors.As(err, new(*Error)):
+			return err
+		}
+		if failures++; failures > 5 {
+			return fmt.Errorf("sdk: follow job %s: %w", j.JobID, err)
+		}
+		time.Sleep(time.Duration(failures) * 200 * time.Millisecond)
+	}
+}
+
+// followOnce reads one event stream; it reports whether the end event arrived.
+func (j *Job) followOnce(ctx context.Context, offs *[2]int64, fn func(string, bayapi.JobChunk) error) (bool, error) {
+	h := http.Header{"Accept": {"text/event-stream"}, "Last-Event-ID": {fmt.Sprintf("%d:%d", offs[0], offs[1])}}
+	resp, err := j.c.send(ctx, &request{method: http.MethodGet, path: jobPath(bayapi.PathJobOutput, j.SandboxID, j.JobID),
+		query: url.Values{"follow": {"true"}}, header: h, stream: true})
+	if err != nil {
+		return false, err
+	}
+	defer resp.release()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		data, isData := strings.CutPrefix(line, "data: ")
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = line[len("event: "):]
+		case isData && (event == bayapi.JobEventStdout || event == bayapi.JobEventStderr):
+			var c bayapi.JobChunk
+			if err := json.Unmarshal([]byte(data), &c); err != nil {
+				return false, fmt.Errorf("sdk: job output event: %w", err)
+			}
+			i := 0
+			if event == bayapi.JobEventStderr {
+				i = 1
+			}
+			offs[i] = c.Next
+			if fn != nil {
+				if err := fn(event, c); err != nil {
+					return true, err
+				}
+			}
+		case isData && event == bayapi.JobEventEnd:
+			if err := json.Unmarshal([]byte(data), &j.JobResponse); err != nil {
+				return false, fmt.Errorf("sdk: job end event: %w", err)
+			}
+			return true, nil
+		case isData && event == "error":
+			return true, decodeError(http.StatusBadGateway, "", []byte(data))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, err
+	}
+	return false, errors.New("event stream ended before the job")
+}
+
+// Wait follows the job to its end without looking at its output.
+func (j *Job) Wait(ctx context.Context) error {
+	return j.Follow(ctx, 1<<62, 1<<62, nil)
+}
+
+// StartJob see Client.StartJob.
+func (s *Sandbox) StartJob(ctx context.Context, req JobRequest, opts ...CallOption) (*Job, error) {
+	return s.c.StartJob(ctx, s.ID, req, opts...)
+}
+
+// ExecShellStream runs a shell command like ExecShell, but calls fn with its output as it is
+// printed (stream "stdout" or "stderr"), then returns the same answer. With
+// WithIdempotencyKey a retry attaches to the execution or returns its answer, and never runs
+// the command twice.
+func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellRequest, fn func(stream string, data string) error, opts ...CallOption) (*bayapi.ShellExecResponse, error) {
+	if err := checkID("sandbox", id); err != nil {
+		return nil, err
+	}
+	o := applyCallOptions(opts)
+	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optInt(req.Timeout), Cwd: optStr(req.Cwd),
+		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
+	resp, err := c.send(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathShellExec, id), jsonBody: body,
+		header: http.Header{"Accept": {"text/event-stream"}}, idemKey: o.idemKey, requestID: o.requestID, stream: true})
+	if err != nil {
+		return nil, err
+	}
+	defer resp.release()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		data, isData := strings.CutPrefix(line, "data: ")
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = line[len("event: "):]
+		case isData && (event == bayapi.JobEventStdout || event == bayapi.JobEventStderr):
+			var ch bayapi.JobChunk
+			if err := json.Unmarshal([]byte(data), &ch); err != nil {
+				return nil, fmt.Errorf("sdk: exec output event: %w", err)
+			}
+			if fn != nil {
+				if err := fn(event, ch.Data); err != nil {
+					return nil, err
+				}
+			}
+		case isData && event == "result":
+			var out bayapi.ShellExecResponse
+			if err := json.Unmarshal([]byte(data), &out); err != nil {
+				return nil, fmt.Errorf("sdk: exec result event: %w", err)
+			}
+			return &out, nil
+		case isData && event == "error":
+			return nil, decodeError(http.StatusBadGateway, "", []byte(data))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("sdk: exec event stream ended without a result")
+}
