@@ -280,6 +280,8 @@ type CreateSandboxRequest struct {
 	// Skills (ours) are library skills mounted read-only at /skills/<name> on top of the
 	// profile's, at the version current when a session starts; an unknown name is 400.
 	Skills []string `json:"skills,omitempty" doc:"library skills to mount at /skills/<name> (at most 32); unknown names are 400"`
+	// Network tightens the profile's network policy (ours).
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // SandboxResponse is the shared sandbox object. Field order is the reference's.
@@ -292,7 +294,8 @@ type SandboxResponse struct {
 	CreatedAt     Time               `json:"created_at"`
 	ExpiresAt     *Time              `json:"expires_at"`
 	IdleExpiresAt *Time              `json:"idle_expires_at"`
-	Containers    []ContainerRuntime `json:"containers"` // null unless GET of a ready sandbox
+	Containers    []ContainerRuntime `json:"containers"`        // null unless GET of a ready sandbox
+	Network       *NetworkPolicy     `json:"network,omitempty"` // ours: the effective policy
 }
 
 // ContainerRuntime describes one container of a ready sandbox's session.

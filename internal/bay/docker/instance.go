@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -43,6 +44,10 @@ type containerSpec struct {
 	User        string
 	CapAdd      []string
 	Network     string // extra network to join ("" = the driver's)
+	// PolicyNet replaces the driver's network for a closed policy (policy.go); DNS are the
+	// container's DNS servers ("" and nil: the engine's).
+	PolicyNet string
+	DNS       []netip.Addr
 }
 
 // containerInfo is what the engine reports about one container.
@@ -77,7 +82,7 @@ func validateInstance(spec bay.InstanceSpec) error {
 		return errors.New("instance without containers")
 	}
 	switch spec.Network.Mode {
-	case "", bay.NetworkIsolated:
+	case "", bay.NetworkIsolated, bay.NetworkOpen, bay.NetworkNone, bay.NetworkAllowlist:
 	default:
 		return fmt.Errorf("network mode %q is not supported", spec.Network.Mode)
 	}
@@ -144,10 +149,18 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		d.rollbackInstance(dctx, spec.Name, made, madeNet)
 	}()
 
+	pn, err := d.preparePolicy(ctx, spec)
+	if err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+	}
 	network := ""
 	if multi {
 		network = instanceNetwork(spec.Name)
-		if err := d.createNetwork(ctx, network, labels); err != nil {
+		create := d.createNetwork
+		if pn.name != "" {
+			create = d.createClosedInstanceNetwork
+		}
+		if err := create(ctx, network, labels); err != nil {
 			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 		}
 		madeNet = network
@@ -164,7 +177,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			Name:        containerName(spec.Name, multi, c.Name),
 			Image:       c.Image,
 			Hostname:    singleHostname,
-			Env:         c.Env,
+			Env:         withEnv(c.Env, pn.env),
 			Labels:      maps.Clone(labels),
 			VolumeRef:   spec.VolumeRef,
 			MountPath:   spec.MountPath,
@@ -179,6 +192,8 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			User:        c.User,
 			CapAdd:      c.CapAdd,
 			Network:     network,
+			PolicyNet:   pn.name,
+			DNS:         pn.dns,
 		}
 		if multi {
 			cs.Hostname = c.Name
@@ -220,6 +235,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err := errors.Join(errs...); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: start: %w", spec.Name, err)
 	}
+	if err := d.registerEgress(ctx, spec, pn, inst); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: egress: %w", spec.Name, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
@@ -229,6 +247,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 
 // rollbackInstance removes the containers (ids or names) and the network a failed create made.
 func (d *Driver) rollbackInstance(ctx context.Context, name string, made []string, network string) {
+	if d.egress != nil {
+		d.egress.Unregister(name)
+	}
 	var wg sync.WaitGroup
 	for _, id := range made {
 		wg.Go(func() {
@@ -303,6 +324,9 @@ func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, RemoveTimeout)
 		defer cancel()
+	}
+	if d.egress != nil {
+		d.egress.Unregister(name)
 	}
 	o, err := d.instanceObjects(ctx, name)
 	if err != nil {

@@ -640,7 +640,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 		return fail("no containers")
 	case spec.VolumeRef != "" && spec.MountPath == "":
 		return fail("volume %s without a mount path", spec.VolumeRef)
-	case spec.Network.Mode != "" && spec.Network.Mode != bay.NetworkIsolated:
+	case !slices.Contains([]bay.NetworkMode{"", bay.NetworkIsolated, bay.NetworkOpen, bay.NetworkNone, bay.NetworkAllowlist}, spec.Network.Mode):
 		return fail("network mode %q is not supported", spec.Network.Mode)
 	}
 	seen := map[string]bool{}

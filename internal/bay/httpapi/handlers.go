@@ -98,7 +98,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := sandbox.CreateParams{ProfileID: bayapi.DefaultProfile, CargoID: req.CargoID, Skills: req.Skills}
+	p := sandbox.CreateParams{ProfileID: bayapi.DefaultProfile, CargoID: req.CargoID, Skills: req.Skills, Network: networkPolicy(req.Network)}
 	if req.Profile != nil {
 		p.ProfileID = *req.Profile
 	}
@@ -107,11 +107,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		p.TTL = &v
 	}
 	canon := struct {
-		Profile string   `json:"profile"`
-		CargoID *string  `json:"cargo_id"`
-		TTL     *int64   `json:"ttl"`
-		Skills  []string `json:"skills,omitempty"`
-	}{p.ProfileID, p.CargoID, p.TTL, p.Skills}
+		Profile string                `json:"profile"`
+		CargoID *string               `json:"cargo_id"`
+		TTL     *int64                `json:"ttl"`
+		Skills  []string              `json:"skills,omitempty"`
+		Network *bayapi.NetworkPolicy `json:"network,omitempty"`
+	}{p.ProfileID, p.CargoID, p.TTL, p.Skills, req.Network}
 	owner := Owner(r.Context())
 	res, err := s.idem.Do(r.Context(), s.idemRequest(r, canon), http.StatusCreated, func(ctx context.Context, hook idempotency.Hook) (any, error) {
 		v, err := s.svc.CreateSandbox(ctx, owner, p, rendered(hook, renderSandbox))
