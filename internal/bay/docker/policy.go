@@ -40,8 +40,9 @@ type Egress interface {
 	// Attach starts the gateway on the gateway address of bridge and confines the bridge to
 	// it; it returns the proxy URL the containers get as HTTP(S)_PROXY.
 	Attach(ctx context.Context, bridge string, gateway netip.Addr) (proxyURL string, err error)
-	// Seal confines bridge to itself: nothing forwarded out, nothing of the host answering.
-	Seal(ctx context.Context, bridge string) error
+	// Seal confines bridge to itself: nothing forwarded out, nothing of the host answering
+	// but, when gateway is valid, a resolver there that refuses every name.
+	Seal(ctx context.Context, bridge string, gateway netip.Addr) error
 	Register(addr, gateway netip.Addr, instance, sandboxID string, p bay.NetworkPolicy) error
 	Update(instance string, p bay.NetworkPolicy) error
 	Unregister(instance string)
@@ -83,7 +84,12 @@ func (d *Driver) preparePolicy(ctx context.Context, spec bay.InstanceSpec) (poli
 	pn := policyNet{name: name, gateway: networkGateway(n)}
 	bridge := bridgeName(n)
 	if mode == bay.NetworkNone {
-		return pn, d.egress.Seal(ctx, bridge)
+		// The engine's embedded DNS asks bay's resolver on the gateway address, which refuses
+		// every name at once (and counts it): a name fails promptly, not after timeouts.
+		if pn.gateway.IsValid() {
+			pn.dns = []netip.Addr{pn.gateway}
+		}
+		return pn, d.egress.Seal(ctx, bridge, pn.gateway)
 	}
 	if !pn.gateway.IsValid() {
 		return policyNet{}, fmt.Errorf("network %s has no IPv4 gateway address for the egress gateway", name)
@@ -154,12 +160,13 @@ func (d *Driver) createClosedInstanceNetwork(ctx context.Context, name string, l
 	if err != nil {
 		return err
 	}
-	return d.egress.Seal(ctx, bridgeName(n))
+	return d.egress.Seal(ctx, bridgeName(n), netip.Addr{})
 }
 
-// registerEgress tells the gateway the address of every container of an allowlisted instance.
+// registerEgress tells the resolver and gateway the address of every container of an instance
+// of a closed policy.
 func (d *Driver) registerEgress(ctx context.Context, spec bay.InstanceSpec, pn policyNet, inst bay.Instance) error {
-	if pn.name != EgressNetwork {
+	if pn.name == "" {
 		return nil
 	}
 	for _, c := range inst.Containers {

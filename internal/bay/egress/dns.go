@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
 // The resolver answers a sandbox's queries: a name its policy refuses gets NXDOMAIN (and an
@@ -276,6 +278,10 @@ func (s *Service) answer(ctx context.Context, src netip.Addr, msg []byte) []byte
 		return reply(dnsmessage.RCodeRefused, &q, nil)
 	}
 	name := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
+	if c.policy.Mode == bay.NetworkNone {
+		s.events.deny(c.sandboxID, "dns", name, 53, "network mode none")
+		return reply(dnsmessage.RCodeNameError, &q, nil)
+	}
 	if ok, rule := c.policy.AllowsName(name, 0); !ok {
 		s.events.deny(c.sandboxID, "dns", name, 53, rule)
 		return reply(dnsmessage.RCodeNameError, &q, nil)

@@ -150,18 +150,25 @@ func (s *Service) Listen(ctx context.Context, addr netip.Addr) (Endpoints, error
 	}
 	var lc net.ListenConfig
 	at := func(p int) string { return net.JoinHostPort(addr.String(), strconv.Itoa(p)) }
-	pc, err := lc.ListenPacket(lctx, "udp", at(port(s.cfg.DNSPort, DefaultDNSPort)))
-	if err != nil {
-		return fail(err)
+	// UDP and TCP DNS on one port number, as clients expect; an ephemeral UDP port whose
+	// number TCP has in use is tried again.
+	var pc net.PacketConn
+	var dl net.Listener
+	for attempt := 0; ; attempt++ {
+		var err error
+		if pc, err = lc.ListenPacket(lctx, "udp", at(port(s.cfg.DNSPort, DefaultDNSPort))); err != nil {
+			return fail(err)
+		}
+		l.ep.DNS = pc.LocalAddr().(*net.UDPAddr).AddrPort()
+		if dl, err = lc.Listen(lctx, "tcp", at(int(l.ep.DNS.Port()))); err == nil {
+			break
+		}
+		_ = pc.Close()
+		if s.cfg.DNSPort >= 0 || attempt == 10 {
+			return fail(err)
+		}
 	}
-	l.close = append(l.close, pc.Close)
-	l.ep.DNS = pc.LocalAddr().(*net.UDPAddr).AddrPort()
-	// TCP DNS on the port UDP got (one number for both, as clients expect).
-	dl, err := lc.Listen(lctx, "tcp", at(int(l.ep.DNS.Port())))
-	if err != nil {
-		return fail(err)
-	}
-	l.close = append(l.close, dl.Close)
+	l.close = append(l.close, pc.Close, dl.Close)
 	tcp := func(p, def int) (net.Listener, netip.AddrPort, error) {
 		ln, err := lc.Listen(lctx, "tcp", at(port(p, def)))
 		if err != nil {
@@ -200,7 +207,7 @@ func (s *Service) Register(addr, gateway netip.Addr, instance, sandboxID string,
 	if err != nil {
 		return fmt.Errorf("egress: register %s: %w", instance, err)
 	}
-	if parsed.Mode != bay.NetworkAllowlist {
+	if parsed.Mode != bay.NetworkAllowlist && parsed.Mode != bay.NetworkNone {
 		return fmt.Errorf("egress: register %s: mode %s is not enforced by the gateway", instance, parsed.Mode)
 	}
 	s.mu.Lock()
@@ -310,14 +317,23 @@ func (s *Service) Attach(ctx context.Context, bridge string, gw netip.Addr) (str
 	if err != nil {
 		return "", err
 	}
-	if err := confine(ctx, bridge, gw, ep); err != nil {
+	if err := confine(ctx, bridge, gw, ep, false); err != nil {
 		return "", err
 	}
 	return "http://" + ep.Proxy.String(), nil
 }
 
 // Seal confines bridge to itself: nothing of it is forwarded out, nothing of the host answers
-// it (but replies to bay's own connections).
-func (s *Service) Seal(ctx context.Context, bridge string) error {
-	return confine(ctx, bridge, netip.Addr{}, Endpoints{})
+// it (but replies to bay's own connections) except, when gw is valid, the resolver on gw,
+// which refuses every name at once (sandboxes without network learn that promptly instead of
+// after their resolver's timeouts).
+func (s *Service) Seal(ctx context.Context, bridge string, gw netip.Addr) error {
+	var ep Endpoints
+	if gw.IsValid() {
+		var err error
+		if ep, err = s.Listen(ctx, gw); err != nil {
+			return err
+		}
+	}
+	return confine(ctx, bridge, gw, ep, true)
 }

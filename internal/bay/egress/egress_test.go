@@ -43,7 +43,7 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	in := egresstest.Start(t, hostIP)
+	in := egresstest.Start(t, hostIP, 0, 0)
 	for _, n := range []string{egresstest.HTTPSName, "api.example.com", "secret.example.com", "evil.test"} {
 		in.Set(n, hostIP)
 	}

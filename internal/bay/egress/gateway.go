@@ -84,7 +84,9 @@ func (s *Service) handleHTTP(ctx context.Context, c net.Conn, cl *client) {
 		refuseHTTP(c, err)
 		return
 	}
-	s.splice(cl, "http", host, s.cfg.UpstreamHTTPPort, c, up, rec.buf.Bytes())
+	if t := s.track(cl, "http", host, s.cfg.UpstreamHTTPPort, c, up); t != nil {
+		s.splice(t, rec.buf.Bytes())
+	}
 }
 
 // errSNI stops the handshake once the ClientHello is read.
@@ -113,7 +115,9 @@ func (s *Service) handleTLS(ctx context.Context, c net.Conn, cl *client) {
 	if err != nil {
 		return // a refusal has nothing to say in TLS: the client sees the connection closed
 	}
-	s.splice(cl, "tls", name, s.cfg.UpstreamTLSPort, c, up, rec.buf.Bytes())
+	if t := s.track(cl, "tls", name, s.cfg.UpstreamTLSPort, c, up); t != nil {
+		s.splice(t, rec.buf.Bytes())
+	}
 }
 
 // readOnly is a net.Conn whose writes are dropped: the ClientHello is parsed without a reply.
@@ -149,11 +153,15 @@ func (s *Service) handleProxy(ctx context.Context, c net.Conn, cl *client) {
 			refuseHTTP(c, err)
 			return
 		}
-		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-			_ = up.Close()
+		t := s.track(cl, "tcp", host, p, c, up)
+		if t == nil {
 			return
 		}
-		s.splice(cl, "tcp", host, p, c, up, buffered(br))
+		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+			s.untrack(t)
+			return
+		}
+		s.splice(t, buffered(br))
 		return
 	}
 	if req.URL == nil || req.URL.Host == "" || req.URL.Scheme != "http" {
@@ -180,7 +188,9 @@ func (s *Service) handleProxy(ctx context.Context, c net.Conn, cl *client) {
 		_ = up.Close()
 		return
 	}
-	s.splice(cl, "http", host, p, c, up, append(head.Bytes(), buffered(br)...))
+	if t := s.track(cl, "http", host, p, c, up); t != nil {
+		s.splice(t, append(head.Bytes(), buffered(br)...))
+	}
 }
 
 func buffered(br *bufio.Reader) []byte {
@@ -235,6 +245,9 @@ func splitHostPort(hostport string, def int) (string, int, error) {
 // and this host's own, and dials the first address left. Refusals are recorded and returned
 // as a refusal.
 func (s *Service) connect(ctx context.Context, cl *client, kind, host string, port int) (net.Conn, error) {
+	if cl.policy.Mode != bay.NetworkAllowlist {
+		return nil, refusal{status: http.StatusForbidden, msg: "shipyard egress: the sandbox's network mode is none"}
+	}
 	deny := func(rule string) error {
 		s.events.deny(cl.sandboxID, kind, host, port, rule)
 		return refusal{status: http.StatusForbidden,
@@ -346,24 +359,41 @@ func (t *tracked) allowedBy(p bay.ParsedNetworkPolicy) bool {
 	return ok
 }
 
-// splice sends first to up, then copies both ways until either side ends, tracked so that
-// Update and Unregister can close it.
-func (s *Service) splice(cl *client, kind, host string, port int, down, up net.Conn, first []byte) {
+// track records an open connection so that Update and Unregister can close it; nil (and
+// both ends closed) when the service is closed or the client's policy changed since the
+// connection was checked and no longer allows it.
+func (s *Service) track(cl *client, kind, host string, port int, down, up net.Conn) *tracked {
 	t := &tracked{instance: cl.instance, sandboxID: cl.sandboxID, kind: kind, host: host, port: port, down: down, up: up}
 	s.mu.Lock()
-	if s.closed {
+	var cur *client
+	for _, c := range s.clients {
+		if c.instance == cl.instance {
+			cur = c
+			break
+		}
+	}
+	if s.closed || cur == nil || !t.allowedBy(cur.policy) {
 		s.mu.Unlock()
 		t.close()
-		return
+		return nil
 	}
 	s.conns[t] = struct{}{}
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.conns, t)
-		s.mu.Unlock()
-		t.close()
-	}()
+	return t
+}
+
+// untrack forgets t and closes it.
+func (s *Service) untrack(t *tracked) {
+	s.mu.Lock()
+	delete(s.conns, t)
+	s.mu.Unlock()
+	t.close()
+}
+
+// splice sends first to t's upstream, then copies both ways until either side ends.
+func (s *Service) splice(t *tracked, first []byte) {
+	defer s.untrack(t)
+	down, up := t.down, t.up
 	if len(first) > 0 {
 		if _, err := up.Write(first); err != nil {
 			return

@@ -19,7 +19,8 @@ import (
 //	chain input   hook input   priority filter-20:
 //	    iifname != @bridges and != @sealed: return
 //	    ct state established,related accept   (replies to bay's calls to the runtimes)
-//	    gateway: udp @dnsport, tcp @tcpports accept (allowlist bridges only)
+//	    gateway: udp @dnsport, tcp @tcpports accept (allowlist bridges)
+//	    gateway: udp and tcp @dnsport accept          (sealed bridges: the resolver only)
 //	    reject                                (every other port and address of the host)
 //	chain forward hook forward priority filter-20:
 //	    iifname . oifname @same accept        (within one bridge: the engine decides)
@@ -31,8 +32,8 @@ import (
 const Table = "shipyard_egress"
 
 // confine installs the table and adds the bridge: to bridges with the gateway address gw and
-// the gateway's ports ep, or, when gw is not valid, to sealed.
-func confine(ctx context.Context, bridge string, gw netip.Addr, ep Endpoints) error {
+// the gateway's ports ep, or, when sealed, to sealed (with the resolver at gw when valid).
+func confine(ctx context.Context, bridge string, gw netip.Addr, ep Endpoints, sealed bool) error {
 	if !netguard.ValidIfname(bridge) {
 		return fmt.Errorf("egress firewall: invalid bridge name %q", bridge)
 	}
@@ -51,12 +52,14 @@ func confine(ctx context.Context, bridge string, gw netip.Addr, ep Endpoints) er
 		if !gw.Is4() {
 			return fmt.Errorf("egress firewall: gateway %s is not IPv4", gw)
 		}
-		line("add element %s bridges { %q }", t, bridge)
 		line("add element %s gateway4 { %s }", t, gw)
 		line("add element %s dnsport { %d }", t, ep.DNS.Port())
 		line("add element %s tcpports { %d, %d, %d, %d }", t, ep.DNS.Port(), ep.HTTP.Port(), ep.TLS.Port(), ep.Proxy.Port())
-	} else {
+	}
+	if sealed {
 		line("add element %s sealed { %q }", t, bridge)
+	} else {
+		line("add element %s bridges { %q }", t, bridge)
 	}
 	line("add chain %s input { type filter hook input priority filter - 20; policy accept; }", t)
 	line("add chain %s forward { type filter hook forward priority filter - 20; policy accept; }", t)
@@ -66,6 +69,7 @@ func confine(ctx context.Context, bridge string, gw netip.Addr, ep Endpoints) er
 	line("add rule %s input ct state established,related accept", t)
 	line("add rule %s input iifname @bridges ip daddr @gateway4 udp dport @dnsport accept", t)
 	line("add rule %s input iifname @bridges ip daddr @gateway4 tcp dport @tcpports accept", t)
+	line("add rule %s input iifname @sealed ip daddr @gateway4 meta l4proto { tcp, udp } th dport @dnsport accept", t)
 	line("add rule %s input meta l4proto tcp counter reject with tcp reset", t)
 	line("add rule %s input counter reject with icmpx type admin-prohibited", t)
 	line("add rule %s forward iifname . oifname @same accept", t)

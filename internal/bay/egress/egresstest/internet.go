@@ -6,6 +6,7 @@ package egresstest
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,8 @@ type Internet struct {
 	HTTPPort, HTTPSPort int
 	// RootCAs trusts the HTTPS host.
 	RootCAs *x509.CertPool
+	certPEM string
+	closers []func()
 
 	mu      sync.Mutex
 	records map[string][]netip.Addr
@@ -41,47 +44,82 @@ type Internet struct {
 	total   atomic.Int64
 }
 
-// Start starts the hosts on host (a loopback address such as 127.0.0.2) and the DNS server on
-// 127.0.0.1, all closed when the test ends. The hosts answer "hello from <Host header>" on /.
-func Start(t testing.TB, host netip.Addr) *Internet {
+// Start starts the internet (New, then Serve on host) for a test, closed when it ends.
+func Start(t testing.TB, host netip.Addr, httpPort, httpsPort int) *Internet {
 	t.Helper()
-	in := &Internet{Host: host, records: map[string][]netip.Addr{}, queries: map[string]int{}}
+	in, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Close)
+	if err := in.Serve(host, httpPort, httpsPort); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// New starts the DNS server on 127.0.0.1 (UDP and TCP on one free port); it knows no name yet.
+func New() (*Internet, error) {
+	in := &Internet{records: map[string][]netip.Addr{}, queries: map[string]int{}}
+	var pc net.PacketConn
+	var tl net.Listener
+	for attempt := 0; ; attempt++ { // a UDP port whose number TCP has in use is tried again
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
+		in.DNS = pc.LocalAddr().(*net.UDPAddr).AddrPort()
+		if tl, err = net.Listen("tcp", in.DNS.String()); err == nil {
+			break
+		}
+		pc.Close()
+		if attempt == 10 {
+			return nil, err
+		}
+	}
+	in.closers = append(in.closers, func() { pc.Close() }, func() { tl.Close() })
+	go in.serveUDP(pc)
+	go in.serveTCP(tl)
+	return in, nil
+}
+
+// Serve starts the web hosts on host (a loopback address such as 127.0.0.2, or another address
+// of this machine), plain HTTP on httpPort and HTTPS on httpsPort (0: any free port). They
+// answer "hello from <Host header>" on /.
+func (in *Internet) Serve(host netip.Addr, httpPort, httpsPort int) error {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from %s", r.Host)
 	})
-	listen := func() net.Listener {
-		l, err := net.Listen("tcp", netip.AddrPortFrom(host, 0).String())
-		if err != nil {
-			t.Fatalf("listen on %s: %v", host, err)
-		}
-		return l
+	hl, err := net.Listen("tcp", netip.AddrPortFrom(host, uint16(httpPort)).String())
+	if err != nil {
+		return err
+	}
+	tl, err := net.Listen("tcp", netip.AddrPortFrom(host, uint16(httpsPort)).String())
+	if err != nil {
+		hl.Close()
+		return err
 	}
 	hs := httptest.NewUnstartedServer(h)
-	hs.Listener = listen()
+	hs.Listener = hl
 	hs.Start()
-	t.Cleanup(hs.Close)
 	ts := httptest.NewUnstartedServer(h)
-	ts.Listener = listen()
+	ts.Listener = tl
 	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	in.HTTPPort = hs.Listener.Addr().(*net.TCPAddr).Port
-	in.HTTPSPort = ts.Listener.Addr().(*net.TCPAddr).Port
+	in.closers = append(in.closers, hs.Close, ts.Close)
+	in.Host = host
+	in.HTTPPort = hl.Addr().(*net.TCPAddr).Port
+	in.HTTPSPort = tl.Addr().(*net.TCPAddr).Port
 	in.RootCAs = x509.NewCertPool()
 	in.RootCAs.AddCert(ts.Certificate())
+	in.certPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}))
+	return nil
+}
 
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// Close stops the DNS server and the hosts.
+func (in *Internet) Close() {
+	for _, c := range in.closers {
+		c()
 	}
-	in.DNS = pc.LocalAddr().(*net.UDPAddr).AddrPort()
-	tl, err := net.Listen("tcp", in.DNS.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close(); tl.Close() })
-	go in.serveUDP(pc)
-	go in.serveTCP(tl)
-	return in
 }
 
 // Set makes name resolve to addrs (none: NXDOMAIN).
@@ -103,6 +141,9 @@ func (in *Internet) Queries(suffix string) int {
 	}
 	return n
 }
+
+// CertPEM is the HTTPS host's certificate in PEM, for clients in a sandbox to trust.
+func (in *Internet) CertPEM() string { return in.certPEM }
 
 // TLSConfig trusts the HTTPS host and names it HTTPSName.
 func (in *Internet) TLSConfig() *tls.Config {
