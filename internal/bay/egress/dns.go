@@ -35,6 +35,8 @@ const (
 	maxCacheEntries = 4096
 	minCacheTTL     = time.Second
 	maxCacheTTL     = 60 * time.Second
+	// maxQueriesInFlight bounds the queries answered at once; more are dropped (clients retry).
+	maxQueriesInFlight = 256
 )
 
 // errNXDomain: the upstream says the name does not exist.
@@ -313,7 +315,13 @@ func (s *Service) serveDNS(ctx context.Context, pc net.PacketConn) {
 		}
 		src := from.(*net.UDPAddr).AddrPort().Addr().Unmap()
 		msg := append([]byte(nil), buf[:n]...)
+		select {
+		case s.queries <- struct{}{}:
+		default:
+			continue // too many in flight: dropped, the client asks again
+		}
 		go func() {
+			defer func() { <-s.queries }()
 			qctx, cancel := context.WithTimeout(ctx, 2*upstreamTimeout)
 			defer cancel()
 			if out := s.answer(qctx, src, msg); out != nil {

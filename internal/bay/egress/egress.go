@@ -82,7 +82,10 @@ type Service struct {
 	clients   map[netip.Addr]*client
 	listening map[netip.Addr]*listeners
 	conns     map[*tracked]struct{}
+	active    map[string]int // instance -> connections being handled
 	closed    bool
+	// queries bounds the DNS queries being answered at once (a flood waits for none).
+	queries chan struct{}
 }
 
 // client is a registered sandbox address.
@@ -115,6 +118,7 @@ func New(cfg Config) *Service {
 	return &Service{
 		cfg: cfg, log: cfg.Log, up: newUpstream(cfg.Upstream, cfg.Now), events: newEvents(cfg.Log, cfg.Now),
 		clients: map[netip.Addr]*client{}, listening: map[netip.Addr]*listeners{}, conns: map[*tracked]struct{}{},
+		active: map[string]int{}, queries: make(chan struct{}, maxQueriesInFlight),
 	}
 }
 

@@ -306,3 +306,43 @@ func mustURL(s string) *url.URL {
 	}
 	return u
 }
+
+func TestConnectionsPerInstanceAreBounded(t *testing.T) {
+	f := setup(t)
+	var open []net.Conn
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	for range MaxConnsPerInstance {
+		c, err := net.Dial("tcp", f.ep.HTTP.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		open = append(open, c)
+	}
+	// The gateway counts a connection once it accepted it: wait for the last one.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.svc.mu.Lock()
+		n := f.svc.active["inst-1"]
+		f.svc.mu.Unlock()
+		if n == MaxConnsPerInstance || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	extra, err := net.Dial("tcp", f.ep.HTTP.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := extra.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("connection over the bound: %v, want closed", err)
+	}
+	if ev, _ := f.svc.Events("sandbox-1"); len(ev) == 0 || !strings.Contains(ev[len(ev)-1].Rule, "connections at once") {
+		t.Errorf("events %+v", ev)
+	}
+}

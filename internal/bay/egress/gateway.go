@@ -25,6 +25,9 @@ const (
 	sniffTimeout = 10 * time.Second
 	// maxHead bounds a request head or a ClientHello read before the upstream is chosen.
 	maxHead = 64 << 10
+	// MaxConnsPerInstance bounds the connections one instance has through the gateway at once
+	// (sniffing, connecting or spliced); more are closed at once.
+	MaxConnsPerInstance = 512
 )
 
 // accept serves l with handle until l is closed.
@@ -47,6 +50,24 @@ func (s *Service) accept(ctx context.Context, l net.Listener, handle func(contex
 				_ = c.Close()
 				return
 			}
+			s.mu.Lock()
+			n := s.active[cl.instance] + 1
+			if n <= MaxConnsPerInstance {
+				s.active[cl.instance] = n
+			}
+			s.mu.Unlock()
+			if n > MaxConnsPerInstance {
+				s.events.deny(cl.sandboxID, "tcp", "", 0, fmt.Sprintf("more than %d connections at once", MaxConnsPerInstance))
+				_ = c.Close()
+				return
+			}
+			defer func() {
+				s.mu.Lock()
+				if s.active[cl.instance]--; s.active[cl.instance] <= 0 {
+					delete(s.active, cl.instance)
+				}
+				s.mu.Unlock()
+			}()
 			handle(ctx, c, cl)
 		}()
 	}
