@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
@@ -45,31 +46,31 @@ func TestCreateTightensTheProfilesNetwork(t *testing.T) {
 		{"listed", bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"example.com"}}, "network.allow[0]"},
 		{"python-default", bay.NetworkPolicy{Mode: "wide"}, "network.mode"},
 	} {
-		_, err := e.svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{ProfileID: tc.profile, Network: &tc.req}, nil)
+		_, err := e.Svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{ProfileID: tc.profile, Network: &tc.req}, nil)
 		if code(err) != bay.CodeValidation || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s %+v: %v, want a validation error naming %s", tc.profile, tc.req, err, tc.field)
 		}
 	}
-	r := e.create(t, "alice", sandbox.CreateParams{ProfileID: "listed",
+	r := e.Create(t, "alice", sandbox.CreateParams{ProfileID: "listed",
 		Network: &bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"api.example.com:443"}}})
-	if r.Network == nil || r.Network.Mode != "allowlist" || strings.Join(r.Network.Allow, ",") != "api.example.com:443" ||
+	if r.Network.Mode != bay.NetworkAllowlist || strings.Join(r.Network.Allow, ",") != "api.example.com:443" ||
 		strings.Join(r.Network.Deny, ",") != "secret.example.com" {
 		t.Fatalf("created with %+v", r.Network)
 	}
 	// Stored, shown in the detail, and handed to the driver at the first start.
-	got, err := e.svc.GetSandbox(ctx, "alice", r.ID)
-	if err != nil || got.Network.Mode != "allowlist" || got.Network.Allow[0] != "api.example.com:443" {
+	got, err := e.Svc.GetSandbox(ctx, "alice", r.ID)
+	if err != nil || got.Network.Mode != bay.NetworkAllowlist || got.Network.Allow[0] != "api.example.com:443" {
 		t.Fatalf("detail: %+v %v", got, err)
 	}
-	if _, err := e.svc.ExecShell(ctx, "alice", r.ID, sandbox.ShellParams{Command: "true", Timeout: 5}); err != nil {
+	if _, err := e.Caps.ExecShell(ctx, "alice", r.ID, capability.ShellParams{Command: "true", Timeout: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if n := lastSpecNetwork(t, e.drv); n.Mode != bay.NetworkAllowlist || n.Allow[0] != "api.example.com:443" || n.Deny[0] != "secret.example.com" {
+	if n := lastSpecNetwork(t, e.Drv); n.Mode != bay.NetworkAllowlist || n.Allow[0] != "api.example.com:443" || n.Deny[0] != "secret.example.com" {
 		t.Errorf("instance network %+v", n)
 	}
 	// Without a policy of its own a sandbox shows and runs its profile's.
-	plain := e.create(t, "alice", sandbox.CreateParams{})
-	if plain.Network == nil || plain.Network.Mode != "open" || len(plain.Network.Allow) != 0 {
+	plain := e.Create(t, "alice", sandbox.CreateParams{})
+	if plain.Network.EffectiveMode() != bay.NetworkOpen || len(plain.Network.Allow) != 0 {
 		t.Errorf("default policy %+v", plain.Network)
 	}
 }
@@ -77,43 +78,43 @@ func TestCreateTightensTheProfilesNetwork(t *testing.T) {
 func TestSetNetwork(t *testing.T) {
 	e := newEnv(t, withListed)
 	ctx := context.Background()
-	r := e.create(t, "alice", sandbox.CreateParams{ProfileID: "listed"})
-	if _, err := e.svc.SetNetwork(ctx, "bob", r.ID, bay.NetworkPolicy{Mode: bay.NetworkNone}); code(err) != bay.CodeNotFound {
+	r := e.Create(t, "alice", sandbox.CreateParams{ProfileID: "listed"})
+	if _, err := e.Svc.SetNetwork(ctx, "bob", r.ID, bay.NetworkPolicy{Mode: bay.NetworkNone}); code(err) != bay.CodeNotFound {
 		t.Errorf("another owner: %v", err)
 	}
-	if _, err := e.svc.SetNetwork(ctx, "alice", r.ID, bay.NetworkPolicy{Mode: bay.NetworkOpen}); code(err) != bay.CodeValidation || !strings.Contains(err.Error(), "network.mode") {
+	if _, err := e.Svc.SetNetwork(ctx, "alice", r.ID, bay.NetworkPolicy{Mode: bay.NetworkOpen}); code(err) != bay.CodeValidation || !strings.Contains(err.Error(), "network.mode") {
 		t.Errorf("escalation: %v", err)
 	}
-	if _, err := e.svc.ExecShell(ctx, "alice", r.ID, sandbox.ShellParams{Command: "true", Timeout: 5}); err != nil {
+	if _, err := e.Caps.ExecShell(ctx, "alice", r.ID, capability.ShellParams{Command: "true", Timeout: 5}); err != nil {
 		t.Fatal(err)
 	}
-	first := e.drv.Instances()
+	first := e.Drv.Instances()
 	// A change of mode on a driver that cannot apply it in place destroys the compute; the
 	// next call starts it under the new policy.
-	got, err := e.svc.SetNetwork(ctx, "alice", r.ID, bay.NetworkPolicy{Mode: bay.NetworkNone})
-	if err != nil || got.Network.Mode != "none" || got.Status != "idle" {
+	got, err := e.Svc.SetNetwork(ctx, "alice", r.ID, bay.NetworkPolicy{Mode: bay.NetworkNone})
+	if err != nil || got.Network.Mode != bay.NetworkNone || got.Status != "idle" {
 		t.Fatalf("PATCH to none: %+v %v", got, err)
 	}
-	if left := e.drv.Instances(); len(first) != 1 || len(left) != 0 {
+	if left := e.Drv.Instances(); len(first) != 1 || len(left) != 0 {
 		t.Fatalf("instances before %v, after %v", first, left)
 	}
-	if _, err := e.svc.ExecShell(ctx, "alice", r.ID, sandbox.ShellParams{Command: "true", Timeout: 5}); err != nil {
+	if _, err := e.Caps.ExecShell(ctx, "alice", r.ID, capability.ShellParams{Command: "true", Timeout: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if n := lastSpecNetwork(t, e.drv); n.Mode != bay.NetworkNone {
+	if n := lastSpecNetwork(t, e.Drv); n.Mode != bay.NetworkNone {
 		t.Errorf("restarted with %+v", n)
 	}
 	// Back up to the ceiling is allowed (it is the profile's, not the current policy, that bounds).
-	got, err = e.svc.SetNetwork(ctx, "alice", r.ID, bay.NetworkPolicy{Mode: bay.NetworkAllowlist})
-	if err != nil || got.Network.Mode != "allowlist" || got.Network.Allow[0] != "*.example.com" {
+	got, err = e.Svc.SetNetwork(ctx, "alice", r.ID, bay.NetworkPolicy{Mode: bay.NetworkAllowlist})
+	if err != nil || got.Network.Mode != bay.NetworkAllowlist || got.Network.Allow[0] != "*.example.com" {
 		t.Fatalf("PATCH back to the ceiling: %+v %v", got, err)
 	}
 	// The fake driver records no refusals: the events are an empty list, not an error.
-	ev, err := e.svc.NetworkEvents(ctx, "alice", r.ID)
-	if err != nil || ev.Items == nil || len(ev.Items) != 0 {
-		t.Errorf("events %+v %v", ev, err)
+	ev, denied, err := e.Svc.NetworkEvents(ctx, "alice", r.ID)
+	if err != nil || len(ev) != 0 || denied != 0 {
+		t.Errorf("events %+v %d %v", ev, denied, err)
 	}
-	if _, err := e.svc.NetworkEvents(ctx, "bob", r.ID); code(err) != bay.CodeNotFound {
+	if _, _, err := e.Svc.NetworkEvents(ctx, "bob", r.ID); code(err) != bay.CodeNotFound {
 		t.Errorf("another owner's events: %v", err)
 	}
 }
