@@ -283,6 +283,8 @@ type CreateSandboxRequest struct {
 	Skills []string `json:"skills,omitempty" doc:"library skills to mount at /skills/<name> (at most 32); unknown names are 400"`
 	// Reuse (ours): the owner's sandbox of a key, created when there is none.
 	Reuse *ReuseSpec `json:"reuse,omitempty"`
+	// Network tightens the profile's network policy (ours).
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // SandboxResponse is the shared sandbox object. Field order is the reference's.
@@ -295,7 +297,8 @@ type SandboxResponse struct {
 	CreatedAt     Time               `json:"created_at"`
 	ExpiresAt     *Time              `json:"expires_at"`
 	IdleExpiresAt *Time              `json:"idle_expires_at"`
-	Containers    []ContainerRuntime `json:"containers"` // null unless GET of a ready sandbox
+	Containers    []ContainerRuntime `json:"containers"`        // null unless GET of a ready sandbox
+	Network       *NetworkPolicy     `json:"network,omitempty"` // ours: the effective policy
 }
 
 // ContainerRuntime describes one container of a ready sandbox's session.

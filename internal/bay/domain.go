@@ -100,6 +100,10 @@ type Sandbox struct {
 	WarmAttempts      int        // failed warm-ups so far (for backoff)
 	WarmNextAttemptAt *time.Time // not before this time (backoff)
 	WarmInstanceID    string     // bay instance that owns this warm sandbox
+
+	// Network is the sandbox's own network policy, tightened from its profile's by the create
+	// request or a PATCH; nil = the profile's.
+	Network *NetworkPolicy
 }
 
 // SessionState is the observed (and desired) state of a session.

@@ -40,14 +40,20 @@ const (
 	// nothing of other instances; what lies beyond (the host, private ranges, the internet) is
 	// the host guard's and, later, the egress policy's to decide.
 	NetworkIsolated NetworkMode = "isolated"
-	// NetworkNone: the instance's one container has a loopback interface and nothing else
-	// (one-shot executions). Only for single-container instances.
-	NetworkNone NetworkMode = "none"
+	// NetworkNone: loopback only. NetworkAllowlist: only the names and ranges of Allow, through
+	// bay's resolver and egress gateway. NetworkOpen: what NetworkIsolated reaches. See
+	// netpolicy.go.
+	NetworkNone      NetworkMode = "none"
+	NetworkAllowlist NetworkMode = "allowlist"
+	NetworkOpen      NetworkMode = "open"
 )
 
-// NetworkPolicy is an instance's network policy. The zero value is NetworkIsolated.
+// NetworkPolicy is an instance's (and a sandbox's) network policy. The zero value is
+// NetworkIsolated. Allow and Deny are entries of ParseNetworkEntry, used by NetworkAllowlist.
 type NetworkPolicy struct {
-	Mode NetworkMode
+	Mode  NetworkMode `json:"mode"`
+	Allow []string    `json:"allow,omitempty"`
+	Deny  []string    `json:"deny,omitempty"`
 }
 
 // Limits bound one container. Zero values take the driver's defaults (no CPU or memory limit,

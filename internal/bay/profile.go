@@ -65,6 +65,8 @@ type Profile struct {
 	WarmPoolSize  int
 	WarmRotateTTL time.Duration
 	Skills        []string // names of host skills mounted read-only (ours)
+	// Network is the ceiling of its sandboxes' network policies (validated; open by default).
+	Network NetworkPolicy
 }
 
 // Primary returns the primary container: the first named "primary" or "ship", else the first.

@@ -51,6 +51,8 @@ type SandboxView struct {
 	Status       string
 	Capabilities []string
 	Containers   []ContainerView
+	// Network is the policy the sandbox's compute runs under: its own, else its profile's.
+	Network NetworkPolicy
 }
 
 // ContainerView describes one container of a ready session. Version and Healthy are nil when

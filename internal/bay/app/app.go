@@ -176,6 +176,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		hook, g := networkGuard(ctx, cfg, log)
 		d.SetNetworkGuard(hook)
 		guard = g
+		if eg := egressGateway(cfg, g != nil, log); eg != nil {
+			d.SetEgress(eg)
+			defer eg.Close()
+		}
 		drv = d
 	}
 

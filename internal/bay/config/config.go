@@ -140,6 +140,13 @@ type SecurityConfig struct {
 	// SandboxFirewall installs the host firewall that enforces BlockedHosts (ours, default
 	// true). When it cannot be installed, sandboxes do not start; false runs them without.
 	SandboxFirewall bool `yaml:"sandbox_firewall"`
+	// EgressDNSUpstream are the DNS servers ("host" or "host:port") bay's egress resolver and
+	// gateway ask for allowlisted sandboxes (ours; default: the nameservers of the host's
+	// /etc/resolv.conf).
+	EgressDNSUpstream []string `yaml:"egress_dns_upstream"`
+	// EgressProxyPort is the egress gateway's HTTP proxy port on the allowlist network's
+	// gateway address (ours; default 3128).
+	EgressProxyPort int `yaml:"egress_proxy_port"`
 	// APIKeys are extra keys with owners (ours), plaintext or sha256 hex.
 	APIKeys []APIKeyConfig `yaml:"api_keys"`
 	// RevokeUnlistedKeys: accept only the configured keys, ignoring other stored keys (ours).
@@ -311,6 +318,15 @@ type ProfileSpec struct {
 	// TmpSizeMB bounds /tmp and /var/tmp of each container (memory-backed, counted in its
 	// memory limit); 0 = driver default (256).
 	TmpSizeMB int64 `yaml:"tmp_size_mb"`
+	// Network is the profile's network policy, the ceiling of every sandbox's (default open).
+	Network *NetworkSpec `yaml:"network"`
+}
+
+// NetworkSpec is a network policy block: mode none | allowlist | open, allow and deny entries.
+type NetworkSpec struct {
+	Mode  string   `yaml:"mode"`
+	Allow []string `yaml:"allow"`
+	Deny  []string `yaml:"deny"`
 }
 
 func (p *ProfileSpec) applyDefaults() {

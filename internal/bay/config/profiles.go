@@ -152,6 +152,14 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 		if s.WarmRotateTTL <= 0 {
 			add(key+".warm_rotate_ttl", "must be > 0 seconds, got %v", s.WarmRotateTTL)
 		}
+		p.Network = bay.NetworkPolicy{Mode: bay.NetworkOpen}
+		if n := s.Network; n != nil {
+			parsed, err := bay.ParseNetworkPolicy(key+".network", bay.NetworkPolicy{Mode: bay.NetworkMode(n.Mode), Allow: n.Allow, Deny: n.Deny})
+			if err != nil {
+				add(key+".network", "%s", err.(*bay.Error).Message)
+			}
+			p.Network = parsed.Policy()
+		}
 		if s.PidsLimit < 0 {
 			add(key+".pids_limit", "must be >= 0 (0 = driver default), got %d", s.PidsLimit)
 		}

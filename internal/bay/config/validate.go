@@ -238,6 +238,15 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	for i, u := range c.Security.EgressDNSUpstream {
+		if _, err := EgressUpstream(u); err != nil {
+			add(fmt.Sprintf("security.egress_dns_upstream[%d]", i), "%v", err)
+		}
+	}
+	if p := c.Security.EgressProxyPort; p < 0 || p > 65535 || p == 53 || p == 80 || p == 443 {
+		add("security.egress_proxy_port", "must be 1..65535 but 53, 80 and 443 (0 = 3128), got %d", p)
+	}
+
 	// idempotency
 	if c.Idempotency.TTLHours <= 0 {
 		add("idempotency.ttl_hours", "must be > 0, got %d", c.Idempotency.TTLHours)

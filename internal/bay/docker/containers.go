@@ -200,6 +200,12 @@ func validateSpec(s containerSpec) error {
 // networks returns the network the container is created on ("" = default bridge) and a second
 // one to connect before start ("" = none).
 func (d *Driver) networks(spec containerSpec) (primary, extra string) {
+	if spec.PolicyNet != "" {
+		if spec.Network != "" {
+			return spec.Network, spec.PolicyNet
+		}
+		return spec.PolicyNet, ""
+	}
 	configured := d.cfg.Network
 	if configured == "" || (d.cfg.ConnectMode == ConnectHostPort && configured != "bridge") {
 		// host_port mode reaches runtimes through published ports, not a configured network;
@@ -293,6 +299,7 @@ func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostC
 	if spec.ShmBytes > 0 {
 		hc.ShmSize = spec.ShmBytes
 	}
+	hc.DNS = spec.DNS
 	if spec.MemoryBytes > 0 {
 		hc.MemorySwap = spec.MemoryBytes // swap cannot bypass the memory limit
 	}

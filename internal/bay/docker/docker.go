@@ -233,6 +233,7 @@ type Driver struct {
 	netMu      sync.Mutex   // serialises createNetwork in this process (the engine allows duplicate names)
 	sandboxNet string       // SandboxNetwork (tests use their own)
 	guard      NetworkGuard // nil: no host firewall (SetNetworkGuard)
+	egress     Egress       // nil: modes none and allowlist refused (SetEgress)
 	cache      *imageCache
 
 	quotaOnce sync.Once // decides quotaOK once (quota.go)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -45,7 +46,11 @@ type containerSpec struct {
 	Network     string   // extra network to join ("" = the driver's)
 	Command     []string // a one-shot's argv (see bay.ContainerSpec.Command)
 	WorkDir     string
-	NoNetwork   bool // loopback only (bay.NetworkNone)
+	NoNetwork   bool // loopback only: a one-shot in bay.NetworkNone
+	// PolicyNet replaces the driver's network for a closed policy (policy.go); DNS are the
+	// container's DNS servers ("" and nil: the engine's).
+	PolicyNet string
+	DNS       []netip.Addr
 }
 
 // containerInfo is what the engine reports about one container.
@@ -80,11 +85,7 @@ func validateInstance(spec bay.InstanceSpec) error {
 		return errors.New("instance without containers")
 	}
 	switch spec.Network.Mode {
-	case "", bay.NetworkIsolated:
-	case bay.NetworkNone:
-		if len(spec.Containers) != 1 {
-			return errors.New("network mode none takes exactly one container")
-		}
+	case "", bay.NetworkIsolated, bay.NetworkOpen, bay.NetworkNone, bay.NetworkAllowlist:
 	default:
 		return fmt.Errorf("network mode %q is not supported", spec.Network.Mode)
 	}
@@ -157,10 +158,23 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		d.rollbackInstance(dctx, spec.Name, made, madeNet)
 	}()
 
+	// A one-shot in mode none is never called by bay: it gets no interface but loopback.
+	// A runtime in mode none must stay reachable, so it sits on the sealed bridge instead.
+	oneShotNone := spec.Network.Mode == bay.NetworkNone && len(spec.Containers) == 1 && len(spec.Containers[0].Command) > 0
+	var pn policyNet
+	if !oneShotNone {
+		if pn, err = d.preparePolicy(ctx, spec); err != nil {
+			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+		}
+	}
 	network := ""
 	if multi {
 		network = instanceNetwork(spec.Name)
-		if err := d.createNetwork(ctx, network, labels); err != nil {
+		create := d.createNetwork
+		if pn.name != "" {
+			create = d.createClosedInstanceNetwork
+		}
+		if err := create(ctx, network, labels); err != nil {
 			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 		}
 		madeNet = network
@@ -177,7 +191,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			Name:        containerName(spec.Name, multi, c.Name),
 			Image:       c.Image,
 			Hostname:    singleHostname,
-			Env:         c.Env,
+			Env:         withEnv(c.Env, pn.env),
 			Labels:      maps.Clone(labels),
 			VolumeRef:   spec.VolumeRef,
 			MountPath:   spec.MountPath,
@@ -194,7 +208,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			Network:     network,
 			Command:     c.Command,
 			WorkDir:     c.WorkDir,
-			NoNetwork:   spec.Network.Mode == bay.NetworkNone,
+			NoNetwork:   oneShotNone,
+			PolicyNet:   pn.name,
+			DNS:         pn.dns,
 		}
 		if multi {
 			cs.Hostname = c.Name
@@ -236,6 +252,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err := errors.Join(errs...); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: start: %w", spec.Name, err)
 	}
+	if err := d.registerEgress(ctx, spec, pn, inst); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: egress: %w", spec.Name, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
@@ -245,6 +264,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 
 // rollbackInstance removes the containers (ids or names) and the network a failed create made.
 func (d *Driver) rollbackInstance(ctx context.Context, name string, made []string, network string) {
+	if d.egress != nil {
+		d.egress.Unregister(name)
+	}
 	var wg sync.WaitGroup
 	for _, id := range made {
 		wg.Go(func() {
@@ -319,6 +341,9 @@ func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, RemoveTimeout)
 		defer cancel()
+	}
+	if d.egress != nil {
+		d.egress.Unregister(name)
 	}
 	o, err := d.instanceObjects(ctx, name)
 	if err != nil {

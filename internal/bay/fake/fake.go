@@ -660,7 +660,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 		return fail("no containers")
 	case spec.VolumeRef != "" && spec.MountPath == "":
 		return fail("volume %s without a mount path", spec.VolumeRef)
-	case spec.Network.Mode != "" && spec.Network.Mode != bay.NetworkIsolated && spec.Network.Mode != bay.NetworkNone:
+	case !slices.Contains([]bay.NetworkMode{"", bay.NetworkIsolated, bay.NetworkOpen, bay.NetworkNone, bay.NetworkAllowlist}, spec.Network.Mode):
 		return fail("network mode %q is not supported", spec.Network.Mode)
 	case spec.Network.Mode == bay.NetworkNone && len(spec.Containers) != 1:
 		return fail("network mode none takes exactly one container")

@@ -100,7 +100,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p := sandbox.CreateParams{ProfileID: bayapi.DefaultProfile, CargoID: req.CargoID, Skills: req.Skills}
+	p := sandbox.CreateParams{ProfileID: bayapi.DefaultProfile, CargoID: req.CargoID, Skills: req.Skills, Network: networkPolicy(req.Network)}
 	if req.Profile != nil {
 		p.ProfileID = *req.Profile
 	}
@@ -109,11 +109,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		p.TTL = &v
 	}
 	canon := struct {
-		Profile string   `json:"profile"`
-		CargoID *string  `json:"cargo_id"`
-		TTL     *int64   `json:"ttl"`
-		Skills  []string `json:"skills,omitempty"`
-	}{p.ProfileID, p.CargoID, p.TTL, p.Skills}
+		Profile string                `json:"profile"`
+		CargoID *string               `json:"cargo_id"`
+		TTL     *int64                `json:"ttl"`
+		Skills  []string              `json:"skills,omitempty"`
+		Network *bayapi.NetworkPolicy `json:"network,omitempty"`
+	}{p.ProfileID, p.CargoID, p.TTL, p.Skills, req.Network}
 	owner := Owner(r.Context())
 	if req.Reuse != nil {
 		s.createReused(w, r, owner, p, req.Reuse)

@@ -155,6 +155,7 @@ func renderSandbox(v *bay.SandboxView) *bayapi.SandboxResponse {
 		ID: v.ID, Status: v.Status, Profile: v.ProfileID, CargoID: v.CargoID,
 		Capabilities: v.Capabilities, CreatedAt: bayapi.NewTime(v.CreatedAt),
 		ExpiresAt: bayapi.TimePtr(v.ExpiresAt), IdleExpiresAt: bayapi.TimePtr(v.IdleExpiresAt),
+		Network: renderNetwork(v.Network),
 	}
 	if v.Containers != nil {
 		out.Containers = make([]bayapi.ContainerRuntime, 0, len(v.Containers))

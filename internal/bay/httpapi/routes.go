@@ -79,6 +79,10 @@ func (s *Server) routeTable() []route {
 			doc: opDoc{id: "keepalive", summary: "Refresh the idle deadline (never starts compute)", tag: "sandboxes", status: 200, response: bayapi.StatusResponse{}}},
 		{method: "POST", pattern: bayapi.PathStop, auth: true, handler: s.stopSandbox,
 			doc: opDoc{id: "stopSandbox", summary: "Stop the sandbox's compute (files kept)", tag: "sandboxes", status: 200, response: bayapi.StatusResponse{}}},
+		{method: "PATCH", pattern: bayapi.PathNetwork, auth: true, handler: s.setNetwork,
+			doc: opDoc{id: "setNetwork", summary: "Change the network policy within the profile's (a change of mode restarts the compute)", tag: "sandboxes", request: bayapi.NetworkPolicy{}, status: 200, response: bayapi.SandboxResponse{}}},
+		{method: "GET", pattern: bayapi.PathNetworkEvents, auth: true, handler: s.networkEvents,
+			doc: opDoc{id: "networkEvents", summary: "The newest refused connections and DNS queries", tag: "sandboxes", status: 200, response: bayapi.NetworkEventList{}}},
 
 		{method: "POST", pattern: bayapi.PathPythonExec, auth: true, handler: s.execPython,
 			doc: opDoc{id: "execPython", summary: "Run Python in the sandbox's kernel", tag: "capabilities", request: bayapi.PythonExecRequest{}, status: 200, response: bayapi.PythonExecResponse{}}},

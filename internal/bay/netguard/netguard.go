@@ -459,9 +459,18 @@ func (g *Guard) Uninstall(ctx context.Context) error {
 
 // nft runs the nft command with stdin, bounded to 30 s.
 func (g *Guard) nft(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
+	return NFT(ctx, g.cfg.NFT, stdin, args...)
+}
+
+// NFT runs the nft binary (on PATH when "") with stdin and args, bounded to 30 s; its error
+// carries nft's message.
+func NFT(ctx context.Context, nft string, stdin []byte, args ...string) ([]byte, error) {
+	if nft == "" {
+		nft = "nft"
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, g.cfg.NFT, args...)
+	cmd := exec.CommandContext(ctx, nft, args...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -473,6 +482,9 @@ func (g *Guard) nft(ctx context.Context, stdin []byte, args ...string) ([]byte, 
 	}
 	return out, nil
 }
+
+// ValidIfname reports whether s is a Linux interface name.
+func ValidIfname(s string) bool { return validIfname(s) }
 
 // validIfname accepts Linux interface names (1..15 bytes, no slash, space, quote or colon).
 func validIfname(s string) bool {

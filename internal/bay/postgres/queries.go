@@ -160,14 +160,18 @@ func getOne[T any](row pgx.Row, scan func(pgx.Row) (*T, error), format string, a
 
 const sandboxCols = `id, owner, profile_id, cargo_id, current_session_id, expires_at, idle_expires_at,
 deleted_at, created_at, last_active_at, version, is_warm, warm_state, warm_ready_at, warm_rotate_at,
-warm_claimed_at, warm_attempts, warm_next_attempt_at, warm_instance_id`
+warm_claimed_at, warm_attempts, warm_next_attempt_at, warm_instance_id, network`
 
 func scanSandbox(r pgx.Row) (*bay.Sandbox, error) {
 	var s bay.Sandbox
 	var cargo, sess *string
+	var network string
 	if err := r.Scan(&s.ID, &s.Owner, &s.ProfileID, &cargo, &sess, &s.ExpiresAt, &s.IdleExpiresAt, &s.DeletedAt,
 		&s.CreatedAt, &s.LastActiveAt, &s.Version, &s.IsWarm, &s.WarmState, &s.WarmReadyAt, &s.WarmRotateAt,
-		&s.WarmClaimedAt, &s.WarmAttempts, &s.WarmNextAttemptAt, &s.WarmInstanceID); err != nil {
+		&s.WarmClaimedAt, &s.WarmAttempts, &s.WarmNextAttemptAt, &s.WarmInstanceID, &network); err != nil {
+		return nil, err
+	}
+	if err := storesql.DecodeNetwork(&s, network); err != nil {
 		return nil, err
 	}
 	s.CargoID, s.CurrentSessionID = deref(cargo), deref(sess)
@@ -214,7 +218,7 @@ func (q *txn) InsertSandbox(ctx context.Context, s *bay.Sandbox) error {
 		s.ID, s.Owner, s.ProfileID, nullString(s.CargoID), nullString(s.CurrentSessionID),
 		nullTS(s.ExpiresAt), nullTS(s.IdleExpiresAt), nullTS(s.DeletedAt), ts(s.CreatedAt), ts(s.LastActiveAt),
 		s.Version, s.IsWarm, s.WarmState, nullTS(s.WarmReadyAt), nullTS(s.WarmRotateAt), nullTS(s.WarmClaimedAt),
-		s.WarmAttempts, nullTS(s.WarmNextAttemptAt), s.WarmInstanceID)
+		s.WarmAttempts, nullTS(s.WarmNextAttemptAt), s.WarmInstanceID, storesql.EncodeNetwork(s))
 	return mustInsert(tag, err, "insert sandbox %s", s.ID)
 }
 
@@ -227,7 +231,7 @@ func (q *txn) UpdateSandbox(ctx context.Context, s *bay.Sandbox) error {
 		s.Owner, s.ProfileID, nullString(s.CargoID), nullString(s.CurrentSessionID),
 		nullTS(s.ExpiresAt), nullTS(s.IdleExpiresAt), nullTS(s.DeletedAt), ts(s.CreatedAt), ts(s.LastActiveAt),
 		s.IsWarm, s.WarmState, nullTS(s.WarmReadyAt), nullTS(s.WarmRotateAt), nullTS(s.WarmClaimedAt),
-		s.WarmAttempts, nullTS(s.WarmNextAttemptAt), s.WarmInstanceID, s.ID, s.Version).Scan(&stored, &updated)
+		s.WarmAttempts, nullTS(s.WarmNextAttemptAt), s.WarmInstanceID, storesql.EncodeNetwork(s), s.ID, s.Version).Scan(&stored, &updated)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("update sandbox %s: %w", s.ID, bay.ErrNotFound)
@@ -573,18 +577,18 @@ func (q *txn) ReleaseLease(ctx context.Context, name, holder string) error {
 const (
 	qGetSandbox    = `SELECT ` + sandboxCols + ` FROM sandboxes WHERE id = $1`
 	qInsertSandbox = `INSERT INTO sandboxes (` + sandboxCols + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		ON CONFLICT DO NOTHING`
-	// One statement reports both outcomes: the new version when the row was at $19, else the
+	// One statement reports both outcomes: the new version when the row was at $20, else the
 	// stored version (no row at all: missing).
 	qUpdateSandbox = `WITH u AS (UPDATE sandboxes SET owner = $1, profile_id = $2, cargo_id = $3,
 		current_session_id = $4, expires_at = $5, idle_expires_at = $6, deleted_at = $7, created_at = $8,
 		last_active_at = $9, version = version + 1, is_warm = $10, warm_state = $11, warm_ready_at = $12,
 		warm_rotate_at = $13, warm_claimed_at = $14, warm_attempts = $15, warm_next_attempt_at = $16,
-		warm_instance_id = $17
-		WHERE id = $18 AND version = $19 RETURNING version)
+		warm_instance_id = $17, network = $18
+		WHERE id = $19 AND version = $20 RETURNING version)
 		SELECT version, true FROM u
-		UNION ALL SELECT version, false FROM sandboxes WHERE id = $18 AND NOT EXISTS (SELECT 1 FROM u)`
+		UNION ALL SELECT version, false FROM sandboxes WHERE id = $19 AND NOT EXISTS (SELECT 1 FROM u)`
 	// The oldest ready sandbox (NULL ready times first, as SQLite orders them), skipping rows a
 	// concurrent claim holds; its cargo changes owner in the same statement.
 	qClaimWarmSandbox = `WITH s AS (UPDATE sandboxes SET is_warm = false, warm_claimed_at = $1,

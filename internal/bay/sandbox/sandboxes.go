@@ -15,6 +15,9 @@ type CreateParams struct {
 	TTL       *int64  // seconds; nil, 0 or negative = no expiry
 	// Skills are library skills mounted on top of the profile's (unknown: validation_error).
 	Skills []string
+	// Network tightens the profile's network policy (nil: the profile's); a sandbox with a
+	// policy of its own is never a warm one.
+	Network *bay.NetworkPolicy
 }
 
 // CreateSandbox creates a sandbox (lazily: no container is started). Without a cargo id it
@@ -34,6 +37,10 @@ func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParam
 	if prof == nil {
 		return nil, bay.Errorf(bay.CodeValidation, "Invalid profile: %s", p.ProfileID)
 	}
+	network, err := requestNetwork(prof, p.Network)
+	if err != nil {
+		return nil, err
+	}
 	now := s.now()
 	var expires *time.Time
 	if p.TTL != nil && *p.TTL > 0 {
@@ -48,10 +55,11 @@ func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParam
 		hook = withRequestSkills(p.Skills, hook)
 	}
 	if p.CargoID != nil {
-		return s.createOnCargo(ctx, owner, prof, *p.CargoID, now, expires, hook)
+		return s.createOnCargo(ctx, owner, prof, *p.CargoID, now, expires, network, hook)
 	}
-	// A warm sandbox started without the request's skills: only a request without any claims.
-	if w := s.warmClaimer(); w != nil && len(p.Skills) == 0 && w.WarmPoolEnabled(prof.ID) {
+	// A warm sandbox started without the request's skills or network policy: only a request
+	// with neither claims.
+	if w := s.warmClaimer(); w != nil && len(p.Skills) == 0 && network == nil && w.WarmPoolEnabled(prof.ID) {
 		resp, sb, err := s.claimWarm(ctx, owner, prof, now, expires, hook)
 		if err != nil {
 			return nil, err
@@ -64,7 +72,7 @@ func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParam
 
 	sb := &bay.Sandbox{
 		ID: bay.NewID(bay.PrefixSandbox), Owner: owner, ProfileID: prof.ID,
-		ExpiresAt: expires, CreatedAt: now, LastActiveAt: now,
+		ExpiresAt: expires, CreatedAt: now, LastActiveAt: now, Network: network,
 	}
 	return s.createManaged(ctx, sb, now, hook)
 }
@@ -127,10 +135,10 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 	return resp, nil
 }
 
-func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Profile, cargoID string, now time.Time, expires *time.Time, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
+func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Profile, cargoID string, now time.Time, expires *time.Time, network *bay.NetworkPolicy, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
 	sb := &bay.Sandbox{
 		ID: bay.NewID(bay.PrefixSandbox), Owner: owner, ProfileID: prof.ID, CargoID: cargoID,
-		ExpiresAt: expires, CreatedAt: now, LastActiveAt: now,
+		ExpiresAt: expires, CreatedAt: now, LastActiveAt: now, Network: network,
 	}
 	resp := s.view(sb, nil, now)
 	err := s.store.Tx(ctx, func(tx bay.Tx) error {
@@ -191,10 +199,11 @@ func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile
 // view is the sandbox with the given current session (nil = none) as its owner sees it at now.
 func (s *Service) view(sb *bay.Sandbox, cur *bay.Session, now time.Time) *bay.SandboxView {
 	caps := []string{}
-	if p := s.Profile(sb.ProfileID); p != nil {
+	p := s.Profile(sb.ProfileID)
+	if p != nil {
 		caps = p.Capabilities()
 	}
-	return &bay.SandboxView{Sandbox: sb, Status: bay.ComputeStatus(sb, cur, now), Capabilities: caps}
+	return &bay.SandboxView{Sandbox: sb, Status: bay.ComputeStatus(sb, cur, now), Capabilities: caps, Network: effectiveNetwork(sb, p)}
 }
 
 // ListParams are the inputs of ListSandboxes.

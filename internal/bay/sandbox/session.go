@@ -851,7 +851,7 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 		},
 		VolumeRef: volumeRef,
 		MountPath: shipapi.DefaultWorkspace,
-		Network:   bay.NetworkPolicy{Mode: bay.NetworkIsolated},
+		Network:   effectiveNetwork(sb, prof),
 	}
 	primary := prof.Primary()
 	order := []*bay.ContainerProfile{primary}

@@ -209,15 +209,19 @@ var dialect = &storesql.Dialect{
 
 const sandboxCols = `id, owner, profile_id, cargo_id, current_session_id, expires_at, idle_expires_at,
 deleted_at, created_at, last_active_at, version, is_warm, warm_state, warm_ready_at, warm_rotate_at,
-warm_claimed_at, warm_attempts, warm_next_attempt_at, warm_instance_id`
+warm_claimed_at, warm_attempts, warm_next_attempt_at, warm_instance_id, network`
 
 func scanSandbox(r scanner) (*bay.Sandbox, error) {
 	var s bay.Sandbox
 	var cargo, sess sql.NullString
 	var exp, idle, del, ready, rotate, claimed, next sql.NullInt64
 	var created, active int64
+	var network string
 	if err := r.Scan(&s.ID, &s.Owner, &s.ProfileID, &cargo, &sess, &exp, &idle, &del, &created, &active,
-		&s.Version, &s.IsWarm, &s.WarmState, &ready, &rotate, &claimed, &s.WarmAttempts, &next, &s.WarmInstanceID); err != nil {
+		&s.Version, &s.IsWarm, &s.WarmState, &ready, &rotate, &claimed, &s.WarmAttempts, &next, &s.WarmInstanceID, &network); err != nil {
+		return nil, err
+	}
+	if err := storesql.DecodeNetwork(&s, network); err != nil {
 		return nil, err
 	}
 	s.CargoID, s.CurrentSessionID = cargo.String, sess.String
@@ -286,7 +290,7 @@ func (q *txn) InsertSandbox(ctx context.Context, s *bay.Sandbox) error {
 		nullMicros(s.ExpiresAt), nullMicros(s.IdleExpiresAt), nullMicros(s.DeletedAt),
 		micros(s.CreatedAt), micros(s.LastActiveAt), s.Version, boolInt(s.IsWarm), s.WarmState,
 		nullMicros(s.WarmReadyAt), nullMicros(s.WarmRotateAt), nullMicros(s.WarmClaimedAt), s.WarmAttempts,
-		nullMicros(s.WarmNextAttemptAt), s.WarmInstanceID)
+		nullMicros(s.WarmNextAttemptAt), s.WarmInstanceID, storesql.EncodeNetwork(s))
 	if err != nil {
 		return classify(err, "insert sandbox %s", s.ID)
 	}
@@ -301,7 +305,7 @@ func (q *txn) UpdateSandbox(ctx context.Context, s *bay.Sandbox) error {
 		nullMicros(s.ExpiresAt), nullMicros(s.IdleExpiresAt), nullMicros(s.DeletedAt), micros(s.CreatedAt),
 		micros(s.LastActiveAt), boolInt(s.IsWarm), s.WarmState, nullMicros(s.WarmReadyAt),
 		nullMicros(s.WarmRotateAt), nullMicros(s.WarmClaimedAt), s.WarmAttempts, nullMicros(s.WarmNextAttemptAt),
-		s.WarmInstanceID, s.ID, s.Version)
+		s.WarmInstanceID, storesql.EncodeNetwork(s), s.ID, s.Version)
 	if err != nil {
 		return classify(err, "update sandbox %s", s.ID)
 	}
@@ -749,12 +753,12 @@ func (q *txn) ReleaseLease(ctx context.Context, name, holder string) error {
 var (
 	qGetSandbox    = prepared(`SELECT ` + sandboxCols + ` FROM sandboxes WHERE id = ?`)
 	qInsertSandbox = prepared(`INSERT INTO sandboxes (` + sandboxCols + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qUpdateSandbox = prepared(`UPDATE sandboxes SET owner = ?, profile_id = ?, cargo_id = ?,
 		current_session_id = ?, expires_at = ?, idle_expires_at = ?, deleted_at = ?, created_at = ?,
 		last_active_at = ?, version = version + 1, is_warm = ?, warm_state = ?, warm_ready_at = ?,
 		warm_rotate_at = ?, warm_claimed_at = ?, warm_attempts = ?, warm_next_attempt_at = ?,
-		warm_instance_id = ?
+		warm_instance_id = ?, network = ?
 		WHERE id = ? AND version = ?`)
 	qSandboxVersion   = prepared(`SELECT version FROM sandboxes WHERE id = ?`)
 	qClaimWarmSandbox = prepared(`UPDATE sandboxes SET is_warm = 0, warm_claimed_at = ?,

@@ -119,6 +119,7 @@ func fullSandbox(id string) *bay.Sandbox {
 		CreatedAt: at(0), LastActiveAt: at(10), Version: 1,
 		IsWarm: true, WarmState: bay.WarmAvailable, WarmReadyAt: ptr(at(5)), WarmRotateAt: ptr(at(900)),
 		WarmClaimedAt: ptr(at(6)), WarmAttempts: 3, WarmNextAttemptAt: ptr(at(7)), WarmInstanceID: "bay-1",
+		Network: &bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"*.example.com:443"}, Deny: []string{"x.example.com"}},
 	}
 }
 
@@ -231,11 +232,18 @@ func fmtTime(p *time.Time) string {
 }
 
 func fmtSandbox(s *bay.Sandbox) string {
-	return fmt.Sprintf("%s|%s|%s|%s|%s|exp=%s|idle=%s|del=%s|c=%s|a=%s|v=%d|warm=%t|%q|ready=%s|rot=%s|cl=%s|att=%d|next=%s|%s",
+	return fmt.Sprintf("%s|%s|%s|%s|%s|exp=%s|idle=%s|del=%s|c=%s|a=%s|v=%d|warm=%t|%q|ready=%s|rot=%s|cl=%s|att=%d|next=%s|%s|net=%s",
 		s.ID, s.Owner, s.ProfileID, s.CargoID, s.CurrentSessionID, fmtTime(s.ExpiresAt), fmtTime(s.IdleExpiresAt),
 		fmtTime(s.DeletedAt), fmtTime(&s.CreatedAt), fmtTime(&s.LastActiveAt), s.Version, s.IsWarm, s.WarmState,
 		fmtTime(s.WarmReadyAt), fmtTime(s.WarmRotateAt), fmtTime(s.WarmClaimedAt), s.WarmAttempts,
-		fmtTime(s.WarmNextAttemptAt), s.WarmInstanceID)
+		fmtTime(s.WarmNextAttemptAt), s.WarmInstanceID, fmtNetwork(s.Network))
+}
+
+func fmtNetwork(p *bay.NetworkPolicy) string {
+	if p == nil {
+		return "profile"
+	}
+	return fmt.Sprintf("%s%q%q", p.Mode, p.Allow, p.Deny)
 }
 
 func testSandboxNotFound(t *testing.T, s bay.Store) {
@@ -269,6 +277,7 @@ func testSandboxUpdateVersion(t *testing.T, s bay.Store) {
 	a.CurrentSessionID = "sess-1"
 	a.IdleExpiresAt = ptr(at(60))
 	a.DeletedAt = ptr(at(61))
+	a.Network = &bay.NetworkPolicy{Mode: bay.NetworkNone}
 	mustTx(t, s, func(tx bay.Tx) error { return tx.UpdateSandbox(ctx, a) })
 	if a.Version != b.Version+1 {
 		t.Fatalf("version after update = %d, want %d", a.Version, b.Version+1)
@@ -284,7 +293,7 @@ func testSandboxUpdateVersion(t *testing.T, s bay.Store) {
 	assertSandbox(t, got, a)
 
 	// Clearing optional fields writes NULLs.
-	a.CurrentSessionID, a.IdleExpiresAt, a.DeletedAt = "", nil, nil
+	a.CurrentSessionID, a.IdleExpiresAt, a.DeletedAt, a.Network = "", nil, nil, nil
 	mustTx(t, s, func(tx bay.Tx) error { return tx.UpdateSandbox(ctx, a) })
 	got, _ = s.GetSandbox(ctx, "sandbox-u")
 	assertSandbox(t, got, a)

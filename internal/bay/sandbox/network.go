@@ -1,0 +1,114 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// A sandbox's network policy is its profile's unless a create request or a PATCH tightened it
+// (bay.Sandbox.Network). A PATCH applies to the running compute: in place when the driver
+// enforces the policy itself and the mode stays (an allowlist edited), else by destroying the
+// compute, which the next call starts again under the new policy (files are kept).
+
+// ReasonNetwork: the compute was destroyed because its network mode changed.
+const ReasonNetwork bay.Reason = "network_policy"
+
+// requestNetwork returns the effective policy of a create request's network field (nil: the
+// profile's).
+func requestNetwork(prof *bay.Profile, req *bay.NetworkPolicy) (*bay.NetworkPolicy, error) {
+	if req == nil {
+		return nil, nil
+	}
+	eff, err := bay.TightenNetworkPolicy("network", prof.Network, *req)
+	if err != nil {
+		return nil, err
+	}
+	return &eff, nil
+}
+
+// effectiveNetwork is the policy sb's compute runs under.
+func effectiveNetwork(sb *bay.Sandbox, prof *bay.Profile) bay.NetworkPolicy {
+	if sb.Network != nil {
+		return *sb.Network
+	}
+	if prof != nil && prof.Network.Mode != "" {
+		return prof.Network
+	}
+	return bay.NetworkPolicy{Mode: bay.NetworkOpen}
+}
+
+// SetNetwork replaces the owner's sandbox's network policy by req tightened under the
+// profile's ceiling (an escalation is a validation error naming the field) and applies it to
+// the running compute, if any. It returns the sandbox.
+func (s *Service) SetNetwork(ctx context.Context, owner, id string, req bay.NetworkPolicy) (*bay.SandboxView, error) {
+	var sb *bay.Sandbox
+	var old bay.NetworkPolicy
+	var cur *bay.Session
+	err := s.store.Tx(ctx, func(tx bay.Tx) error {
+		var err error
+		if sb, err = bay.OwnedSandbox(ctx, tx, owner, id); err != nil {
+			return err
+		}
+		prof := s.Profile(sb.ProfileID)
+		if prof == nil {
+			return bay.Errorf(bay.CodeValidation, "Invalid profile: %s", sb.ProfileID)
+		}
+		eff, err := bay.TightenNetworkPolicy("network", prof.Network, req)
+		if err != nil {
+			return err
+		}
+		old = effectiveNetwork(sb, prof)
+		sb.Network = &eff
+		if err := tx.UpdateSandbox(ctx, sb); err != nil {
+			return err
+		}
+		cur, err = s.currentSession(ctx, tx, sb)
+		return err
+	})
+	if err != nil {
+		return nil, bay.Classify(err, "Failed to change the network policy")
+	}
+	s.log.Info("network policy changed", "sandbox_id", id, "from", old.EffectiveMode(), "to", sb.Network.Mode,
+		"allow", len(sb.Network.Allow), "deny", len(sb.Network.Deny))
+	if cur != nil {
+		if err := s.applyNetwork(ctx, sb, cur, old); err != nil {
+			return nil, err
+		}
+	}
+	return s.GetSandbox(ctx, owner, id)
+}
+
+// applyNetwork brings the running session in line with sb's new policy: in place when the
+// driver can, else by destroying the compute.
+func (s *Service) applyNetwork(ctx context.Context, sb *bay.Sandbox, cur *bay.Session, old bay.NetworkPolicy) error {
+	if en, ok := s.driver.(bay.NetworkEnforcer); ok && old.EffectiveMode() == sb.Network.EffectiveMode() {
+		err := en.UpdateNetwork(ctx, bay.InstanceName(cur.ID), *sb.Network)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, bay.ErrRestartRequired) && !bay.IsNotFound(err) {
+			s.log.Warn("network policy not applied in place; restarting the compute", "sandbox_id", sb.ID, "err", err)
+		}
+	}
+	if old.EffectiveMode() == sb.Network.EffectiveMode() && old.EffectiveMode() != bay.NetworkAllowlist {
+		return nil // none and open carry no entries: nothing changed
+	}
+	_, err := s.destroySessions(ctx, sb.ID, nil, ReasonNetwork)
+	return err
+}
+
+// NetworkEvents returns the refusals recorded for the owner's sandbox, oldest first, and their
+// total count (none when the driver does not enforce policies itself).
+func (s *Service) NetworkEvents(ctx context.Context, owner, id string) ([]bay.NetworkEvent, int64, error) {
+	if _, err := bay.OwnedSandbox(ctx, s.store, owner, id); err != nil {
+		return nil, 0, err
+	}
+	en, ok := s.driver.(bay.NetworkEnforcer)
+	if !ok {
+		return nil, 0, nil
+	}
+	events, denied := en.NetworkEvents(id)
+	return events, denied, nil
+}
