@@ -23,7 +23,7 @@ func (d *Driver) CreateVolume(ctx context.Context, name string, labels map[strin
 	if err != nil {
 		return "", fmt.Errorf("create volume %s: %w", name, classify(err))
 	}
-	d.log.Debug("volume created", "volume", res.Volume.Name)
+	d.log.DebugContext(ctx, "volume created", "volume", res.Volume.Name)
 	return res.Volume.Name, nil
 }
 
@@ -33,7 +33,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, ref string) error {
 	_, err := d.cli.VolumeRemove(ctx, ref, client.VolumeRemoveOptions{})
 	switch {
 	case err == nil:
-		d.log.Debug("volume deleted", "volume", ref)
+		d.log.DebugContext(ctx, "volume deleted", "volume", ref)
 		return nil
 	case cerrdefs.IsNotFound(err):
 		return nil

@@ -117,6 +117,7 @@ func Run(t *testing.T, h Harness) {
 		{"Volumes", s.testVolumes},
 		{"VolumeInUse", s.testVolumeInUse},
 		{"CancelledContext", s.testCancelled},
+		{"Usage", s.testUsage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -48,12 +48,13 @@ const (
 	MethodDestroyInstance = "DestroyInstance"
 	MethodListInstances   = "ListInstances"
 	MethodWatchDeaths     = "WatchDeaths"
+	MethodInstanceUsage   = "InstanceUsage"
 )
 
 var methods = []string{
 	MethodPing, MethodCreateVolume, MethodDeleteVolume, MethodInspectVolume, MethodListVolumes,
 	MethodCreateInstance, MethodInspectInstance, MethodDestroyInstance, MethodListInstances,
-	MethodWatchDeaths,
+	MethodWatchDeaths, MethodInstanceUsage,
 }
 
 // Always makes an injected failure permanent (pass it as times).
@@ -183,6 +184,7 @@ type Driver struct {
 	pingDown   bool
 	watchers   map[int]watcher
 	nextWatch  int
+	usage      map[string]bay.InstanceUsage // by instance, see SetUsage
 }
 
 var _ bay.Driver = (*Driver)(nil)

@@ -57,6 +57,8 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{method: "GET", pattern: bayapi.PathHealth, handler: s.health,
 			doc: opDoc{id: "health", summary: "Liveness", tag: "meta", status: 200, response: bayapi.HealthResponse{}}},
+		{method: "GET", pattern: bayapi.PathReady, handler: s.readyz,
+			doc: opDoc{id: "ready", summary: "Readiness: the database and the container engine answer (503 unavailable with details.checks otherwise)", tag: "meta", status: 200, response: bayapi.ReadyResponse{}}},
 		{method: "GET", pattern: bayapi.PathOpenAPI, handler: s.openAPI,
 			doc: opDoc{id: "openapi", summary: "This OpenAPI 3.1 document", tag: "meta", status: 200, response: map[string]any{}}},
 		{method: "GET", pattern: bayapi.PathProfiles, handler: s.listProfiles,
@@ -79,6 +81,9 @@ func (s *Server) routeTable() []route {
 			doc: opDoc{id: "keepalive", summary: "Refresh the idle deadline (never starts compute)", tag: "sandboxes", status: 200, response: bayapi.StatusResponse{}}},
 		{method: "POST", pattern: bayapi.PathStop, auth: true, handler: s.stopSandbox,
 			doc: opDoc{id: "stopSandbox", summary: "Stop the sandbox's compute (files kept)", tag: "sandboxes", status: 200, response: bayapi.StatusResponse{}}},
+
+		{method: "GET", pattern: bayapi.PathSandboxMetrics, auth: true, handler: s.sandboxMetrics,
+			doc: opDoc{id: "sandboxMetrics", summary: "Resource use now: CPU, memory and pids of the running containers, cargo disk use against its limit (never starts compute)", tag: "sandboxes", status: 200, response: bayapi.SandboxMetrics{}}},
 
 		{method: "POST", pattern: bayapi.PathPythonExec, auth: true, handler: s.execPython,
 			doc: opDoc{id: "execPython", summary: "Run Python in the sandbox's kernel", tag: "capabilities", request: bayapi.PythonExecRequest{}, status: 200, response: bayapi.PythonExecResponse{}}},

@@ -55,6 +55,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/logctx"
 )
 
 // Authenticator maps a request to the owner it acts as (internal/bay/auth.Authenticator).
@@ -83,6 +84,13 @@ type Options struct {
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
 	// (default 60 s).
 	TerminalTouchInterval time.Duration
+	// Observer, when set, is told about every request once it is answered (metrics).
+	Observer Observer
+	// Readiness are the checks of GET /readyz by name (e.g. "database", "engine"); none =
+	// always ready.
+	Readiness map[string]func(ctx context.Context) error
+	// Usage serves GET /v1/sandboxes/{id}/metrics; nil answers 503 unavailable.
+	Usage UsageReporter
 }
 
 // Server is the HTTP API. Create it with New and serve Handler().
@@ -99,22 +107,11 @@ type Server struct {
 	openapi []byte
 }
 
-type ctxKey int
-
-const (
-	ctxRequestID ctxKey = iota
-	ctxOwner
-)
-
-func requestID(ctx context.Context) string {
-	s, _ := ctx.Value(ctxRequestID).(string)
-	return s
-}
+func requestID(ctx context.Context) string { return logctx.RequestID(ctx) }
 
 // Owner returns the authenticated owner of a request handled by the Server ("" if none).
 func Owner(ctx context.Context) string {
-	s, _ := ctx.Value(ctxOwner).(string)
-	return s
+	return logctx.Owner(ctx)
 }
 
 // RequestID returns the request id of a request handled by the Server.
@@ -136,7 +133,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		opts: opts, svc: opts.Service, idem: opts.Idempotency,
-		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
+		log: logctx.Wrap(opts.Log).With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
@@ -165,11 +162,12 @@ func (s *Server) Mount(pattern string, h http.Handler, authenticated bool) {
 // Handler returns the root handler: panic recovery, request ids, the mux, and enveloped 404 /
 // 405 / 307 answers for what the mux does not route.
 func (s *Server) Handler() http.Handler {
-	return s.withRequestID(s.recoverer(http.HandlerFunc(s.route)))
+	return s.withRequestID(s.observe(s.recoverer(http.HandlerFunc(s.route))))
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := s.mux.Handler(r); pattern != "" {
+		exchangeOf(r.Context()).route = pattern
 		s.mux.ServeHTTP(w, r)
 		return
 	}
@@ -210,7 +208,7 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(bayapi.HeaderRequestID, id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
+		next.ServeHTTP(w, r.WithContext(logctx.WithRequestID(r.Context(), id)))
 	})
 }
 
@@ -224,23 +222,19 @@ func newRequestID() string {
 }
 
 // recoverer turns a panic into a 500 internal_error envelope (logged with the stack). A panic
-// after the response started only aborts the connection. Every request is logged at debug
-// level with its status and duration.
+// after the response started only aborts the connection.
 func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tw := &trackingWriter{ResponseWriter: w}
-		began := time.Now()
 		defer func() {
 			v := recover()
 			if v == nil {
-				s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", tw.status,
-					"duration_ms", float64(time.Since(began).Microseconds())/1000, "request_id", requestID(r.Context()))
 				return
 			}
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
+			s.log.ErrorContext(r.Context(), "panic serving request", "method", r.Method, "path", r.URL.Path,
 				"request_id", requestID(r.Context()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if tw.wrote {
 				panic(http.ErrAbortHandler)
@@ -296,6 +290,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			writeError(w, r, s.log, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxOwner, owner)))
+		exchangeOf(r.Context()).owner = owner
+		next.ServeHTTP(w, r.WithContext(logctx.WithOwner(r.Context(), owner)))
 	})
 }
