@@ -38,6 +38,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
+	"github.com/shipyard-dev/shipyard/internal/version"
 )
 
 // Exit codes; see the package documentation.
@@ -56,8 +57,8 @@ const (
 	ExitShellTimeout = 124
 )
 
-// Version is the CLI version (set by the linker in release builds).
-var Version = "dev"
+// Version is the CLI version: Shipyard's one version (internal/version), injected from git.
+var Version = version.Version
 
 // exitError carries an exit code; its message (if any) is printed to stderr.
 type exitError struct {
@@ -145,7 +146,7 @@ status (124 on remote timeout); 64 usage; 65 rejected (validation); 66 not found
 		return nil
 	}
 	root.AddCommand(a.sandboxCmd(), a.pythonCmd(), a.shellCmd(), a.fsCmd(), a.historyCmd(), a.profilesCmd(),
-		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd())
+		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd(), a.versionCmd())
 	return root
 }
 

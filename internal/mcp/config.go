@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/version"
 )
 
 // Defaults of Options (the reference MCP server's).
@@ -48,7 +49,7 @@ func DefaultOptions() Options {
 		MaxWriteFileBytes:    DefaultMaxWriteFileBytes,
 		MaxTransferFileBytes: DefaultMaxTransferFileBytes,
 		CallTimeout:          DefaultCallTimeout,
-		Version:              "dev",
+		Version:              version.Version,
 	}
 }
 
