@@ -37,8 +37,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
-	"github.com/shipyard-dev/shipyard/sdk"
 	"github.com/shipyard-dev/shipyard/internal/version"
+	"github.com/shipyard-dev/shipyard/sdk"
 )
 
 // Exit codes; see the package documentation.
