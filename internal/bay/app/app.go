@@ -180,6 +180,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		drv = d
 	}
 
+	warnMissingImages(ctx, drv, cfg.Profiles, log)
+
 	// Metrics observe the store and the driver through decorators; rawStore and rawDrv stay
 	// for what must not be counted (the scrape's own reads) or needs the concrete driver.
 	met := metrics.New(m.Version, log)

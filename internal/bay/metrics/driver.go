@@ -77,6 +77,9 @@ func (t *timedDriver) ListInstances(ctx context.Context, labels map[string]strin
 	return t.d.ListInstances(ctx, labels)
 }
 
+// Unwrap returns the decorated driver (bay.DriverPort finds optional ports through it).
+func (t *timedDriver) Unwrap() bay.Driver { return t.d }
+
 func (t *timedDriver) WatchDeaths(ctx context.Context, labels map[string]string, died func(string)) error {
 	return t.d.WatchDeaths(ctx, labels, died)
 }

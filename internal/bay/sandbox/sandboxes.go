@@ -23,7 +23,8 @@ type CreateParams struct {
 // is removed again if the database write fails). hook (may be nil) runs
 // inside the transaction that inserts the rows.
 //
-// Errors: validation_error "Invalid profile: X" (400); not_found "Cargo not found: X"; conflict
+// Errors: validation_error "Invalid profile: X" (400), or with reason image_missing when the
+// profile's image is not on the engine (400, with the hint to build it); not_found "Cargo not found: X"; conflict
 // (409) when cargo_id names a managed cargo (it belongs to another sandbox); internal_error when
 // the volume cannot be created.
 func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParams, hook TxHook) (*bayapi.SandboxResponse, error) {
@@ -33,6 +34,9 @@ func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParam
 	prof := s.Profile(p.ProfileID)
 	if prof == nil {
 		return nil, bay.Errorf(bay.CodeValidation, "Invalid profile: %s", p.ProfileID)
+	}
+	if err := s.checkImages(ctx, prof); err != nil {
+		return nil, err
 	}
 	now := s.now()
 	var expires *time.Time

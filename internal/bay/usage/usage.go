@@ -21,7 +21,7 @@ type Reporter struct {
 
 // New returns a Reporter, or nil when drv cannot report usage.
 func New(store bay.Reader, drv bay.Driver) *Reporter {
-	ur, ok := drv.(bay.UsageReporter)
+	ur, ok := bay.DriverPort[bay.UsageReporter](drv)
 	if !ok {
 		return nil
 	}
