@@ -205,6 +205,6 @@ func (a *app) sandboxCmd() *cobra.Command {
 		}}
 	extend.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
 
-	cmd.AddCommand(create, list, get, stop, del, extend, keep)
+	cmd.AddCommand(create, list, get, stop, del, extend, keep, a.metricsCmd())
 	return cmd
 }
