@@ -229,6 +229,9 @@ func (a *app) report(err error) int {
 				fmt.Fprintf(a.stderr, ", request_id %s", apiErr.RequestID)
 			}
 			fmt.Fprintln(a.stderr, ")")
+			if apiErr.Code == bayapi.CodeUnauthorized {
+				fmt.Fprintln(a.stderr, "  The API key comes from --token, else $SHIPYARD_TOKEN, else $BAY_TOKEN (bay's first start writes one to its credentials.json).")
+			}
 		}
 		return codeForAPI(apiErr)
 	}

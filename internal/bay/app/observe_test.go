@@ -169,8 +169,8 @@ func TestObservability(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	if res.StatusCode != 401 {
-		t.Fatalf("anonymous /metrics = %d, want 401", res.StatusCode)
+	if res.StatusCode != 401 || res.Header.Get("WWW-Authenticate") != `Bearer realm="bay"` {
+		t.Fatalf("anonymous /metrics = %d %v, want 401 naming the Bearer scheme", res.StatusCode, res.Header)
 	}
 	st, _, b = call("GET", "/metrics", "")
 	if st != 200 {

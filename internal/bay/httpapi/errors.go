@@ -99,6 +99,10 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.DebugContext(r.Context(), "request refused", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
 			"status", status, "code", env.Error.Code, "err", err)
 	}
+	if status == http.StatusUnauthorized {
+		// RFC 9110: a 401 names the scheme to use (MCP clients read it too).
+		w.Header().Set("WWW-Authenticate", `Bearer realm="bay"`)
+	}
 	if status == http.StatusServiceUnavailable {
 		if ms, ok := env.Error.Details["retry_after_ms"].(int); ok {
 			w.Header().Set("Retry-After", fmt.Sprint((ms+999)/1000))
