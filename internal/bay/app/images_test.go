@@ -54,6 +54,13 @@ func TestMissingImageRefusesCreate(t *testing.T) {
 		t.Errorf("a refused create left %d volumes", n)
 	}
 
+	// An unknown profile names the valid ones.
+	st, v = call(t, "POST", "http://"+m.ListenAddr()+"/v1/sandboxes", `{"profile":"nope"}`)
+	e, _ = v["error"].(map[string]any)
+	if msg, _ := e["message"].(string); st != 400 || !strings.HasPrefix(msg, "Invalid profile: nope (valid: python-default") {
+		t.Errorf("unknown profile = %d %v", st, v)
+	}
+
 	drv.SetDown(true)
 	if st, v := create(); st != 201 {
 		t.Errorf("create while the engine cannot say = %d %v, want 201 (lazy start)", st, v)

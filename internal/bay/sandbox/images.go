@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
@@ -34,4 +35,15 @@ func (s *Service) checkImages(ctx context.Context, prof *bay.Profile) error {
 	hint := bay.ImageBuildHint(m.Image)
 	return bay.Errorf(bay.CodeValidation, "Image %s of profile %s is not on the container engine: %s", m.Image, m.Profile, hint).
 		WithDetails(map[string]any{"reason": "image_missing", "profile": m.Profile, "image": m.Image, "hint": hint})
+}
+
+// invalidProfile is the validation_error of an unknown profile: the reference's message
+// "Invalid profile: X", followed by the valid ones (also in details.valid_profiles).
+func (s *Service) invalidProfile(id string) *bay.Error {
+	valid := make([]string, 0, len(s.cfg.Profiles))
+	for _, p := range s.cfg.Profiles {
+		valid = append(valid, p.ID)
+	}
+	return bay.Errorf(bay.CodeValidation, "Invalid profile: %s (valid: %s)", id, strings.Join(valid, ", ")).
+		WithDetails(map[string]any{"valid_profiles": valid})
 }

@@ -33,7 +33,7 @@ func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParam
 	}
 	prof := s.Profile(p.ProfileID)
 	if prof == nil {
-		return nil, bay.Errorf(bay.CodeValidation, "Invalid profile: %s", p.ProfileID)
+		return nil, s.invalidProfile(p.ProfileID)
 	}
 	if err := s.checkImages(ctx, prof); err != nil {
 		return nil, err
