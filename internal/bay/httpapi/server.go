@@ -157,6 +157,7 @@ func (s *Server) Mount(pattern string, h http.Handler, authenticated bool) {
 	}
 	s.mounted[pattern] = h
 	s.mux.Handle(pattern, h)
+	s.openapi = s.buildOpenAPI()
 }
 
 // Handler returns the root handler: panic recovery, request ids, the mux, and enveloped 404 /
