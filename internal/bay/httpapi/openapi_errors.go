@@ -49,7 +49,8 @@ func errorCodes(rt route) map[int][]string {
 			add(409, bayapi.CodeSandboxExpired)
 		}
 	}
-	if rt.doc.tag == "filesystem" {
+	if rt.doc.tag == "filesystem" || rt.doc.tag == "capabilities" {
+		// Paths, and the cwd of a command, are checked like files.
 		add(400, bayapi.CodeInvalidPath, bayapi.CodeIsADirectory, bayapi.CodeNotADirectory)
 		add(404, bayapi.CodeFileNotFound)
 	}
