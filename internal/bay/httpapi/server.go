@@ -37,6 +37,13 @@
 //   - execution_time_ms covers the runtime call only, not a cold start.
 //   - containers[] of GET /v1/sandboxes/{id} lists each container's capabilities (was []).
 //   - GET /v1/sandboxes/{id}/terminal proxies ship's PTY WebSocket (no reference endpoint).
+//   - POST /v1/sandboxes of a profile whose image is not on the engine is 400
+//     validation_error with details.reason image_missing and the hint to build it (the
+//     reference created the sandbox and failed its first call with a 500); an unknown
+//     profile's message goes on with the valid ones.
+//   - Every 401 carries WWW-Authenticate: Bearer realm="bay".
+//   - GET /readyz, GET /metrics (Prometheus, authenticated) and GET /v1/sandboxes/{id}/metrics
+//     are ours (docs/operations.md).
 package httpapi
 
 import (
