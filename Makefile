@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# VERSION is the one version of every binary and image (scripts/version.sh: from git).
+VERSION ?= $(shell scripts/version.sh)
+LDVERSION := -X github.com/shipyard-dev/shipyard/internal/version.Version=$(VERSION)
 BIN := bin
 # Test timeout: the whole suite must end well inside CI's 90 minutes on 2 cores.
 TEST_TIMEOUT ?= 45m
@@ -15,10 +17,10 @@ all: build
 ## build: static bin/ship and bin/gull (CGO_ENABLED=0), bin/bay and bin/shipyard.
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/ship ./cmd/ship
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BIN)/gull ./cmd/gull
-	$(GO) build -trimpath -o $(BIN)/bay ./cmd/bay
-	$(GO) build -trimpath -o $(BIN)/shipyard ./cmd/shipyard
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDVERSION)' -o $(BIN)/ship ./cmd/ship
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDVERSION)' -o $(BIN)/gull ./cmd/gull
+	$(GO) build -trimpath -ldflags '$(LDVERSION)' -o $(BIN)/bay ./cmd/bay
+	$(GO) build -trimpath -ldflags '$(LDVERSION)' -o $(BIN)/shipyard ./cmd/shipyard
 
 ## host-deps: the Debian packages the image build and the tests need (idempotent).
 host-deps:

@@ -297,6 +297,7 @@ func (b *Bay) send(req *http.Request) Response {
 		b.t.Fatalf("read body: %v", err)
 	}
 	r := Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+	b.checkAgainstOpenAPI(req, resp.StatusCode, resp.Header, raw)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") && len(raw) > 0 {
 		_ = json.Unmarshal(raw, &r.JSON)
 	}

@@ -17,10 +17,8 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/app"
 	"github.com/shipyard-dev/shipyard/internal/imagebuild"
 	"github.com/shipyard-dev/shipyard/internal/mcp"
+	"github.com/shipyard-dev/shipyard/internal/version"
 )
-
-// Version is bay's version, set at link time with -ldflags "-X main.Version=...".
-var Version = "0.1.0-dev"
 
 func main() {
 	if err := root().Execute(); err != nil {
@@ -39,7 +37,7 @@ func root() *cobra.Command {
 		log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		m := &app.Main{ConfigFile: configFile, Addr: addr, Log: log, Version: Version}
+		m := &app.Main{ConfigFile: configFile, Addr: addr, Log: log, Version: version.Version}
 		// /mcp serves the MCP tools over streamable HTTP. The tools call bay's own public API on
 		// loopback with the caller's credentials, so MCP gets exactly the HTTP API's auth and
 		// owner scoping and links nothing of bay's internals.
@@ -54,7 +52,7 @@ func root() *cobra.Command {
 	rootCmd := &cobra.Command{
 		Use:           "bay",
 		Short:         "Shipyard control plane (REST API v1)",
-		Version:       Version,
+		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
@@ -64,7 +62,9 @@ func root() *cobra.Command {
 	serveCmd := &cobra.Command{Use: "serve", Short: "Run the bay daemon (default)", Args: cobra.NoArgs, RunE: serve}
 	addServeFlags(serveCmd)
 
-	rootCmd.AddCommand(serveCmd, imagebuild.Command())
+	versionCmd := &cobra.Command{Use: "version", Short: "Print bay's version", Args: cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.Version) }}
+	rootCmd.AddCommand(serveCmd, versionCmd, imagebuild.Command())
 	rootCmd.SetContext(context.Background())
 	return rootCmd
 }

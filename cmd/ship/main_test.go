@@ -40,7 +40,7 @@ func TestDependencies(t *testing.T) {
 func buildShip(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "ship")
-	build := exec.Command("go", "build", "-o", bin, "-ldflags", "-X github.com/shipyard-dev/shipyard/internal/ship/version.Version=9.9.9-test", ".")
+	build := exec.Command("go", "build", "-o", bin, "-ldflags", "-X github.com/shipyard-dev/shipyard/internal/version.Version=9.9.9-test", ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

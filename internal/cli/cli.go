@@ -37,6 +37,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/version"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -56,8 +57,8 @@ const (
 	ExitShellTimeout = 124
 )
 
-// Version is the CLI version (set by the linker in release builds).
-var Version = "dev"
+// Version is the CLI version: Shipyard's one version (internal/version), injected from git.
+var Version = version.Version
 
 // exitError carries an exit code; its message (if any) is printed to stderr.
 type exitError struct {
@@ -145,7 +146,8 @@ status (124 on remote timeout); 64 usage; 65 rejected (validation); 66 not found
 		return nil
 	}
 	root.AddCommand(a.sandboxCmd(), a.pythonCmd(), a.shellCmd(), a.fsCmd(), a.historyCmd(), a.profilesCmd(),
-		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd(), a.skillsCmd(), a.execsCmd(), a.jobCmd())
+		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd(), a.skillsCmd(), a.execsCmd(), a.jobCmd(),
+		a.versionCmd())
 	return root
 }
 
@@ -228,6 +230,9 @@ func (a *app) report(err error) int {
 				fmt.Fprintf(a.stderr, ", request_id %s", apiErr.RequestID)
 			}
 			fmt.Fprintln(a.stderr, ")")
+			if apiErr.Code == bayapi.CodeUnauthorized {
+				fmt.Fprintln(a.stderr, "  The API key comes from --token, else $SHIPYARD_TOKEN, else $BAY_TOKEN (bay's first start writes one to its credentials.json).")
+			}
 		}
 		return codeForAPI(apiErr)
 	}

@@ -180,7 +180,7 @@ func TestExitCodes(t *testing.T) {
 	t.Run("unauthorized", func(t *testing.T) {
 		fake.SetToken("secret")
 		defer func() { fake.SetToken("") }()
-		if r := run(t, fake.URL, "", "sandbox", "list"); r.code != 77 || !strings.Contains(r.stderr, "[unauthorized] Authentication required") {
+		if r := run(t, fake.URL, "", "sandbox", "list"); r.code != 77 || !strings.Contains(r.stderr, "[unauthorized] Authentication required") || !strings.Contains(r.stderr, "--token, else $SHIPYARD_TOKEN") {
 			t.Fatalf("%+v", r)
 		}
 		if r := run(t, fake.URL, "", "--token", "secret", "sandbox", "list"); r.code != 0 {
@@ -310,6 +310,20 @@ func TestFilesRoundTrip(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
 		t.Fatal("round trip changed the content")
+	}
+	// An existing local file is replaced only with --force.
+	os.WriteFile(dst, []byte("mine"), 0o644)
+	if r = run(t, fake.URL, "", "fs", "get", id, "data/blob.bin", dst); r.code != 64 || !strings.Contains(r.stderr, "--force") {
+		t.Fatalf("get over an existing file: %+v", r)
+	}
+	if got, _ := os.ReadFile(dst); string(got) != "mine" {
+		t.Fatal("get without --force overwrote the local file")
+	}
+	if r = run(t, fake.URL, "", "fs", "get", "--force", id, "data/blob.bin", dst); r.code != 0 {
+		t.Fatalf("get --force: %+v", r)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
+		t.Fatal("get --force did not replace the file")
 	}
 	if r = run(t, fake.URL, "", "fs", "cat", id, "notes.txt"); r.code != 0 || r.stdout != "streamed from stdin" {
 		t.Fatalf("cat: %+v", r)

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -125,7 +127,8 @@ func (a *app) fsCmd() *cobra.Command {
 			})
 		}}
 
-	get := &cobra.Command{Use: "get <sandbox> <remote-path> [local-file | -]", Short: "Download a file (streamed; '-' writes stdout)", Args: rangeArgs(2, 3),
+	var force bool
+	get := &cobra.Command{Use: "get <sandbox> <remote-path> [local-file | -]", Short: "Download a file (streamed; '-' writes stdout; an existing local file only with --force)", Args: rangeArgs(2, 3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			remote := args[1]
 			local := path.Base(remote)
@@ -139,6 +142,9 @@ func (a *app) fsCmd() *cobra.Command {
 				}
 				if st, err := os.Stat(local); err == nil && st.IsDir() {
 					local = filepath.Join(local, path.Base(remote))
+				}
+				if _, err := os.Lstat(local); err == nil && !force {
+					return usageErr("%s exists: pass --force to overwrite it", local)
 				}
 				// Download into a temporary file and rename it, so a failure leaves nothing behind.
 				tmp, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".part-*")
@@ -155,7 +161,7 @@ func (a *app) fsCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if err := os.Rename(tmp.Name(), local); err != nil {
+				if err := placeDownload(tmp.Name(), local, force); err != nil {
 					return err
 				}
 				if a.json() {
@@ -182,6 +188,7 @@ func (a *app) fsCmd() *cobra.Command {
 				return nil
 			})
 		}}
+	get.Flags().BoolVarP(&force, "force", "f", false, "overwrite an existing local file")
 	cmd.AddCommand(ls, cat, put, get, rm)
 	return cmd
 }
@@ -214,4 +221,20 @@ func (t *teeSeeker) Seek(off int64, whence int) (int64, error) {
 		t.p.mu.Unlock()
 	}
 	return n, err
+}
+
+// placeDownload moves the finished download tmp to local. Without force it never replaces a
+// file: a hard link fails when local appeared meanwhile (then tmp is left for the caller to
+// remove).
+func placeDownload(tmp, local string, force bool) error {
+	if force {
+		return os.Rename(tmp, local)
+	}
+	if err := os.Link(tmp, local); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return usageErr("%s exists: pass --force to overwrite it", local)
+		}
+		return err
+	}
+	return os.Remove(tmp)
 }

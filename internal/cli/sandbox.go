@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,7 +66,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sandbox", Aliases: []string{"sb"}, Short: "Create, inspect and remove sandboxes"}
 
 	var profile, cargo, idemKey string
-	var ttl int
+	ttl := int(DefaultTTL / time.Second)
 	var skills []string
 	create := &cobra.Command{Use: "create", Short: "Create a sandbox (prints its id)", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -86,7 +87,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 			})
 		}}
 	create.Flags().StringVar(&profile, "profile", "", "profile id (default: bay's python-default)")
-	create.Flags().IntVar(&ttl, "ttl", 0, "time to live in seconds (0 = no expiry)")
+	create.Flags().Var(secondsValue{&ttl}, "ttl", "time to live, e.g. 30m, 2h or 600 (seconds); 0 = no expiry")
 	create.Flags().StringVar(&cargo, "cargo", "", "attach an existing cargo as /workspace")
 	create.Flags().StringSliceVar(&skills, "skill", nil, "library skill to mount at /skills/<name> (repeatable)")
 	create.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
@@ -182,11 +183,11 @@ func (a *app) sandboxCmd() *cobra.Command {
 		return c.Keepalive(ctx, id)
 	})
 
-	extend := &cobra.Command{Use: "extend <sandbox> <seconds>", Short: "Extend a sandbox's TTL", Args: exactArgs(2),
+	extend := &cobra.Command{Use: "extend <sandbox> <duration>", Short: "Extend a sandbox's TTL by a duration (30m, 2h, or seconds)", Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			secs, err := strconv.Atoi(args[1])
+			secs, err := parseSeconds(args[1])
 			if err != nil {
-				return usageErr("seconds must be an integer, not %q", args[1])
+				return usageErr("duration %v", err)
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				var opts []sdk.CallOption
@@ -206,6 +207,6 @@ func (a *app) sandboxCmd() *cobra.Command {
 		}}
 	extend.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
 
-	cmd.AddCommand(create, list, get, stop, del, extend, keep)
+	cmd.AddCommand(create, list, get, stop, del, extend, keep, a.metricsCmd())
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/internal/version"
 )
 
 // Defaults of Options (the reference MCP server's).
@@ -52,7 +53,7 @@ func DefaultOptions() Options {
 		MaxWriteFileBytes:    DefaultMaxWriteFileBytes,
 		MaxTransferFileBytes: DefaultMaxTransferFileBytes,
 		CallTimeout:          DefaultCallTimeout,
-		Version:              "dev",
+		Version:              version.Version,
 	}
 }
 

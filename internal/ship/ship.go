@@ -185,10 +185,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := writeProfileEnv(ws, os.Getenv(shipapi.EnvProfileEnvKeys), os.LookupEnv, log); err != nil {
 		log.Warn("cannot write the profile environment file", "file", shipapi.ProfileEnvFile, "err", err)
 	}
+	if err := writeLoginProfile(ws); err != nil {
+		log.Warn("cannot write the login profile", "file", loginProfileFile, "err", err)
+	}
 
 	// The kernel, shells and terminals do not inherit the runtime token (code in the sandbox
 	// has no use for it; the token only guards ship from other sandboxes and host users).
-	env := runtimekit.WithoutEnv(os.Environ(), shipapi.EnvAuthToken)
+	env := userEnv(runtimekit.WithoutEnv(os.Environ(), shipapi.EnvAuthToken), ws.Dir())
 	kernelEnv := runtimekit.WithEnv(env, "PYDEVD_DISABLE_FILE_VALIDATION=1", "MPLBACKEND="+kernelMPLBackend)
 	var onExhausted func() string
 	if cfg.Sandbox != nil {
@@ -200,7 +203,7 @@ func (m *Main) Run(ctx context.Context) error {
 			Python:         cfg.Python,
 			Dir:            ws.Dir(),
 			Env:            kernelEnv,
-			InitCode:       kernelInitCode,
+			InitCode:       kernelInitCode + kernelUserSiteCode,
 			HeartbeatEvery: 5 * time.Second,
 			User:           cfg.Sandbox,
 		},

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/auth"
@@ -31,10 +32,13 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/lease"
+	"github.com/shipyard-dev/shipyard/internal/bay/metrics"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
+	"github.com/shipyard-dev/shipyard/internal/bay/usage"
 	"github.com/shipyard-dev/shipyard/internal/bay/warmpool"
+	"github.com/shipyard-dev/shipyard/internal/logctx"
 )
 
 var (
@@ -121,6 +125,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if log == nil {
 		log = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
+	// Every line logged with a request's context names the request (and its owner).
+	log = logctx.Wrap(log)
 	env := m.Env
 	if env == nil {
 		env = os.Environ()
@@ -183,6 +189,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		drv = d
 	}
 
+	warnMissingImages(ctx, drv, cfg.Profiles, log)
+
+	// Metrics observe the store and the driver through decorators; rawStore and rawDrv stay
+	// for what must not be counted (the scrape's own reads) or needs the concrete driver.
+	met := metrics.New(m.Version, log)
+	rawStore, rawDrv := store, drv
+	store, drv = met.Store(store), met.Driver(drv)
+	met.RegisterState(rawStore)
+
 	dataDir := lookup(env, config.EnvDataDir)
 	authn, _, err := auth.Provision(ctx, store, cfg, env, dataDir, log)
 	if err != nil {
@@ -227,6 +242,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		OrphanGrace:           cfg.GC.OrphanContainer.Grace,
 		OrphanContainerDryRun: cfg.GC.OrphanContainer.DryRun,
 		StaleStartAfter:       svc.Config().ReadinessTimeout + svc.Config().StaleStartMargin,
+		Observe:               met.ObserveGC,
 	}
 	sched := gc.New(store, drv, svc, nil, log, gcc)
 
@@ -270,11 +286,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer stopExecs(ctx, execSvc)
-	api := httpapi.New(httpapi.Options{
+	opts := httpapi.Options{
 		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Skills: lib, Log: log,
 		Execs: execSvc, Jobs: jobSvc,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
-	})
+		Observer: met, Readiness: readiness(rawStore, rawDrv),
+	}
+	if u := usage.New(store, drv); u != nil {
+		opts.Usage = u
+	}
+	api := httpapi.New(opts)
+	// Prometheus scrapes with an API key like any client (bearer_token in its scrape config):
+	// the metrics name no owner, but they describe the whole platform.
+	api.Mount("GET "+bayapi.PathMetrics, met.Handler(), true)
 	if m.MountMCP != nil {
 		// MCP spot: the lead mounts internal/mcp here (authenticated like every endpoint).
 		if h := m.MountMCP(m); h != nil {
@@ -309,7 +333,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if guard != nil {
 		loops["netguard"] = guard.Run
 	}
-	if w, ok := drv.(imageCacheWarmer); ok {
+	if w, ok := rawDrv.(imageCacheWarmer); ok {
 		loops["imagecache"] = func(ctx context.Context) error { warmImageCaches(ctx, w, cfg.Profiles, log); return nil }
 	}
 	for name, run := range loops {
@@ -428,4 +452,18 @@ func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) (do
 	return func(ctx context.Context, id string, options map[string]string) error {
 		return g.Protect(ctx, netguard.BridgeName(id, options))
 	}, g
+}
+
+// readiness are the checks of GET /readyz: the database answers a read (a missing row is an
+// answer) and the container engine answers a ping.
+func readiness(store bay.Reader, drv bay.Driver) map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{
+		"database": func(ctx context.Context) error {
+			if _, err := store.GetSandbox(ctx, "readiness-probe"); err != nil && !bay.IsNotFound(err) {
+				return err
+			}
+			return nil
+		},
+		"engine": drv.Ping,
+	}
 }

@@ -38,14 +38,7 @@ func TestMainServesAndDrains(t *testing.T) {
 		n := 1
 		return 200, shipapi.ExecPythonResponse{Success: true, ExecutionCount: &n, Output: shipapi.PythonOutput{Text: req.Code}}
 	}
-	cfg := config.DefaultConfig()
-	cfg.Database.URL = "sqlite:///" + filepath.Join(dir, "bay.db")
-	cfg.Security.APIKey = "sk-test"
-	cfg.GC.RunOnStartup = false
-	cfg.WarmPool.RunOnStartup = false
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := sqliteConfig(t, dir)
 	m := &app.Main{
 		Config: cfg, Addr: "127.0.0.1:0", Env: []string{"BAY_DATA_DIR=" + dir},
 		Driver: fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() })),

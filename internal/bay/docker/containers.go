@@ -97,7 +97,7 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 	}
 	id := res.ID
 	for _, w := range res.Warnings {
-		d.log.Warn("engine warning on create", "container", spec.Name, "warning", w)
+		d.log.WarnContext(ctx, "engine warning on create", "container", spec.Name, "warning", w)
 	}
 	if extra != "" {
 		_, err := d.cli.NetworkConnect(ctx, extra, client.NetworkConnectOptions{Container: id})
@@ -113,7 +113,7 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 			return "", fmt.Errorf("create container %s: connect network %s: %w", spec.Name, extra, classify(err))
 		}
 	}
-	d.log.Debug("container created", "container", spec.Name, "id", id, "image", spec.Image, "network", primary)
+	d.log.DebugContext(ctx, "container created", "container", spec.Name, "id", id, "image", spec.Image, "network", primary)
 	return id, nil
 }
 
@@ -166,7 +166,7 @@ func (d *Driver) rollback(ctx context.Context, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
 	defer cancel()
 	if err := d.removeContainer(ctx, id); err != nil {
-		d.log.Error("rollback: remove half-created container", "id", id, "err", err)
+		d.log.ErrorContext(ctx, "rollback: remove half-created container", "id", id, "err", err)
 	}
 }
 
@@ -350,7 +350,7 @@ func (d *Driver) startContainer(ctx context.Context, id string, oneShot bool) (s
 		if attempt == 5 || !strings.Contains(err.Error(), "is ambiguous") {
 			return "", fmt.Errorf("start container %s: %w", id, classify(err))
 		}
-		d.log.Debug("network name ambiguous at start, removing duplicates", "id", id, "err", err)
+		d.log.DebugContext(ctx, "network name ambiguous at start, removing duplicates", "id", id, "err", err)
 		if _, nerr := d.ensureSandboxNetwork(ctx); nerr != nil {
 			return "", fmt.Errorf("start container %s: %w (then: %w)", id, classify(err), nerr)
 		}
@@ -379,7 +379,7 @@ func (d *Driver) startContainer(ctx context.Context, id string, oneShot bool) (s
 	if endpoint == "" {
 		return "", fmt.Errorf("start container %s: no reachable address in connect mode %s", id, d.cfg.ConnectMode)
 	}
-	d.log.Debug("container started", "id", id, "endpoint", endpoint)
+	d.log.DebugContext(ctx, "container started", "id", id, "endpoint", endpoint)
 	return endpoint, nil
 }
 
@@ -503,10 +503,10 @@ func (d *Driver) removeContainer(ctx context.Context, id string) error {
 		_, err := d.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		switch {
 		case err == nil:
-			d.log.Debug("container removed", "id", id)
+			d.log.DebugContext(ctx, "container removed", "id", id)
 			return nil
 		case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
-			d.log.Debug("container removal already in progress, waiting for it", "id", id)
+			d.log.DebugContext(ctx, "container removal already in progress, waiting for it", "id", id)
 			return d.waitGone(ctx, id)
 		case !cerrdefs.IsNotFound(err):
 			return fmt.Errorf("remove container %s: %w", id, classify(err))
@@ -518,7 +518,7 @@ func (d *Driver) removeContainer(ctx context.Context, id string) error {
 		case !creating:
 			return nil
 		}
-		d.log.Debug("container is still being created, waiting to remove it", "id", id)
+		d.log.DebugContext(ctx, "container is still being created, waiting to remove it", "id", id)
 		if err := sleepCtx(ctx, delay); err != nil {
 			return fmt.Errorf("remove container %s: still being created: %w", id, err)
 		}

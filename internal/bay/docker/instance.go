@@ -258,7 +258,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err := ctx.Err(); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
-	d.log.Debug("instance created", "instance", spec.Name, "containers", len(inst.Containers))
+	d.log.DebugContext(ctx, "instance created", "instance", spec.Name, "containers", len(inst.Containers))
 	return inst, nil
 }
 
@@ -271,14 +271,14 @@ func (d *Driver) rollbackInstance(ctx context.Context, name string, made []strin
 	for _, id := range made {
 		wg.Go(func() {
 			if err := d.removeContainer(ctx, id); err != nil {
-				d.log.Error("rollback: remove half-created container", "instance", name, "container", id, "err", err)
+				d.log.ErrorContext(ctx, "rollback: remove half-created container", "instance", name, "container", id, "err", err)
 			}
 		})
 	}
 	wg.Wait()
 	if network != "" {
 		if err := d.removeNetwork(ctx, network); err != nil {
-			d.log.Error("rollback: remove the instance network", "instance", name, "network", network, "err", err)
+			d.log.ErrorContext(ctx, "rollback: remove the instance network", "instance", name, "network", network, "err", err)
 		}
 	}
 }
@@ -394,7 +394,7 @@ func (d *Driver) stopGracefully(ctx context.Context, ids []string) {
 		wg.Go(func() {
 			grace := stopGrace
 			if _, err := d.cli.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &grace}); err != nil {
-				d.log.Debug("graceful stop failed; removing by force", "id", id, "err", err)
+				d.log.DebugContext(ctx, "graceful stop failed; removing by force", "id", id, "err", err)
 			}
 		})
 	}

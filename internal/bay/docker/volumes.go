@@ -59,7 +59,7 @@ func (d *Driver) CreateVolume(ctx context.Context, spec bay.VolumeSpec) (string,
 		}
 		return "", fmt.Errorf("create volume %s: %w", name, classify(err))
 	}
-	d.log.Debug("volume created", "volume", res.Volume.Name, "size_bytes", spec.SizeBytes, "bounded", bounded)
+	d.log.DebugContext(ctx, "volume created", "volume", res.Volume.Name, "size_bytes", spec.SizeBytes, "bounded", bounded)
 	return res.Volume.Name, nil
 }
 
@@ -81,7 +81,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, ref string) error {
 		if err := d.dropLoopCargo(ctx, ref); err != nil {
 			return fmt.Errorf("delete volume %s: %w", ref, err)
 		}
-		d.log.Debug("volume deleted", "volume", ref)
+		d.log.DebugContext(ctx, "volume deleted", "volume", ref)
 		return nil
 	case cerrdefs.IsConflict(err):
 		return fmt.Errorf("delete volume %s: in use: %w", ref, classify(err))

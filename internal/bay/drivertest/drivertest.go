@@ -127,6 +127,7 @@ func Run(t *testing.T, h Harness) {
 		{"OneShot", s.testOneShot},
 		{"OneShotBadSpecs", s.testOneShotBadSpecs},
 		{"OneShotKilledWhenWaitEnds", s.testOneShotKilled},
+		{"Usage", s.testUsage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

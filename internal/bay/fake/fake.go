@@ -50,12 +50,13 @@ const (
 	MethodListInstances   = "ListInstances"
 	MethodWatchDeaths     = "WatchDeaths"
 	MethodWaitInstance    = "WaitInstance"
+	MethodInstanceUsage   = "InstanceUsage"
 )
 
 var methods = []string{
 	MethodPing, MethodCreateVolume, MethodDeleteVolume, MethodInspectVolume, MethodListVolumes,
 	MethodCreateInstance, MethodInspectInstance, MethodDestroyInstance, MethodListInstances,
-	MethodWatchDeaths, MethodWaitInstance,
+	MethodWatchDeaths, MethodWaitInstance, MethodInstanceUsage,
 }
 
 // Always makes an injected failure permanent (pass it as times).
@@ -210,6 +211,7 @@ type Driver struct {
 	pingDown   bool
 	watchers   map[int]watcher
 	nextWatch  int
+	usage      map[string]bay.InstanceUsage // by instance, see SetUsage
 }
 
 var _ bay.Driver = (*Driver)(nil)

@@ -101,6 +101,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	// BatchSize bounds the rows read per query page (default 200).
 	BatchSize int
+	// Observe, when set, is told every task's result of a cycle that is not a dry run
+	// (metrics). It must not block.
+	Observe func(TaskResult)
 }
 
 // DefaultConfig returns the defaults: enabled, run on startup, every 300 s, all tasks but
@@ -296,6 +299,9 @@ func (s *Scheduler) RunOnce(ctx context.Context, opts RunOptions) (RunResult, er
 			break
 		}
 		tr := s.runTask(ctx, name, opts.DryRun)
+		if s.cfg.Observe != nil && !opts.DryRun {
+			s.cfg.Observe(tr)
+		}
 		res.Results = append(res.Results, tr)
 		res.TotalCleaned += tr.CleanedCount
 		res.TotalErrors += len(tr.Errors)

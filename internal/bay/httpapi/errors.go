@@ -85,18 +85,23 @@ const StatusClientClosedRequest = 499
 func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
 	status, env := statusOf(err)
 	env.Error.RequestID = requestID(r.Context())
+	exchangeOf(r.Context()).code = env.Error.Code
 	if errors.Is(r.Context().Err(), context.Canceled) {
-		log.Info("request cancelled by the client", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
+		log.InfoContext(r.Context(), "request cancelled by the client", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
 			"status", StatusClientClosedRequest, "code", env.Error.Code, "err", err)
 		writeJSON(w, StatusClientClosedRequest, env)
 		return
 	}
 	if status >= 500 {
-		log.Error("request failed", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
+		log.ErrorContext(r.Context(), "request failed", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
 			"status", status, "code", env.Error.Code, "err", err)
 	} else {
-		log.Debug("request refused", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
+		log.DebugContext(r.Context(), "request refused", "request_id", env.Error.RequestID, "method", r.Method, "path", r.URL.Path,
 			"status", status, "code", env.Error.Code, "err", err)
+	}
+	if status == http.StatusUnauthorized {
+		// RFC 9110: a 401 names the scheme to use (MCP clients read it too).
+		w.Header().Set("WWW-Authenticate", `Bearer realm="bay"`)
 	}
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		if ms, ok := env.Error.Details["retry_after_ms"].(int); ok {

@@ -510,10 +510,10 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.Copy(w, rc); err != nil {
 		if r.Context().Err() != nil {
-			s.log.Info("download cancelled by the client", "request_id", requestID(r.Context()), "status", StatusClientClosedRequest, "err", err)
+			s.log.InfoContext(r.Context(), "download cancelled by the client", "request_id", requestID(r.Context()), "status", StatusClientClosedRequest, "err", err)
 			return
 		}
-		s.log.Warn("download interrupted", "request_id", requestID(r.Context()), "err", err)
+		s.log.WarnContext(r.Context(), "download interrupted", "request_id", requestID(r.Context()), "err", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -177,7 +178,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	offset := int(queryInt(r, &is, "offset", 0, 0, bayapi.MaxOffset))
 	var statuses []string
 	if v := r.URL.Query().Get("status"); v != "" {
-		if !contains(bayapi.JobStatuses, v) {
+		if !slices.Contains(bayapi.JobStatuses, v) {
 			is.add("enum", []any{"query", "status"}, "Input should be one of "+strings.Join(bayapi.JobStatuses, ", "), v, nil)
 		}
 		statuses = []string{v}
@@ -199,15 +200,6 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		out.Items = append(out.Items, JobResponse(j))
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {

@@ -79,8 +79,10 @@ func (s *Server) buildOpenAPI() []byte {
 		default:
 			responses[code] = map[string]any{"description": "Success (no content)"}
 		}
-		responses["default"] = map[string]any{"description": "Error (the one envelope)", "content": map[string]any{
-			"application/json": map[string]any{"schema": g.schema(reflect.TypeFor[bayapi.ErrorEnvelope]())}}}
+		envelope := g.schema(reflect.TypeFor[bayapi.ErrorEnvelope]())
+		for status, codes := range errorCodes(rt) {
+			responses[itoa(status)] = errorResponse(status, codes, envelope)
+		}
 		op["responses"] = responses
 		if rt.auth {
 			op["security"] = []any{map[string]any{"bearer": []string{}}}
@@ -92,6 +94,9 @@ func (s *Server) buildOpenAPI() []byte {
 			paths[key] = map[string]any{}
 		}
 		paths[key][strings.ToLower(rt.method)] = op
+	}
+	if _, ok := s.mounted[bayapi.PathMCP]; ok {
+		paths[bayapi.PathMCP] = mcpPath(bayapi.PathMCP)
 	}
 	doc := map[string]any{
 		"openapi": "3.1.0",
@@ -134,7 +139,9 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 	var s map[string]any
 	switch {
 	case t == timeType:
-		s = map[string]any{"type": "string", "format": "date-time", "description": "UTC, ISO-8601 without offset"}
+		// Not format date-time: RFC 3339 requires an offset, the wire has none.
+		s = map[string]any{"type": "string", "pattern": `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?$`,
+			"description": "UTC, ISO-8601 without an offset, microseconds when non-zero (2026-03-01T10:00:00.123456)"}
 	case t == intType:
 		s = map[string]any{"type": "integer"}
 	case t == anyType:

@@ -57,6 +57,8 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{method: "GET", pattern: bayapi.PathHealth, handler: s.health,
 			doc: opDoc{id: "health", summary: "Liveness", tag: "meta", status: 200, response: bayapi.HealthResponse{}}},
+		{method: "GET", pattern: bayapi.PathReady, handler: s.readyz,
+			doc: opDoc{id: "ready", summary: "Readiness: the database and the container engine answer (503 unavailable with details.checks otherwise)", tag: "meta", status: 200, response: bayapi.ReadyResponse{}}},
 		{method: "GET", pattern: bayapi.PathOpenAPI, handler: s.openAPI,
 			doc: opDoc{id: "openapi", summary: "This OpenAPI 3.1 document", tag: "meta", status: 200, response: map[string]any{}}},
 		{method: "GET", pattern: bayapi.PathProfiles, handler: s.listProfiles,
@@ -83,6 +85,9 @@ func (s *Server) routeTable() []route {
 			doc: opDoc{id: "setNetwork", summary: "Change the network policy within the profile's (a change of mode restarts the compute)", tag: "sandboxes", request: bayapi.NetworkPolicy{}, status: 200, response: bayapi.SandboxResponse{}}},
 		{method: "GET", pattern: bayapi.PathNetworkEvents, auth: true, handler: s.networkEvents,
 			doc: opDoc{id: "networkEvents", summary: "The newest refused connections and DNS queries", tag: "sandboxes", status: 200, response: bayapi.NetworkEventList{}}},
+
+		{method: "GET", pattern: bayapi.PathSandboxMetrics, auth: true, handler: s.sandboxMetrics,
+			doc: opDoc{id: "sandboxMetrics", summary: "Resource use now: CPU, memory and pids of the running containers, cargo disk use against its limit (never starts compute)", tag: "sandboxes", status: 200, response: bayapi.SandboxMetrics{}}},
 
 		{method: "POST", pattern: bayapi.PathPythonExec, auth: true, handler: s.execPython,
 			doc: opDoc{id: "execPython", summary: "Run Python in the sandbox's kernel", tag: "capabilities", request: bayapi.PythonExecRequest{}, status: 200, response: bayapi.PythonExecResponse{}}},

@@ -39,6 +39,13 @@
 //   - execution_time_ms covers the runtime call only, not a cold start.
 //   - containers[] of GET /v1/sandboxes/{id} lists each container's capabilities (was []).
 //   - GET /v1/sandboxes/{id}/terminal proxies ship's PTY WebSocket (no reference endpoint).
+//   - POST /v1/sandboxes of a profile whose image is not on the engine is 400
+//     validation_error with details.reason image_missing and the hint to build it (the
+//     reference created the sandbox and failed its first call with a 500); an unknown
+//     profile's message goes on with the valid ones.
+//   - Every 401 carries WWW-Authenticate: Bearer realm="bay".
+//   - GET /readyz, GET /metrics (Prometheus, authenticated) and GET /v1/sandboxes/{id}/metrics
+//     are ours (docs/operations.md).
 package httpapi
 
 import (
@@ -63,6 +70,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/skills"
+	"github.com/shipyard-dev/shipyard/internal/logctx"
 )
 
 // Authenticator maps a request to the owner it acts as (internal/bay/auth.Authenticator).
@@ -104,6 +112,13 @@ type Options struct {
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
 	// (default 60 s).
 	TerminalTouchInterval time.Duration
+	// Observer, when set, is told about every request once it is answered (metrics).
+	Observer Observer
+	// Readiness are the checks of GET /readyz by name (e.g. "database", "engine"); none =
+	// always ready.
+	Readiness map[string]func(ctx context.Context) error
+	// Usage serves GET /v1/sandboxes/{id}/metrics; nil answers 503 unavailable.
+	Usage UsageReporter
 }
 
 // Server is the HTTP API. Create it with New and serve Handler().
@@ -126,20 +141,14 @@ type Server struct {
 type ctxKey int
 
 const (
-	ctxRequestID ctxKey = iota
-	ctxOwner
-	ctxAdmin
+	ctxAdmin ctxKey = iota
 )
 
-func requestID(ctx context.Context) string {
-	s, _ := ctx.Value(ctxRequestID).(string)
-	return s
-}
+func requestID(ctx context.Context) string { return logctx.RequestID(ctx) }
 
 // Owner returns the authenticated owner of a request handled by the Server ("" if none).
 func Owner(ctx context.Context) string {
-	s, _ := ctx.Value(ctxOwner).(string)
-	return s
+	return logctx.Owner(ctx)
 }
 
 // RequestID returns the request id of a request handled by the Server.
@@ -170,7 +179,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{
 		opts: opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
-		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
+		log: logctx.Wrap(opts.Log).With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
 	s.routes = append(append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...), s.jobRoutes()...)
 	for _, rt := range s.routes {
@@ -194,16 +203,18 @@ func (s *Server) Mount(pattern string, h http.Handler, authenticated bool) {
 	}
 	s.mounted[pattern] = h
 	s.mux.Handle(pattern, h)
+	s.openapi = s.buildOpenAPI()
 }
 
 // Handler returns the root handler: panic recovery, request ids, the mux, and enveloped 404 /
 // 405 / 307 answers for what the mux does not route.
 func (s *Server) Handler() http.Handler {
-	return s.withRequestID(s.recoverer(http.HandlerFunc(s.route)))
+	return s.withRequestID(s.observe(s.recoverer(http.HandlerFunc(s.route))))
 }
 
 func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	if _, pattern := s.mux.Handler(r); pattern != "" {
+		exchangeOf(r.Context()).route = pattern
 		s.mux.ServeHTTP(w, r)
 		return
 	}
@@ -244,7 +255,7 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set(bayapi.HeaderRequestID, id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxRequestID, id)))
+		next.ServeHTTP(w, r.WithContext(logctx.WithRequestID(r.Context(), id)))
 	})
 }
 
@@ -258,23 +269,19 @@ func newRequestID() string {
 }
 
 // recoverer turns a panic into a 500 internal_error envelope (logged with the stack). A panic
-// after the response started only aborts the connection. Every request is logged at debug
-// level with its status and duration.
+// after the response started only aborts the connection.
 func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tw := &trackingWriter{ResponseWriter: w}
-		began := time.Now()
 		defer func() {
 			v := recover()
 			if v == nil {
-				s.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", tw.status,
-					"duration_ms", float64(time.Since(began).Microseconds())/1000, "request_id", requestID(r.Context()))
 				return
 			}
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
+			s.log.ErrorContext(r.Context(), "panic serving request", "method", r.Method, "path", r.URL.Path,
 				"request_id", requestID(r.Context()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 			if tw.wrote {
 				panic(http.ErrAbortHandler)
@@ -337,7 +344,8 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			writeError(w, r, s.log, err)
 			return
 		}
-		ctx := context.WithValue(context.WithValue(r.Context(), ctxOwner, owner), ctxAdmin, admin)
+		exchangeOf(r.Context()).owner = owner
+		ctx := context.WithValue(logctx.WithOwner(r.Context(), owner), ctxAdmin, admin)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

@@ -26,7 +26,8 @@ type CreateParams struct {
 // is removed again if the database write fails). hook (may be nil) runs
 // inside the transaction that inserts the rows.
 //
-// Errors: validation_error "Invalid profile: X" (400); not_found "Cargo not found: X"; conflict
+// Errors: validation_error "Invalid profile: X" (400), or with reason image_missing when the
+// profile's image is not on the engine (400, with the hint to build it); not_found "Cargo not found: X"; conflict
 // (409) when cargo_id names a managed cargo (it belongs to another sandbox); internal_error when
 // the volume cannot be created.
 func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParams, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
@@ -35,7 +36,10 @@ func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParam
 	}
 	prof := s.Profile(p.ProfileID)
 	if prof == nil {
-		return nil, bay.Errorf(bay.CodeValidation, "Invalid profile: %s", p.ProfileID)
+		return nil, s.invalidProfile(p.ProfileID)
+	}
+	if err := s.checkImages(ctx, prof); err != nil {
+		return nil, err
 	}
 	network, err := requestNetwork(prof, p.Network)
 	if err != nil {
