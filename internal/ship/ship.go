@@ -192,6 +192,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// The kernel, shells and terminals do not inherit the runtime token (code in the sandbox
 	// has no use for it; the token only guards ship from other sandboxes and host users).
 	env := userEnv(runtimekit.WithoutEnv(os.Environ(), shipapi.EnvAuthToken), ws.Dir())
+	env = writableMPLConfig(env, cfg.Sandbox, log)
 	kernelEnv := runtimekit.WithEnv(env, "PYDEVD_DISABLE_FILE_VALIDATION=1", "MPLBACKEND="+kernelMPLBackend)
 	var onExhausted func() string
 	if cfg.Sandbox != nil {

@@ -3,11 +3,15 @@ package ship
 import (
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/shipyard-dev/shipyard/internal/runtimekit"
+	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
 	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
 )
 
@@ -119,4 +123,32 @@ func writeLoginProfile(ws *workspace.Workspace) error {
 		_, err = f.WriteString(loginProfile)
 		return errors.Join(err, f.Close())
 	})
+}
+
+// writableMPLConfig returns env with MPLCONFIGDIR pointing at a directory the sandbox user can
+// write. The image prebuilds matplotlib's font cache in MPLCONFIGDIR, but a sandbox's root
+// filesystem is read-only, and matplotlib ignores a config directory it cannot write: it would
+// warn in every plot's output and rebuild the cache (seconds) in a throwaway directory. The
+// prebuilt files are copied, as the sandbox user, into one under /tmp (tmpfs, per container).
+func writableMPLConfig(env []string, u *privsep.User, log *slog.Logger) []string {
+	src := lookupEnv(env, "MPLCONFIGDIR")
+	if src == "" {
+		return env
+	}
+	dst := filepath.Join(os.TempDir(), "shipyard-mplconfig")
+	err := u.Do(func() error {
+		if unix.Access(src, unix.W_OK) == nil {
+			dst = src // writable already (a writable root filesystem, ship run by hand)
+			return nil
+		}
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		return os.CopyFS(dst, os.DirFS(src))
+	})
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		log.Warn("cannot prepare a writable matplotlib config directory", "from", src, "err", err)
+		return env
+	}
+	return runtimekit.WithEnv(env, "MPLCONFIGDIR="+dst)
 }
