@@ -29,6 +29,15 @@ const (
 	BearerPrefix         = "Bearer "
 )
 
+// WebSocket subprotocols of the terminal (ours). A browser cannot set headers on a WebSocket,
+// so a client may offer its API key as the subprotocol BearerSubprotocolPrefix +
+// base64url(key) (no padding) next to TerminalSubprotocol; bay reads the key from there when
+// there is no Authorization header and answers with TerminalSubprotocol, never echoing the key.
+const (
+	TerminalSubprotocol     = "shipyard.terminal.v1"
+	BearerSubprotocolPrefix = "shipyard.bearer."
+)
+
 // Default values used by the API.
 const (
 	DefaultProfile     = "python-default"

@@ -311,6 +311,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			writeError(w, r, s.log, bay.Errorf(bay.CodeUnauthorized, "Authentication required"))
 			return
 		}
+		r = bearerFromSubprotocol(r)
 		owner, err := s.opts.Auth.Authenticate(r)
 		if err != nil {
 			if bay.ErrorCode(err) == bay.CodeInternal {
