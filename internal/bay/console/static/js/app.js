@@ -21,7 +21,7 @@ function signInPage() {
       if (!key) return;
       setAPIKey(key);
       try {
-        await call('GET', '/v1/sandboxes?limit=1');
+        await call('GET', '/v1/sandboxes?limit=1', undefined, { probe: true });
         input.value = '';
         if (!location.hash || location.hash === '#/signin') location.hash = '#/sandboxes';
         route();

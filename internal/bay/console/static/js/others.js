@@ -1,7 +1,7 @@
 // Cargos, admin (GC, API keys, warm pool), audited executions and the skill library. The last
 // ones degrade to a notice while this bay does not offer their endpoints.
 import { call, get, qs } from './api.js';
-import { h, clear, fmtTime, fmtBytes, notify, errText, confirmButton, busy, table, unavailable, generic } from './ui.js';
+import { h, clear, fill, fmtTime, fmtBytes, notify, errText, confirmButton, busy, table, unavailable, generic } from './ui.js';
 
 function head(title) {
   document.title = title + ' · Shipyard console';
@@ -11,9 +11,9 @@ function head(title) {
 async function section(box, title, path, render) {
   try {
     const v = await get(path);
-    clear(box).append(render ? render(v) : generic(title, v));
+    fill(box, render ? render(v) : generic(title, v));
   } catch (e) {
-    clear(box).append(e.status === 404 ? unavailable(title, path) : h('p', { class: 'error-text' }, errText(e)));
+    fill(box, e.status === 404 ? unavailable(title, path) : h('p', { class: 'error-text' }, errText(e)));
   }
 }
 
@@ -60,7 +60,7 @@ export function adminPage(main) {
   const result = h('div', { id: 'gc-result', 'aria-live': 'polite' });
   const run = (dry) => async (e) => busy(e.currentTarget, async () => {
     const r = await call('POST', '/v1/admin/gc/run', { dry_run: dry });
-    clear(result).append(h('p', {}, (dry ? 'Dry run: ' : 'Ran: ') + r.total_cleaned + ' cleaned, ' + r.total_errors + ' errors, ' + r.duration_ms + ' ms'),
+    fill(result, h('p', {}, (dry ? 'Dry run: ' : 'Ran: ') + r.total_cleaned + ' cleaned, ' + r.total_errors + ' errors, ' + r.duration_ms + ' ms'),
       table('GC results', ['Task', 'Cleaned', 'Skipped', 'Would clean', 'Errors'], r.results.map((t) => [t.task_name, String(t.cleaned_count), String(t.skipped_count), (t.would_clean || []).join(', ') || '—', (t.errors || []).join('; ') || '—'])));
     loadGC();
   });

@@ -1,7 +1,7 @@
 // One sandbox: overview (containers, versions, health), terminal, files, execution history
 // and the pages of features a bay may not have yet (metrics, jobs, network policy).
 import { call, get, blob, upload, qs, sandboxPath, terminalSocket } from './api.js';
-import { h, clear, badge, fmtIn, fmtTime, fmtBytes, notify, showError, errText, confirmButton, busy, table, unavailable, generic } from './ui.js';
+import { h, clear, fill, badge, fmtIn, fmtTime, fmtBytes, notify, showError, errText, confirmButton, busy, table, unavailable, generic } from './ui.js';
 import { Terminal } from './term.js';
 
 const TABS = [['overview', 'Overview'], ['terminal', 'Terminal'], ['files', 'Files'], ['history', 'History'],
@@ -26,14 +26,14 @@ export function sandboxPage(main, id, tab) {
       if (tab === 'overview') drawOverview(body, sb);
     } catch (e) {
       if (!alive) return;
-      if (e.status === 404) { clear(head).append(h('h1', {}, 'Sandbox not found')); clear(body).append(h('p', {}, 'There is no sandbox ' + id + ' (or it was deleted).')); return; }
+      if (e.status === 404) { fill(head, h('h1', {}, 'Sandbox not found')); fill(body, h('p', {}, 'There is no sandbox ' + id + ' (or it was deleted).')); return; }
       showError(e);
     }
     if (alive) timer = setTimeout(poll, document.hidden ? 15000 : 3000);
   }
 
   function drawHead() {
-    clear(head).append(
+    fill(head, 
       h('h1', { class: 'mono' }, sb.id), badge(sb.status),
       h('span', { class: 'muted' }, sb.profile + ' · expires ' + fmtIn(sb.expires_at)),
       h('div', { class: 'actions' },
@@ -58,7 +58,7 @@ export function sandboxPage(main, id, tab) {
 function drawOverview(body, sb) {
   const dl = (pairs) => h('dl', { class: 'facts' }, pairs.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
   const containers = sb.containers || [];
-  clear(body).append(
+  fill(body, 
     dl([['Status', badge(sb.status)], ['Profile', sb.profile], ['Cargo', h('span', { class: 'mono' }, sb.cargo_id)],
       ['Capabilities', sb.capabilities.join(', ')], ['Created', fmtTime(sb.created_at)],
       ['Expires', sb.expires_at ? fmtTime(sb.expires_at) + ' (' + fmtIn(sb.expires_at) + ')' : 'never'],
@@ -141,12 +141,12 @@ function filesTab(body, id) {
     const parts = dir === '.' ? [] : dir.split('/');
     crumbs.append(h('a', { href: '#', onclick: (e) => { e.preventDefault(); go('.'); } }, 'workspace'));
     parts.forEach((p, i) => crumbs.append(' / ', h('a', { href: '#', onclick: (e) => { e.preventDefault(); go(parts.slice(0, i + 1).join('/')); } }, p)));
-    clear(listing).append(h('p', { class: 'muted' }, 'loading…'));
+    fill(listing, h('p', { class: 'muted' }, 'loading…'));
     try {
       const r = await get(sandboxPath(id, '/filesystem/directories') + qs({ path: dir }));
       const entries = r.entries.slice().sort((a, b) => (b.is_dir - a.is_dir) || a.name.localeCompare(b.name));
       const rel = (e) => (dir === '.' ? e.name : dir + '/' + e.name);
-      clear(listing).append(table('Files in ' + dir, ['Name', 'Size', 'Modified', 'Actions'], entries.map((e) => [
+      fill(listing, table('Files in ' + dir, ['Name', 'Size', 'Modified', 'Actions'], entries.map((e) => [
         e.is_dir
           ? h('a', { href: '#', class: 'dir', onclick: (ev) => { ev.preventDefault(); go(rel(e)); } }, e.name + '/')
           : h('a', { href: '#', onclick: (ev) => { ev.preventDefault(); view(rel(e)); } }, e.name),
@@ -158,7 +158,7 @@ function filesTab(body, id) {
             { class: 'danger', 'aria-label': 'Delete ' + e.name })),
       ]), 'This directory is empty.'));
     } catch (e) {
-      clear(listing).append(h('p', { class: 'error-text' }, errText(e)));
+      fill(listing, h('p', { class: 'error-text' }, errText(e)));
     }
   }
 
@@ -174,18 +174,18 @@ function filesTab(body, id) {
 
   async function view(path) {
     if (objectURL) { URL.revokeObjectURL(objectURL); objectURL = ''; }
-    clear(viewer).append(h('p', { class: 'muted' }, 'loading ' + path + '…'));
+    fill(viewer, h('p', { class: 'muted' }, 'loading ' + path + '…'));
     try {
       if (IMAGE.test(path)) {
         const b = await blob(sandboxPath(id, '/filesystem/download') + qs({ path }));
         objectURL = URL.createObjectURL(b);
-        clear(viewer).append(h('h3', { class: 'mono' }, path), h('img', { src: objectURL, alt: 'Image ' + path, class: 'preview' }));
+        fill(viewer, h('h3', { class: 'mono' }, path), h('img', { src: objectURL, alt: 'Image ' + path, class: 'preview' }));
         return;
       }
       const r = await get(sandboxPath(id, '/filesystem/files') + qs({ path }));
-      clear(viewer).append(h('h3', { class: 'mono' }, path), h('pre', { class: 'file-text', tabIndex: 0, 'aria-label': 'Content of ' + path }, r.content));
+      fill(viewer, h('h3', { class: 'mono' }, path), h('pre', { class: 'file-text', tabIndex: 0, 'aria-label': 'Content of ' + path }, r.content));
     } catch (e) {
-      clear(viewer).append(h('h3', { class: 'mono' }, path), h('p', { class: 'error-text' }, errText(e)),
+      fill(viewer, h('h3', { class: 'mono' }, path), h('p', { class: 'error-text' }, errText(e)),
         h('p', { class: 'muted' }, 'Binary files can be downloaded instead.'));
     }
   }
@@ -224,10 +224,10 @@ function historyTab(body, id) {
       onsubmit: (e) => {
         e.preventDefault();
         busy(runBtn, async () => {
-          clear(result).append(h('p', { class: 'muted' }, 'running…'));
+          fill(result, h('p', { class: 'muted' }, 'running…'));
           const isPy = kind.value === 'python';
           const r = await call('POST', sandboxPath(id, isPy ? '/python/exec' : '/shell/exec'), isPy ? { code: code.value } : { command: code.value });
-          clear(result).append(h('p', {}, r.success ? h('span', { class: 'ok-text' }, 'success') : h('span', { class: 'error-text' }, 'failed'),
+          fill(result, h('p', {}, r.success ? h('span', { class: 'ok-text' }, 'success') : h('span', { class: 'error-text' }, 'failed'),
             ' · ' + r.execution_time_ms + ' ms' + (r.exit_code !== undefined ? ' · exit ' + r.exit_code : '') + ' · ', h('span', { class: 'mono' }, r.execution_id)),
           r.notice || r.kernel_notice ? h('p', { class: 'muted' }, r.notice || r.kernel_notice) : null,
           outputBlock(r.output), isPy ? images(r.data && r.data.output && r.data.output.images) : null, outputBlock(r.error, true));
@@ -247,10 +247,10 @@ function historyTab(body, id) {
     try {
       const r = await get(sandboxPath(id, '/history') + qs({ exec_type: filter.value, success_only: okOnly.checked ? 'true' : '', limit: 100 }));
       if (!alive) return;
-      clear(list).append(h('p', { class: 'muted' }, r.total + ' executions'));
+      fill(list, h('p', { class: 'muted' }, r.total + ' executions'));
       if (!r.entries.length) list.append(h('p', { class: 'empty' }, 'No executions yet.'));
       for (const e of r.entries) list.append(entry(e));
-    } catch (e) { if (alive) clear(list).append(h('p', { class: 'error-text' }, errText(e))); }
+    } catch (e) { if (alive) fill(list, h('p', { class: 'error-text' }, errText(e))); }
   }
 
   function entry(e) {
@@ -277,9 +277,9 @@ async function optionalTab(body, title, path) {
   const box = h('div', {}, h('p', { class: 'muted' }, 'loading…'));
   body.append(box);
   try {
-    clear(box).append(generic(title, await get(path)));
+    fill(box, generic(title, await get(path)));
   } catch (e) {
-    clear(box).append(e.status === 404 ? unavailable(title, path) : h('p', { class: 'error-text' }, errText(e)));
+    fill(box, e.status === 404 ? unavailable(title, path) : h('p', { class: 'error-text' }, errText(e)));
   }
 }
 
@@ -295,7 +295,7 @@ function metricsTab(body, id) {
       if (!alive) return;
       samples.push(Object.assign({ at: new Date() }, m));
       if (samples.length > 60) samples.shift();
-      clear(box).append(
+      fill(box, 
         table('Containers', ['Container', 'CPU s', 'Memory', 'Memory limit', 'Pids'], (m.containers || []).map((c) => [
           c.name, (c.cpu_seconds || 0).toFixed(2), fmtBytes(c.memory_bytes), fmtBytes(c.memory_limit_bytes), String(c.pids) + (c.pids_limit ? ' / ' + c.pids_limit : '')]), 'No running containers.'),
         m.disk ? h('p', {}, 'Disk: ' + fmtBytes(m.disk.used_bytes) + ' of ' + fmtBytes(m.disk.limit_bytes)) : null,
@@ -304,7 +304,7 @@ function metricsTab(body, id) {
       timer = setTimeout(tick, 5000);
     } catch (e) {
       if (!alive) return;
-      clear(box).append(e.status === 404 ? unavailable('Usage metrics', path) : h('p', { class: 'error-text' }, errText(e)));
+      fill(box, e.status === 404 ? unavailable('Usage metrics', path) : h('p', { class: 'error-text' }, errText(e)));
     }
   }
   tick();

@@ -1,7 +1,7 @@
 // The sandbox list: live status by polling, filters, create from a profile, stop, extend TTL,
 // delete.
 import { call, get, qs, sandboxPath } from './api.js';
-import { h, clear, badge, fmtIn, fmtTime, notify, showError, confirmButton, busy, table } from './ui.js';
+import { h, clear, fill, badge, fmtIn, fmtTime, notify, showError, confirmButton, busy, table } from './ui.js';
 
 const POLL_MS = 3000;
 const STATUSES = ['', 'idle', 'starting', 'ready', 'failed', 'expired'];
@@ -70,7 +70,7 @@ export function sandboxesPage(main) {
   function draw() {
     const q = search.value.trim().toLowerCase();
     const shown = items.filter((s) => !q || s.id.toLowerCase().includes(q) || s.profile.toLowerCase().includes(q) || (s.cargo_id || '').toLowerCase().includes(q));
-    clear(list).append(table('Sandboxes', ['Sandbox', 'Status', 'Profile', 'Created', 'Expires', 'Idle stop', 'Actions'],
+    fill(list, table('Sandboxes', ['Sandbox', 'Status', 'Profile', 'Created', 'Expires', 'Idle stop', 'Actions'],
       shown.map((s) => [
         h('a', { href: '#/sandboxes/' + encodeURIComponent(s.id), class: 'mono' }, s.id),
         badge(s.status), s.profile, fmtTime(s.created_at),

@@ -54,6 +54,9 @@ export class Terminal {
     this.reset();
     this.bind();
     this.fit();
+    // The element follows the window, and layout changes of its own (a sidebar, fonts).
+    this.onWindowResize = () => this.fit();
+    window.addEventListener('resize', this.onWindowResize);
     this.ro = new ResizeObserver(() => this.fit());
     this.ro.observe(el);
   }
@@ -71,7 +74,7 @@ export class Terminal {
     this.dirty = true;
   }
 
-  dispose() { this.ro.disconnect(); }
+  dispose() { this.ro.disconnect(); window.removeEventListener('resize', this.onWindowResize); }
   focus() { this.input.focus({ preventScroll: true }); }
 
   // text returns the visible screen and the scrollback as plain text (for copying and tests).

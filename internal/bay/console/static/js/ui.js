@@ -27,6 +27,9 @@ function append(el, children) {
 
 export function clear(el) { while (el.firstChild) el.firstChild.remove(); return el; }
 
+// fill replaces el's children (the same children h takes: arrays, null and false allowed).
+export function fill(el, ...children) { clear(el); append(el, children); return el; }
+
 // fmtTime renders bay's UTC timestamps in the viewer's local time.
 export function fmtTime(s) {
   if (!s) return '—';
