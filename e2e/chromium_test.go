@@ -301,13 +301,21 @@ func (p *page) viewport(w, h int) {
 	p.call("Emulation.setDeviceMetricsOverride", map[string]any{"width": w, "height": h, "deviceScaleFactor": 1, "mobile": false}, nil)
 }
 
-// screenshot saves a PNG of the viewport as dir/name.png.
+// screenshot saves a PNG of the whole page (at most 3000 px tall) as dir/name.png.
 func (p *page) screenshot(dir, name string) {
 	p.t.Helper()
+	var m struct {
+		Content struct {
+			Width  float64 `json:"width"`
+			Height float64 `json:"height"`
+		} `json:"cssContentSize"`
+	}
+	p.call("Page.getLayoutMetrics", nil, &m)
+	clip := map[string]any{"x": 0, "y": 0, "width": m.Content.Width, "height": min(m.Content.Height, 3000), "scale": 1}
 	var res struct {
 		Data string `json:"data"`
 	}
-	p.call("Page.captureScreenshot", map[string]any{"format": "png"}, &res)
+	p.call("Page.captureScreenshot", map[string]any{"format": "png", "captureBeyondViewport": true, "clip": clip}, &res)
 	b, err := base64.StdEncoding.DecodeString(res.Data)
 	if err != nil {
 		p.t.Fatal(err)

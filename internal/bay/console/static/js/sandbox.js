@@ -45,7 +45,7 @@ export function sandboxPage(main, id, tab) {
 
   poll();
   switch (tab) {
-    case 'terminal': sub = terminalTab(body, id); break;
+    case 'terminal': sub = terminalTab(body, id, () => poll()); break;
     case 'files': sub = filesTab(body, id); break;
     case 'history': sub = historyTab(body, id); break;
     case 'jobs': optionalTab(body, 'Jobs', sandboxPath(id, '/jobs')); break;
@@ -73,7 +73,9 @@ function drawOverview(body, sb) {
 
 // ---- terminal ----
 
-function terminalTab(body, id) {
+// terminalTab opens the sandbox's terminal; onOpen runs once it is connected (the sandbox has
+// started by then).
+function terminalTab(body, id, onOpen) {
   const state = h('span', { class: 'muted', role: 'status' }, 'connecting…');
   const box = h('div', { id: 'terminal', class: 'term-box' });
   const reconnect = h('button', { type: 'button', hidden: true, onclick: () => open() }, 'Reconnect');
@@ -82,14 +84,16 @@ function terminalTab(body, id) {
   const term = new Terminal(box, {
     label: 'Terminal input',
     onData: (d) => { if (ws && ws.readyState === 1) ws.send(new TextEncoder().encode(d)); },
-    onResize: (cols, rows) => { if (ws && ws.readyState === 1) ws.send(JSON.stringify({ type: 'resize', cols, rows })); },
+    onResize: (cols, rows) => {
+      if (ws && ws.readyState === 1) { ws.send(JSON.stringify({ type: 'resize', cols, rows })); state.textContent = 'connected · ' + cols + '×' + rows; }
+    },
   });
   function open() {
     reconnect.hidden = true;
     state.textContent = 'connecting… (starting the sandbox if needed)';
     ws = terminalSocket(id, term.cols, term.rows);
     ws.binaryType = 'arraybuffer';
-    ws.onopen = () => { state.textContent = 'connected · ' + term.cols + '×' + term.rows; term.focus(); };
+    ws.onopen = () => { state.textContent = 'connected · ' + term.cols + '×' + term.rows; term.focus(); onOpen(); };
     ws.onmessage = (e) => term.write(typeof e.data === 'string' ? e.data : new Uint8Array(e.data));
     ws.onclose = (e) => {
       if (closed) return;
@@ -220,7 +224,7 @@ function historyTab(body, id) {
   const list = h('div', { id: 'history-list' });
   body.append(
     h('form', {
-      class: 'card', 'aria-label': 'Run code',
+      class: 'card row-form', 'aria-label': 'Run code',
       onsubmit: (e) => {
         e.preventDefault();
         busy(runBtn, async () => {
@@ -236,7 +240,7 @@ function historyTab(body, id) {
       },
     }, h('h2', {}, 'Run'),
     h('div', { class: 'field' }, h('label', { for: 'run-kind' }, 'Kind'), kind),
-    h('div', { class: 'field grow' }, h('label', { for: 'run-code' }, 'Code or command'), code), runBtn, result),
+    h('div', { class: 'field full' }, h('label', { for: 'run-code' }, 'Code or command'), code), runBtn, h('div', { class: 'full' }, result)),
     h('div', { class: 'filters', role: 'search', 'aria-label': 'Filter history' },
       h('h2', {}, 'Execution history'),
       h('div', { class: 'field' }, h('label', { for: 'h-type' }, 'Type'), filter),

@@ -64,9 +64,10 @@ export function notify(msg, kind) {
   const n = document.getElementById('notice');
   clear(n);
   if (!msg) return;
-  n.append(h('p', { class: 'note ' + (kind || 'info') }, msg,
-    h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss message', onclick: () => clear(n) }, '×')));
-  if (kind !== 'error') setTimeout(() => { if (n.contains(n.firstChild)) clear(n); }, 5000);
+  const note = h('p', { class: 'note ' + (kind || 'info') }, msg,
+    h('button', { type: 'button', class: 'link', 'aria-label': 'Dismiss message', onclick: () => note.remove() }, '×'));
+  n.append(note);
+  if (kind !== 'error') setTimeout(() => note.remove(), 5000);
 }
 
 export function errText(e) {
