@@ -83,9 +83,22 @@ export async function blob(path) {
   return resp.blob();
 }
 
-// upload sends file as multipart/form-data (the path field first, as bay requires) and
-// reports progress as a fraction; it resolves with bay's answer.
-export function upload(path, target, file, onProgress) {
+// saveBlob downloads path and hands it to the browser as a file named name.
+export async function saveBlob(path, name) {
+  const url = URL.createObjectURL(await blob(path));
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name;
+  a.hidden = true;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
+
+// upload sends file as multipart/form-data, the fields first (bay reads the path field before
+// the file part), and reports progress as a fraction; it resolves with bay's answer.
+export function upload(path, fields, file, onProgress) {
   return new Promise((resolve, reject) => {
     const xhr = new XMLHttpRequest();
     xhr.open('POST', path);
@@ -103,7 +116,7 @@ export function upload(path, target, file, onProgress) {
       reject(err);
     };
     const form = new FormData();
-    form.append('path', target);
+    for (const [k, v] of Object.entries(fields)) form.append(k, v);
     form.append('file', file, file.name);
     xhr.send(form);
   });

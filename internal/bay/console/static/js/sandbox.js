@@ -1,6 +1,6 @@
 // One sandbox: overview (containers, versions, health), terminal, files, execution history
 // and the pages of features a bay may not have yet (metrics, jobs, network policy).
-import { call, get, blob, upload, qs, sandboxPath, terminalSocket } from './api.js';
+import { call, get, blob, upload, saveBlob, qs, sandboxPath, terminalSocket } from './api.js';
 import { h, clear, fill, badge, fmtIn, fmtTime, fmtBytes, notify, showError, errText, confirmButton, busy, table, unavailable, generic } from './ui.js';
 import { Terminal } from './term.js';
 
@@ -128,7 +128,7 @@ function filesTab(body, id) {
           const target = dir === '.' ? f.name : dir + '/' + f.name;
           progress.hidden = false; progress.value = 0;
           upMsg.textContent = 'uploading ' + f.name + '…';
-          const r = await upload(sandboxPath(id, '/filesystem/upload'), target, f, (p) => { progress.value = p; });
+          const r = await upload(sandboxPath(id, '/filesystem/upload'), { path: target }, f, (p) => { progress.value = p; });
           upMsg.textContent = 'uploaded ' + r.path + ' (' + fmtBytes(r.size) + ')';
         }
         fileInput.value = '';
@@ -157,23 +157,13 @@ function filesTab(body, id) {
         e.is_dir ? '—' : fmtBytes(e.size),
         e.modified_time ? new Date(e.modified_time * 1000).toLocaleString() : '—',
         h('div', { class: 'actions' },
-          e.is_dir ? null : h('button', { type: 'button', 'aria-label': 'Download ' + e.name, onclick: (ev) => busy(ev.currentTarget, () => download(rel(e), e.name)) }, 'Download'),
+          e.is_dir ? null : h('button', { type: 'button', 'aria-label': 'Download ' + e.name, onclick: (ev) => busy(ev.currentTarget, () => saveBlob(sandboxPath(id, '/filesystem/download') + qs({ path: rel(e) }), e.name)) }, 'Download'),
           confirmButton('Delete', 'Really?', async () => { await call('DELETE', sandboxPath(id, '/filesystem/files') + qs({ path: rel(e) })); notify('Deleted ' + rel(e), 'ok'); list(); },
             { class: 'danger', 'aria-label': 'Delete ' + e.name })),
       ]), 'This directory is empty.'));
     } catch (e) {
       fill(listing, h('p', { class: 'error-text' }, errText(e)));
     }
-  }
-
-  async function download(path, name) {
-    const b = await blob(sandboxPath(id, '/filesystem/download') + qs({ path }));
-    const url = URL.createObjectURL(b);
-    const a = h('a', { href: url, download: name, hidden: true });
-    document.body.append(a);
-    a.click();
-    a.remove();
-    setTimeout(() => URL.revokeObjectURL(url), 60000);
   }
 
   async function view(path) {
