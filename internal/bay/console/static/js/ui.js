@@ -107,13 +107,14 @@ export async function busy(button, action) {
   try { return await action(); } catch (e) { showError(e); return undefined; } finally { button.disabled = false; }
 }
 
-// table renders rows (arrays of cells) under a header, with an empty-state line.
+// table renders rows (arrays of cells) under a header, with an empty-state line. On a narrow
+// window each row becomes a card whose cells carry their column's name (data-label).
 export function table(caption, heads, rows, empty) {
   if (!rows.length) return h('p', { class: 'empty' }, empty || 'Nothing here.');
   return h('div', { class: 'scroll' }, h('table', {},
     h('caption', { class: 'sr-only' }, caption),
     h('thead', {}, h('tr', {}, heads.map((x) => h('th', { scope: 'col' }, x)))),
-    h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c) => h('td', {}, c)))))));
+    h('tbody', {}, rows.map((r) => h('tr', {}, r.map((c, i) => h('td', { dataset: { label: heads[i] || '' } }, c)))))));
 }
 
 // unavailable is the panel of a feature this bay does not offer (its endpoint answered 404).
