@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +280,89 @@ func waitFile(t *testing.T, path, want string) {
 			t.Fatalf("download %s: %v %q (directory: %v)", path, err, b, entries)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestConsoleTerminalEmulator feeds the console's terminal, in Chromium, the control sequences
+// shells and full-screen programs send, and reads back its screen, colours and replies.
+func TestConsoleTerminalEmulator(t *testing.T) {
+	b := startBay(t, bayOptions{})
+	p := startChromium(t, "")
+	p.navigate(b.URL + "/console/")
+	p.waitFor("the console", `document.getElementById('apikey')`, 10*time.Second)
+	cases := []struct{ name, feed, want string }{
+		{"carriage return overwrites", "abc\rX", "Xbc"},
+		{"cursor position", "\x1b[2;5Hhi", "\n    hi"},
+		{"erase to end of line", "hello\x1b[3D\x1b[K", "he"},
+		{"delete characters", "abcdef\x1b[4G\x1b[2P", "abcf"},
+		{"insert characters", "abcd\x1b[2G\x1b[2@XY", "aXYbcd"},
+		{"wrap at the last column", strings.Repeat("x", 85), strings.Repeat("x", 80) + "\nxxxxx"},
+		{"alternate screen restores the main one", "main\x1b[?1049h\x1b[Halt screen\x1b[?1049l", "main"},
+		{"scrolled lines go to the scrollback", func() string {
+			var s strings.Builder
+			for i := 1; i <= 30; i++ {
+				s.WriteString("line " + strconv.Itoa(i) + "\r\n")
+			}
+			return s.String()
+		}(), "line 1\nline 2\n"},
+		{"scroll region", "\x1b[1;1Htop\x1b[2;3r\x1b[2;1Ha\r\nb\r\nc\x1b[r", "top\nb\nc"},
+		{"tab stops", "a\tb", "a       b"},
+		{"an incomplete UTF-8 sequence waits for its end", "caf\u00c3", "caf"},
+	}
+	for _, c := range cases {
+		var got string
+		p.eval(`(async () => {
+  const { Terminal } = await import('/console/js/term.js');
+  const el = document.createElement('div');
+  el.className = 'term-box';
+  document.body.append(el);
+  const replies = [];
+  const t = new Terminal(el, { onData: (d) => replies.push(d), onResize: () => {} });
+  t.resize(80, 24);
+  t.write(new TextEncoder().encode(`+jsString(c.feed)+`).length ? Uint8Array.from(`+jsString(c.feed)+`, (ch) => ch.charCodeAt(0)) : '');
+  const s = t.text().replace(/\n+$/, '');
+  t.dispose(); el.remove();
+  return s;
+})()`, &got)
+		if !strings.HasPrefix(got, c.want) || strings.Contains(got, "\ufffd") {
+			t.Errorf("%s: screen %q, want it to start with %q", c.name, got, c.want)
+		}
+		if c.name == "alternate screen restores the main one" && strings.Contains(got, "alt screen") {
+			t.Errorf("%s: the alternate screen's text stayed: %q", c.name, got)
+		}
+	}
+	// Colours, and the replies a program asks for.
+	var res struct {
+		Red, Rgb256 string
+		Replies     []string
+		Text        string
+	}
+	p.eval(`(async () => {
+  const { Terminal } = await import('/console/js/term.js');
+  const el = document.createElement('div');
+  el.className = 'term-box';
+  document.body.append(el);
+  const replies = [];
+  const t = new Terminal(el, { onData: (d) => replies.push(d), onResize: () => {} });
+  t.resize(80, 24);
+  t.write('\x1b[31mred\x1b[0m \x1b[38;5;196mR\x1b[0m\x1b[3;7H\x1b[6n\x1b[c' + 'é');
+  t.render();
+  const spans = Array.from(el.querySelectorAll('.term-screen span'));
+  const out = { Red: (spans.find((s) => s.textContent === 'red') || {}).className || '',
+    Rgb256: ((spans.find((s) => s.textContent === 'R') || {}).style || {}).color || '', Replies: replies, Text: t.text() };
+  t.dispose(); el.remove();
+  return out;
+})()`, &res)
+	if !strings.Contains(res.Red, "fg-1") || res.Rgb256 != "rgb(255, 0, 0)" {
+		t.Errorf("colours: red span class %q, 256-colour span %q", res.Red, res.Rgb256)
+	}
+	if len(res.Replies) != 2 || res.Replies[0] != "\x1b[3;7R" || !strings.HasPrefix(res.Replies[1], "\x1b[?") {
+		t.Errorf("replies to DSR and DA: %q", res.Replies)
+	}
+	if !strings.Contains(res.Text, "é") {
+		t.Errorf("UTF-8 text: %q", res.Text)
+	}
+	if probs := p.takeProblems(); len(probs) > 0 {
+		t.Errorf("the page reported problems: %v", probs)
 	}
 }

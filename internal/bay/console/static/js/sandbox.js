@@ -29,7 +29,7 @@ export function sandboxPage(main, id, tab) {
       if (e.status === 404) { fill(head, h('h1', {}, 'Sandbox not found')); fill(body, h('p', {}, 'There is no sandbox ' + id + ' (or it was deleted).')); return; }
       showError(e);
     }
-    if (alive) timer = setTimeout(poll, document.hidden ? 15000 : 3000);
+    if (alive) timer = setTimeout(poll, document.hidden ? 20000 : 5000); // a ready sandbox's GET asks its runtimes
   }
 
   function drawHead() {

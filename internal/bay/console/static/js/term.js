@@ -154,22 +154,28 @@ export class Terminal {
   }
 
   resize(cols, rows) {
-    const adjust = (lines) => {
+    // Rows go from the bottom while they are blank and below the cursor (as xterm does), else
+    // from the top, into the scrollback; y follows the rows removed above it.
+    const adjust = (lines, main) => {
+      let removedAbove = 0;
       for (const r of lines) {
         if (r.length > cols) r.length = cols;
         while (r.length < cols) r.push([' ', DEFAULT]);
       }
       while (lines.length > rows) {
+        const last = lines[lines.length - 1];
+        if (lines.length - 1 > this.y - removedAbove && last.every((c) => c[0] === ' ')) { lines.pop(); continue; }
         const gone = lines.shift();
-        if (lines === this.main) this.scrollOut(gone);
+        removedAbove++;
+        if (main) this.scrollOut(gone);
       }
       while (lines.length < rows) lines.push(blankRow(cols));
+      return removedAbove;
     };
-    const shrink = Math.max(0, this.lines.length - rows);
     this.cols = cols; this.rows = rows;
-    adjust(this.main);
-    if (this.alt) adjust(this.alt);
-    this.y = Math.max(0, Math.min(rows - 1, this.y - shrink));
+    const removed = adjust(this.lines, this.lines === this.main);
+    if (this.alt) adjust(this.lines === this.alt ? this.main : this.alt, this.lines === this.alt);
+    this.y = Math.max(0, Math.min(rows - 1, this.y - removed));
     this.x = Math.min(this.x, cols - 1);
     this.top = 0; this.bottom = rows - 1;
     this.dirty = true; this.schedule();
