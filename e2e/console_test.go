@@ -311,19 +311,8 @@ func TestConsoleTerminalEmulator(t *testing.T) {
 	}
 	for _, c := range cases {
 		var got string
-		p.eval(`(async () => {
-  const { Terminal } = await import('/console/js/term.js');
-  const el = document.createElement('div');
-  el.className = 'term-box';
-  document.body.append(el);
-  const replies = [];
-  const t = new Terminal(el, { onData: (d) => replies.push(d), onResize: () => {} });
-  t.resize(80, 24);
-  t.write(new TextEncoder().encode(`+jsString(c.feed)+`).length ? Uint8Array.from(`+jsString(c.feed)+`, (ch) => ch.charCodeAt(0)) : '');
-  const s = t.text().replace(/\n+$/, '');
-  t.dispose(); el.remove();
-  return s;
-})()`, &got)
+		p.eval(withTerminal(`t.write(new TextEncoder().encode(`+jsString(c.feed)+`).length ? Uint8Array.from(`+jsString(c.feed)+`, (ch) => ch.charCodeAt(0)) : '');
+  return t.text().replace(/\n+$/, '');`), &got)
 		if !strings.HasPrefix(got, c.want) || strings.Contains(got, "\ufffd") {
 			t.Errorf("%s: screen %q, want it to start with %q", c.name, got, c.want)
 		}
@@ -337,22 +326,11 @@ func TestConsoleTerminalEmulator(t *testing.T) {
 		Replies     []string
 		Text        string
 	}
-	p.eval(`(async () => {
-  const { Terminal } = await import('/console/js/term.js');
-  const el = document.createElement('div');
-  el.className = 'term-box';
-  document.body.append(el);
-  const replies = [];
-  const t = new Terminal(el, { onData: (d) => replies.push(d), onResize: () => {} });
-  t.resize(80, 24);
-  t.write('\x1b[31mred\x1b[0m \x1b[38;5;196mR\x1b[0m\x1b[3;7H\x1b[6n\x1b[c' + 'é');
+	p.eval(withTerminal(`t.write('\x1b[31mred\x1b[0m \x1b[38;5;196mR\x1b[0m\x1b[3;7H\x1b[6n\x1b[c' + 'é');
   t.render();
   const spans = Array.from(el.querySelectorAll('.term-screen span'));
-  const out = { Red: (spans.find((s) => s.textContent === 'red') || {}).className || '',
-    Rgb256: ((spans.find((s) => s.textContent === 'R') || {}).style || {}).color || '', Replies: replies, Text: t.text() };
-  t.dispose(); el.remove();
-  return out;
-})()`, &res)
+  return { Red: (spans.find((s) => s.textContent === 'red') || {}).className || '',
+    Rgb256: ((spans.find((s) => s.textContent === 'R') || {}).style || {}).color || '', Replies: replies, Text: t.text() };`), &res)
 	if !strings.Contains(res.Red, "fg-1") || res.Rgb256 != "rgb(255, 0, 0)" {
 		t.Errorf("colours: red span class %q, 256-colour span %q", res.Red, res.Rgb256)
 	}
@@ -365,4 +343,21 @@ func TestConsoleTerminalEmulator(t *testing.T) {
 	if probs := p.takeProblems(); len(probs) > 0 {
 		t.Errorf("the page reported problems: %v", probs)
 	}
+}
+
+// withTerminal wraps body in an expression that gives it a fresh 80x24 console terminal t on a
+// detached element, the replies it sent in replies, and removes both after body returned.
+func withTerminal(body string) string {
+	return `(async () => {
+  const { Terminal } = await import('/console/js/term.js');
+  const el = document.createElement('div');
+  el.className = 'term-box';
+  document.body.append(el);
+  const replies = [];
+  const t = new Terminal(el, { onData: (d) => replies.push(d), onResize: () => {} });
+  t.resize(80, 24);
+  try {
+    ` + body + `
+  } finally { t.dispose(); el.remove(); }
+})()`
 }
