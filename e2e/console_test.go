@@ -176,6 +176,18 @@ document.querySelector('form[aria-label="Run code"]').requestSubmit()`, nil)
 	p.waitFor("the plot as an image", `document.querySelector('#run-result img.plot') && document.querySelector('#run-result img.plot').naturalWidth > 100`, 10*time.Second)
 	p.waitFor("the entry in the history", `document.querySelectorAll('#history-list details.hist').length >= 1
   && document.getElementById('history-list').textContent.includes('import matplotlib')`, 10*time.Second)
+	// The history keeps the plot: a page counts it, the entry has it, the console shows it.
+	hist := expect(t, b.do("GET", "/v1/sandboxes/"+id+"/history?exec_type=python&limit=1", nil, nil), 200, "history")
+	entries, _ := hist.Get("entries").([]any)
+	if len(entries) != 1 || entries[0].(map[string]any)["image_count"] != float64(1) || entries[0].(map[string]any)["images"] != nil {
+		t.Fatalf("history page: want image_count 1 and no images: %s", hist.Body)
+	}
+	one := expect(t, b.do("GET", "/v1/sandboxes/"+id+"/history/"+entries[0].(map[string]any)["id"].(string), nil, nil), 200, "history entry")
+	if imgs, _ := one.Get("images").([]any); len(imgs) != 1 || !strings.HasPrefix(imgs[0].(map[string]any)["image/png"].(string), "iVBORw0KGgo") {
+		t.Fatalf("history entry: want one PNG: %.300s", one.Body)
+	}
+	p.eval(`document.querySelector('#history-list details.hist').open = true`, nil)
+	p.waitFor("the plot in the history entry", `document.querySelector('#history-list details.hist img.plot') && document.querySelector('#history-list details.hist img.plot').naturalWidth > 100`, 10*time.Second)
 	p.screenshot(shots, "sandbox-history-plot")
 	run("def f():\n    return 1 / 0\nf()")
 	var tb string

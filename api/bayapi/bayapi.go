@@ -491,6 +491,10 @@ type ExecutionHistoryEntry struct {
 	LearnError       *string `json:"learn_error"`
 	LearnProcessedAt *Time   `json:"learn_processed_at"`
 	CreatedAt        Time    `json:"created_at"`
+	// Ours: the images a Python call returned ([{"image/png": "<base64>"}]), on GET of one
+	// entry (and history/last); lists give ImageCount only.
+	Images     []map[string]string `json:"images,omitempty" doc:"images the Python call returned (MIME type -> base64); on single-entry reads only"`
+	ImageCount int                 `json:"image_count" doc:"how many images the call returned"`
 }
 
 type ExecutionHistoryList struct {

@@ -38,6 +38,8 @@
 //     payload_too_large); the path field must precede the file part or be given as ?path=.
 //   - execution_time_ms covers the runtime call only, not a cold start.
 //   - containers[] of GET /v1/sandboxes/{id} lists each container's capabilities (was []).
+//   - History entries carry image_count, and a single entry (GET .../history/{id}, history/last)
+//     the images its Python call returned (the reference dropped them); pages omit the images.
 //   - GET /v1/sandboxes/{id}/terminal proxies ship's PTY WebSocket (no reference endpoint); a browser,
 //     which cannot set headers on a WebSocket, may offer its key as a subprotocol (wsauth.go).
 package httpapi

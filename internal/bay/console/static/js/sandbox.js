@@ -247,14 +247,30 @@ function historyTab(body, id) {
     } catch (e) { if (alive) fill(list, h('p', { class: 'error-text' }, errText(e))); }
   }
 
+  // entry is one execution; its images (a page of the history lists their count only) are
+  // fetched the first time it is opened.
   function entry(e) {
-    return h('details', { class: 'hist ' + (e.success ? 'ok' : 'bad') },
+    const pics = h('div', { class: 'hist-images' });
+    let fetched = false;
+    return h('details', {
+      class: 'hist ' + (e.success ? 'ok' : 'bad'),
+      ontoggle: async (ev) => {
+        if (!ev.currentTarget.open || fetched || !e.image_count) return;
+        fetched = true;
+        fill(pics, h('p', { class: 'muted' }, 'loading ' + e.image_count + ' image(s)…'));
+        try {
+          const full = await get(sandboxPath(id, '/history/' + encodeURIComponent(e.id)));
+          fill(pics, h('h4', {}, 'Images'), images(full.images));
+        } catch (err) { fetched = false; fill(pics, h('p', { class: 'error-text' }, errText(err))); }
+      },
+    },
       h('summary', {}, badge(e.success ? 'success' : 'failed'), ' ', h('strong', {}, e.exec_type), ' ',
-        h('code', {}, firstLine(e.code)), ' ', h('span', { class: 'muted small' }, fmtTime(e.created_at) + ' · ' + e.execution_time_ms + ' ms')),
+        h('code', {}, firstLine(e.code)), ' ', h('span', { class: 'muted small' }, fmtTime(e.created_at) + ' · ' + e.execution_time_ms + ' ms' +
+          (e.image_count ? ' · ' + e.image_count + ' image' + (e.image_count > 1 ? 's' : '') : ''))),
       h('p', { class: 'muted small mono' }, e.id + (e.tags ? ' · tags: ' + e.tags : '') + (e.description ? ' · ' + e.description : '')),
       h('h4', {}, 'Code'), h('pre', { class: 'code', tabIndex: 0 }, e.code),
       e.output ? [h('h4', {}, 'Output'), outputBlock(e.output)] : null,
-      images(e.images),
+      pics,
       e.error ? [h('h4', {}, 'Error'), outputBlock(e.error, true)] : null,
       e.notes ? [h('h4', {}, 'Notes'), h('p', {}, e.notes)] : null);
   }
