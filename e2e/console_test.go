@@ -352,6 +352,16 @@ func TestConsoleTerminalEmulator(t *testing.T) {
 	if !strings.Contains(res.Text, "é") {
 		t.Errorf("UTF-8 text: %q", res.Text)
 	}
+	// Keys: what a shell and a full-screen program expect from xterm.
+	var keys []string
+	p.eval(withTerminal(`const k = (key, mods) => t.keySequence(Object.assign({ key, shiftKey: false, altKey: false, ctrlKey: false, metaKey: false }, mods || {}));
+  const normal = [k('ArrowUp'), k('Enter'), k('Backspace'), k('c', { ctrlKey: true }), k('Tab', { shiftKey: true }), k('Delete'), k('F5'), k('x', { altKey: true }), k('ArrowLeft', { ctrlKey: true }), String(k('a'))];
+  t.write('\x1b[?1h');
+  return normal.concat([k('ArrowUp'), k('Home')]);`), &keys)
+	want := []string{"\x1b[A", "\r", "\x7f", "\x03", "\x1b[Z", "\x1b[3~", "\x1b[15~", "\x1bx", "\x1b[1;5D", "null", "\x1bOA", "\x1bOH"}
+	if strings.Join(keys, "|") != strings.Join(want, "|") {
+		t.Errorf("key sequences %q, want %q", keys, want)
+	}
 	if probs := p.takeProblems(); len(probs) > 0 {
 		t.Errorf("the page reported problems: %v", probs)
 	}

@@ -48,7 +48,7 @@ export function sandboxPage(main, id, tab) {
     case 'terminal': sub = terminalTab(body, id, () => poll()); break;
     case 'files': sub = filesTab(body, id); break;
     case 'history': sub = historyTab(body, id); break;
-    case 'jobs': optionalTab(body, 'Jobs', sandboxPath(id, '/jobs')); break;
+    case 'jobs': sub = jobsTab(body, id); break;
     case 'metrics': sub = metricsTab(body, id); break;
     case 'network': networkTab(body, id); break;
   }
@@ -291,6 +291,83 @@ async function optionalTab(body, title, path) {
   } catch (e) {
     fill(box, e.status === 404 ? unavailable(title, path) : h('p', { class: 'error-text' }, errText(e)));
   }
+}
+
+// jobsTab lists the sandbox's jobs, starts one, and follows a job's output live by reading on
+// from its byte offsets (an EventSource cannot send the Authorization header, so it polls).
+function jobsTab(body, id) {
+  const base = sandboxPath(id, '/jobs');
+  let alive = true, listTimer = 0, outTimer = 0, following = '';
+  const list = h('div', { id: 'job-list' }, h('p', { class: 'muted' }, 'loading…'));
+  const out = h('div', { id: 'job-output', 'aria-live': 'polite' });
+  const kind = h('select', { id: 'job-kind' }, h('option', { value: 'shell' }, 'Shell'), h('option', { value: 'python' }, 'Python'));
+  const cmd = h('textarea', { id: 'job-command', rows: 2, spellcheck: false, placeholder: 'for i in $(seq 5); do echo $i; sleep 1; done' });
+  const start = h('button', { type: 'submit', class: 'primary' }, 'Start job');
+  const form = h('form', {
+    class: 'card row-form', 'aria-label': 'Start a job', hidden: true,
+    onsubmit: (e) => {
+      e.preventDefault();
+      busy(start, async () => {
+        const req = kind.value === 'python' ? { kind: 'python', code: cmd.value } : { kind: 'shell', command: cmd.value };
+        const j = await call('POST', base, req, { idempotent: true });
+        notify('Started ' + j.job_id, 'ok');
+        follow(j.job_id);
+        load();
+      });
+    },
+  }, h('h2', {}, 'New job'), h('div', { class: 'field' }, h('label', { for: 'job-kind' }, 'Kind'), kind),
+  h('div', { class: 'field full' }, h('label', { for: 'job-command' }, 'Command or code'), cmd), start);
+  body.append(form, h('h2', {}, 'Jobs'), list, out);
+
+  async function load() {
+    clearTimeout(listTimer);
+    try {
+      const r = await get(base + '?limit=100');
+      if (!alive) return;
+      form.hidden = false;
+      fill(list, table('Jobs', ['Job', 'Status', 'Kind', 'Command', 'Started', 'Exit', ''], (r.items || []).map((j) => [
+        h('a', { href: '#', class: 'mono', onclick: (e) => { e.preventDefault(); follow(j.job_id); } }, j.job_id),
+        badge(j.status), j.kind, h('code', {}, firstLine(j.command)), fmtTime(j.started_at),
+        j.exit_code === null || j.exit_code === undefined ? '—' : String(j.exit_code),
+        j.status === 'running' ? h('button', { type: 'button', 'aria-label': 'Cancel ' + j.job_id, onclick: (e) => busy(e.currentTarget, async () => { await call('POST', base + '/' + encodeURIComponent(j.job_id) + '/cancel'); load(); }) }, 'Cancel') : '',
+      ]), 'No jobs yet.'));
+      listTimer = setTimeout(load, 5000);
+    } catch (e) {
+      if (!alive) return;
+      fill(list, e.status === 404 ? unavailable('Jobs', base) : h('p', { class: 'error-text' }, errText(e)));
+    }
+  }
+
+  function follow(jobId) {
+    clearTimeout(outTimer);
+    following = jobId;
+    const stdout = h('pre', { class: 'out', tabIndex: 0, 'aria-label': 'Standard output of ' + jobId });
+    const stderr = h('pre', { class: 'out err', tabIndex: 0, 'aria-label': 'Standard error of ' + jobId, hidden: true });
+    const state = h('p', { class: 'muted' }, 'following…');
+    fill(out, h('h3', {}, 'Output of ', h('span', { class: 'mono' }, jobId)), state, stdout, stderr);
+    let so = 0, se = 0;
+    const tick = async () => {
+      if (!alive || following !== jobId) return;
+      try {
+        const r = await get(base + '/' + encodeURIComponent(jobId) + '/output' + qs({ stdout_offset: so, stderr_offset: se }));
+        if (!alive || following !== jobId) return;
+        if (r.stdout.data) stdout.append(r.stdout.data);
+        if (r.stderr.data) { stderr.hidden = false; stderr.append(stripANSI(r.stderr.data)); }
+        so = r.stdout.next; se = r.stderr.next;
+        const j = r.job;
+        state.replaceChildren(badge(j.status), j.exit_code !== null && j.exit_code !== undefined ? ' exit ' + j.exit_code : '', j.reason ? ' · ' + j.reason : '');
+        const more = r.stdout.next > r.stdout.offset || r.stderr.next > r.stderr.offset;
+        if (j.status === 'running' || more) outTimer = setTimeout(tick, more ? 50 : 1000);
+        else if (j.created_artifacts && j.created_artifacts.length) {
+          out.append(h('h4', {}, 'Created files'), table('Created files', ['Path', 'Size', 'Change'], j.created_artifacts.map((a) => [h('span', { class: 'mono' }, a.path), fmtBytes(a.size), a.change])));
+        }
+      } catch (e) { if (alive) state.textContent = errText(e); }
+    };
+    tick();
+  }
+
+  load();
+  return () => { alive = false; clearTimeout(listTimer); clearTimeout(outTimer); };
 }
 
 function metricsTab(body, id) {
