@@ -218,6 +218,12 @@ document.querySelector('form[aria-label="Run code"]').requestSubmit()`, nil)
 			p.navigate(b.URL + "/console/" + pg.hash)
 			p.waitFor(pg.name, `document.querySelector(`+jsString(pg.ready)+`)`, 30*time.Second)
 			time.Sleep(300 * time.Millisecond) // let the page's other requests land
+			// A form for a feature this bay does not have stays hidden.
+			var shownForms []string
+			p.eval(`Array.from(document.querySelectorAll('form[hidden]')).filter((f) => f.offsetParent !== null).map((f) => f.getAttribute('aria-label'))`, &shownForms)
+			if len(shownForms) > 0 {
+				t.Errorf("%s: hidden forms are shown: %v", pg.name, shownForms)
+			}
 			var overflow bool
 			p.eval(`document.documentElement.scrollWidth > window.innerWidth + 1`, &overflow)
 			if overflow {
