@@ -29,6 +29,15 @@ const (
 	BearerPrefix         = "Bearer "
 )
 
+// WebSocket subprotocols of the terminal (ours). A browser cannot set headers on a WebSocket,
+// so a client may offer its API key as the subprotocol BearerSubprotocolPrefix +
+// base64url(key) (no padding) next to TerminalSubprotocol; bay reads the key from there when
+// there is no Authorization header and answers with TerminalSubprotocol, never echoing the key.
+const (
+	TerminalSubprotocol     = "shipyard.terminal.v1"
+	BearerSubprotocolPrefix = "shipyard.bearer."
+)
+
 // Default values used by the API.
 const (
 	DefaultProfile     = "python-default"
@@ -491,6 +500,10 @@ type ExecutionHistoryEntry struct {
 	LearnError       *string `json:"learn_error"`
 	LearnProcessedAt *Time   `json:"learn_processed_at"`
 	CreatedAt        Time    `json:"created_at"`
+	// Ours: the images a Python call returned ([{"image/png": "<base64>"}]), on GET of one
+	// entry (and history/last); lists give ImageCount only.
+	Images     []map[string]string `json:"images,omitempty" doc:"images the Python call returned (MIME type -> base64); on single-entry reads only"`
+	ImageCount int                 `json:"image_count" doc:"how many images the call returned"`
 }
 
 type ExecutionHistoryList struct {

@@ -219,17 +219,20 @@ type CargoUsage struct {
 
 // Execution is one row of execution history.
 type Execution struct {
-	ID               string
-	Owner            string
-	SandboxID        string
-	SessionID        string // may be ""
-	ExecType         string // python | shell | browser | browser_batch
-	Code             string
-	Success          bool
-	ExecutionTimeMS  int64
-	Output           *string
-	Error            *string
-	PayloadRef       *string
+	ID              string
+	Owner           string
+	SandboxID       string
+	SessionID       string // may be ""
+	ExecType        string // python | shell | browser | browser_batch
+	Code            string
+	Success         bool
+	ExecutionTimeMS int64
+	Output          *string
+	Error           *string
+	PayloadRef      *string
+	// Images are the rich outputs of a Python call, each one MIME type -> base64 data
+	// ({"image/png": "..."}), as the runtime returned them (it bounds their size); nil for none.
+	Images           []map[string]string
 	Description      *string
 	Tags             *string // normalised: split on ',', trimmed, deduped, sorted, joined; "" -> nil
 	Notes            *string

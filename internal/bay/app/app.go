@@ -24,6 +24,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/auth"
 	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
+	"github.com/shipyard-dev/shipyard/internal/bay/console"
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/bay/gc"
 	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
@@ -305,6 +306,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			api.Mount("/mcp", h, true)
 		}
 	}
+
+	api.Mount(console.Prefix, console.Handler(), false)
 
 	addr := m.Addr
 	if addr == "" {

@@ -90,11 +90,20 @@ func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session,
 }
 
 func (s *Service) recordExecution(ctx context.Context, sb *bay.Sandbox, sess *bay.Session, typ, code string, ok bool, ms int64, output, errText, desc, tags *string) (string, error) {
-	e := &bay.Execution{
+	return s.insertExecution(ctx, s.newExecution(sb, sess, typ, code, ok, ms, output, errText, desc, tags))
+}
+
+// newExecution is the history row of a call that just returned.
+func (s *Service) newExecution(sb *bay.Sandbox, sess *bay.Session, typ, code string, ok bool, ms int64, output, errText, desc, tags *string) *bay.Execution {
+	return &bay.Execution{
 		ID: bay.NewID(bay.PrefixExecution), Owner: sb.Owner, SandboxID: sb.ID, SessionID: sess.ID,
 		ExecType: typ, Code: code, Success: ok, ExecutionTimeMS: ms, Output: output, Error: errText,
 		Description: desc, Tags: bay.NormalizeTags(tags), CreatedAt: s.lc.Now(),
 	}
+}
+
+// insertExecution writes the history row e and returns its id.
+func (s *Service) insertExecution(ctx context.Context, e *bay.Execution) (string, error) {
 	// Detached: the runtime already did the work; the record must not be lost to a client
 	// that hangs up now.
 	dctx, cancel := bay.Detached(ctx, 10*time.Second)

@@ -51,7 +51,9 @@ func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonPara
 		res.Code = &p.Code
 	}
 	out := r.Output.Text
-	res.ExecutionID, err = s.recordExecution(ctx, sb, sess, bay.ExecPython, p.Code, r.Success, ms, &out, r.Error, p.Description, p.Tags)
+	e := s.newExecution(sb, sess, bay.ExecPython, p.Code, r.Success, ms, &out, r.Error, p.Description, p.Tags)
+	e.Images = r.Output.Images // a plot stays in the history as the call returned it
+	res.ExecutionID, err = s.insertExecution(ctx, e)
 	if err != nil {
 		return nil, err
 	}

@@ -79,14 +79,18 @@ func renderExecution(e *bay.Execution) *bayapi.ExecutionHistoryEntry {
 		ExecutionTimeMS: e.ExecutionTimeMS, Output: e.Output, Error: e.Error, PayloadRef: e.PayloadRef,
 		Description: e.Description, Tags: e.Tags, Notes: e.Notes, LearnEnabled: e.LearnEnabled,
 		LearnStatus: e.LearnStatus, LearnError: e.LearnError, LearnProcessedAt: bayapi.TimePtr(e.LearnProcessedAt),
-		CreatedAt: bayapi.NewTime(e.CreatedAt),
+		CreatedAt: bayapi.NewTime(e.CreatedAt), Images: e.Images, ImageCount: len(e.Images),
 	}
 }
 
+// renderExecutionPage renders a history page. Its entries carry image_count but not the
+// images themselves, so that a page of plots stays small; GET of one entry has them.
 func renderExecutionPage(p *bay.ExecutionPage) *bayapi.ExecutionHistoryList {
 	out := &bayapi.ExecutionHistoryList{Entries: make([]bayapi.ExecutionHistoryEntry, 0, len(p.Entries)), Total: p.Total}
 	for _, e := range p.Entries {
-		out.Entries = append(out.Entries, *renderExecution(e))
+		r := renderExecution(e)
+		r.Images = nil
+		out.Entries = append(out.Entries, *r)
 	}
 	return out
 }

@@ -38,7 +38,6 @@
 //     payload_too_large); the path field must precede the file part or be given as ?path=.
 //   - execution_time_ms covers the runtime call only, not a cold start.
 //   - containers[] of GET /v1/sandboxes/{id} lists each container's capabilities (was []).
-//   - GET /v1/sandboxes/{id}/terminal proxies ship's PTY WebSocket (no reference endpoint).
 //   - POST /v1/sandboxes of a profile whose image is not on the engine is 400
 //     validation_error with details.reason image_missing and the hint to build it (the
 //     reference created the sandbox and failed its first call with a 500); an unknown
@@ -46,6 +45,10 @@
 //   - Every 401 carries WWW-Authenticate: Bearer realm="bay".
 //   - GET /readyz, GET /metrics (Prometheus, authenticated) and GET /v1/sandboxes/{id}/metrics
 //     are ours (docs/operations.md).
+//   - History entries carry image_count, and a single entry (GET .../history/{id}, history/last)
+//     the images its Python call returned (the reference dropped them); pages omit the images.
+//   - GET /v1/sandboxes/{id}/terminal proxies ship's PTY WebSocket (no reference endpoint); a browser,
+//     which cannot set headers on a WebSocket, may offer its key as a subprotocol (wsauth.go).
 package httpapi
 
 import (
@@ -329,6 +332,7 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			writeError(w, r, s.log, bay.Errorf(bay.CodeUnauthorized, "Authentication required"))
 			return
 		}
+		r = bearerFromSubprotocol(r)
 		var owner string
 		var admin bool
 		var err error

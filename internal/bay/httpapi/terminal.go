@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/shipyard-dev/shipyard/api/bayapi"
 )
 
 // terminal proxies a WebSocket to ship's /term/ws: same authentication as every endpoint, the
@@ -27,7 +29,8 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	down, err := websocket.Accept(w, r, nil)
+	// A browser that offered its key as a subprotocol gets the terminal's own one back.
+	down, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{bayapi.TerminalSubprotocol}})
 	if err != nil {
 		up.Close(websocket.StatusInternalError, "client upgrade failed")
 		return // Accept already answered

@@ -407,17 +407,22 @@ func (q *txn) DeleteCargo(ctx context.Context, id string) error {
 // ---- execution history ----------------------------------------------------------------------
 
 const executionCols = `id, owner, sandbox_id, session_id, exec_type, code, success, execution_time_ms, output,
-error, payload_ref, description, tags, notes, learn_enabled, learn_status, learn_error, learn_processed_at, created_at`
+error, payload_ref, description, tags, notes, learn_enabled, learn_status, learn_error, learn_processed_at, created_at,
+images`
 
 func scanExecution(r pgx.Row) (*bay.Execution, error) {
 	var e bay.Execution
-	var sess *string
+	var sess, images *string
 	var code []byte
 	var output, errOut *[]byte
 	if err := r.Scan(&e.ID, &e.Owner, &e.SandboxID, &sess, &e.ExecType, &code, &e.Success, &e.ExecutionTimeMS,
 		&output, &errOut, &e.PayloadRef, &e.Description, &e.Tags, &e.Notes, &e.LearnEnabled, &e.LearnStatus,
-		&e.LearnError, &e.LearnProcessedAt, &e.CreatedAt); err != nil {
+		&e.LearnError, &e.LearnProcessedAt, &e.CreatedAt, &images); err != nil {
 		return nil, err
+	}
+	var err error
+	if e.Images, err = storesql.DecodeImages(images); err != nil {
+		return nil, fmt.Errorf("execution %s: %w", e.ID, err)
 	}
 	e.SessionID, e.Code = deref(sess), string(code)
 	e.Output, e.Error = bytesString(output), bytesString(errOut)
@@ -427,7 +432,7 @@ func scanExecution(r pgx.Row) (*bay.Execution, error) {
 func executionArgs(e *bay.Execution) []any {
 	return []any{e.ID, e.Owner, e.SandboxID, nullString(e.SessionID), e.ExecType, []byte(e.Code), e.Success,
 		e.ExecutionTimeMS, nullBytes(e.Output), nullBytes(e.Error), e.PayloadRef, e.Description, e.Tags, e.Notes,
-		e.LearnEnabled, e.LearnStatus, e.LearnError, nullTS(e.LearnProcessedAt), ts(e.CreatedAt)}
+		e.LearnEnabled, e.LearnStatus, e.LearnError, nullTS(e.LearnProcessedAt), ts(e.CreatedAt), storesql.EncodeImages(e.Images)}
 }
 
 // GetExecution returns the execution or an error wrapping ErrNotFound.
@@ -621,12 +626,12 @@ const (
 	qDeleteCargo     = `DELETE FROM cargos WHERE id = $1`
 	qGetExecution    = `SELECT ` + executionCols + ` FROM execution_history WHERE id = $1`
 	qInsertExecution = `INSERT INTO execution_history (` + executionCols + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		ON CONFLICT DO NOTHING`
 	qUpdateExecution = `UPDATE execution_history SET owner = $2, sandbox_id = $3, session_id = $4,
 		exec_type = $5, code = $6, success = $7, execution_time_ms = $8, output = $9, error = $10, payload_ref = $11,
 		description = $12, tags = $13, notes = $14, learn_enabled = $15, learn_status = $16, learn_error = $17,
-		learn_processed_at = $18, created_at = $19 WHERE id = $1`
+		learn_processed_at = $18, created_at = $19, images = $20 WHERE id = $1`
 	qGetIdempotency = `SELECT fingerprint, status_code, response, created_at, expires_at
 		FROM idempotency_keys WHERE owner = $1 AND key = $2`
 	qPutIdempotency = `INSERT INTO idempotency_keys

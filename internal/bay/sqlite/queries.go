@@ -531,16 +531,21 @@ func (q *txn) DeleteCargo(ctx context.Context, id string) error {
 // ---- execution history ----------------------------------------------------------------------
 
 const executionCols = `id, owner, sandbox_id, session_id, exec_type, code, success, execution_time_ms, output,
-error, payload_ref, description, tags, notes, learn_enabled, learn_status, learn_error, learn_processed_at, created_at`
+error, payload_ref, description, tags, notes, learn_enabled, learn_status, learn_error, learn_processed_at, created_at,
+images`
 
 func scanExecution(r scanner) (*bay.Execution, error) {
 	var e bay.Execution
-	var sess, output, errStr, payload, desc, tags, notes, lstatus, lerr sql.NullString
+	var sess, output, errStr, payload, desc, tags, notes, lstatus, lerr, images sql.NullString
 	var lproc sql.NullInt64
 	var created int64
 	if err := r.Scan(&e.ID, &e.Owner, &e.SandboxID, &sess, &e.ExecType, &e.Code, &e.Success, &e.ExecutionTimeMS,
-		&output, &errStr, &payload, &desc, &tags, &notes, &e.LearnEnabled, &lstatus, &lerr, &lproc, &created); err != nil {
+		&output, &errStr, &payload, &desc, &tags, &notes, &e.LearnEnabled, &lstatus, &lerr, &lproc, &created, &images); err != nil {
 		return nil, err
+	}
+	var err error
+	if e.Images, err = storesql.DecodeImages(ptrString(images)); err != nil {
+		return nil, fmt.Errorf("execution %s: %w", e.ID, err)
 	}
 	e.SessionID = sess.String
 	e.Output, e.Error, e.PayloadRef = ptrString(output), ptrString(errStr), ptrString(payload)
@@ -554,7 +559,8 @@ func executionArgs(e *bay.Execution) []any {
 	return []any{e.Owner, e.SandboxID, nullString(e.SessionID), e.ExecType, e.Code, boolInt(e.Success),
 		e.ExecutionTimeMS, nullStringPtr(e.Output), nullStringPtr(e.Error), nullStringPtr(e.PayloadRef),
 		nullStringPtr(e.Description), nullStringPtr(e.Tags), nullStringPtr(e.Notes), boolInt(e.LearnEnabled),
-		nullStringPtr(e.LearnStatus), nullStringPtr(e.LearnError), nullMicros(e.LearnProcessedAt), micros(e.CreatedAt)}
+		nullStringPtr(e.LearnStatus), nullStringPtr(e.LearnError), nullMicros(e.LearnProcessedAt), micros(e.CreatedAt),
+		nullStringPtr(storesql.EncodeImages(e.Images))}
 }
 
 // GetExecution returns the execution or an error wrapping ErrNotFound.
@@ -781,11 +787,11 @@ var (
 	qDeleteCargo     = prepared(`DELETE FROM cargos WHERE id = ?`)
 	qGetExecution    = prepared(`SELECT ` + executionCols + ` FROM execution_history WHERE id = ?`)
 	qInsertExecution = prepared(`INSERT INTO execution_history (` + executionCols + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	qUpdateExecution = prepared(`UPDATE execution_history SET owner = ?, sandbox_id = ?, session_id = ?,
 		exec_type = ?, code = ?, success = ?, execution_time_ms = ?, output = ?, error = ?, payload_ref = ?,
 		description = ?, tags = ?, notes = ?, learn_enabled = ?, learn_status = ?, learn_error = ?,
-		learn_processed_at = ?, created_at = ? WHERE id = ?`)
+		learn_processed_at = ?, created_at = ?, images = ? WHERE id = ?`)
 	qGetIdempotency = prepared(`SELECT fingerprint, status_code, response, created_at, expires_at
 		FROM idempotency_keys WHERE owner = ? AND key = ?`)
 	qPutIdempotency = prepared(`INSERT INTO idempotency_keys

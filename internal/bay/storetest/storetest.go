@@ -628,10 +628,10 @@ func fmtExecution(e *bay.Execution) string {
 		}
 		return fmt.Sprintf("%q", *p)
 	}
-	return fmt.Sprintf("%s|%s|%s|%s|%s|%q|%t|%d|%s|%s|%s|%s|%s|%s|%t|%s|%s|%s|%s", e.ID, e.Owner, e.SandboxID,
+	return fmt.Sprintf("%s|%s|%s|%s|%s|%q|%t|%d|%s|%s|%s|%s|%s|%s|%t|%s|%s|%s|%s|%v", e.ID, e.Owner, e.SandboxID,
 		e.SessionID, e.ExecType, e.Code, e.Success, e.ExecutionTimeMS, s(e.Output), s(e.Error), s(e.PayloadRef),
 		s(e.Description), s(e.Tags), s(e.Notes), e.LearnEnabled, s(e.LearnStatus), s(e.LearnError),
-		fmtTime(e.LearnProcessedAt), fmtTime(&e.CreatedAt))
+		fmtTime(e.LearnProcessedAt), fmtTime(&e.CreatedAt), e.Images)
 }
 
 func testExecutionRoundTrip(t *testing.T, s bay.Store) {
@@ -639,7 +639,8 @@ func testExecutionRoundTrip(t *testing.T, s bay.Store) {
 	full := &bay.Execution{ID: "exec-1", Owner: "alice", SandboxID: "sandbox-1", SessionID: "sess-1", ExecType: "python",
 		Code: "print('héllo')\n", Success: true, ExecutionTimeMS: 142, Output: ptr("héllo\n"), Error: ptr(""),
 		PayloadRef: ptr("blob:blob-1"), Description: ptr("d"), Tags: ptr("a,b"), Notes: ptr("n"), LearnEnabled: true,
-		LearnStatus: ptr("processed"), LearnError: ptr("none"), LearnProcessedAt: ptr(at(5)), CreatedAt: at(1)}
+		LearnStatus: ptr("processed"), LearnError: ptr("none"), LearnProcessedAt: ptr(at(5)), CreatedAt: at(1),
+		Images: []map[string]string{{"image/png": "iVBORw0KGgo="}, {"image/jpeg": "/9j/4AAQ", "text/plain": "<Figure>"}}}
 	bare := &bay.Execution{ID: "exec-2", Owner: "alice", SandboxID: "sandbox-1", ExecType: "shell", CreatedAt: at(2)}
 	mustTx(t, s, func(tx bay.Tx) error {
 		if err := tx.InsertExecution(ctx, full); err != nil {
@@ -660,6 +661,7 @@ func testExecutionRoundTrip(t *testing.T, s bay.Store) {
 	wantCode(t, err, bay.ErrConflict)
 
 	bare.Notes, bare.Tags, bare.Description = ptr("works"), ptr("a,b"), ptr("")
+	bare.Images = []map[string]string{{"image/png": "AAAA"}}
 	mustTx(t, s, func(tx bay.Tx) error { return tx.UpdateExecution(ctx, bare) })
 	got, _ := s.GetExecution(ctx, bare.ID)
 	equal(t, "updated execution", fmtExecution(got), fmtExecution(bare))
