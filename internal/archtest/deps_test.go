@@ -85,6 +85,7 @@ var services = []string{
 	"./internal/bay/capability",
 	"./internal/bay/cargo",
 	"./internal/bay/history",
+	"./internal/bay/skillrel",
 }
 
 func TestServicesDoNotSpeakTheWire(t *testing.T) {
