@@ -54,7 +54,7 @@ var (
 
 // routeTable is THE list of endpoints.
 func (s *Server) routeTable() []route {
-	return []route{
+	return append([]route{
 		{method: "GET", pattern: bayapi.PathHealth, handler: s.health,
 			doc: opDoc{id: "health", summary: "Liveness", tag: "meta", status: 200, response: bayapi.HealthResponse{}}},
 		{method: "GET", pattern: bayapi.PathOpenAPI, handler: s.openAPI,
@@ -133,5 +133,5 @@ func (s *Server) routeTable() []route {
 			doc: opDoc{id: "gcRun", summary: "Run one GC cycle now", tag: "admin", request: bayapi.GCRunRequest{}, optionalReq: true, status: 200, response: bayapi.GCRunResponse{}}},
 		{method: "GET", pattern: bayapi.PathGCStatus, auth: true, handler: s.gcStatus,
 			doc: opDoc{id: "gcStatus", summary: "GC status", tag: "admin", status: 200, response: bayapi.GCStatusResponse{}}},
-	}
+	}, s.skillRoutes()...)
 }

@@ -60,6 +60,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/skillrel"
 )
 
 // Authenticator maps a request to the owner it acts as (internal/bay/auth.Authenticator).
@@ -84,11 +85,14 @@ type Options struct {
 	Capabilities *capability.Service
 	Cargos       *cargo.Service
 	History      *history.Service
-	Idempotency  *idempotency.Manager
-	Auth         Authenticator
-	GC           GCAdmin // nil: admin endpoints answer 503 unavailable
-	Log          *slog.Logger
-	Version      string // reported by /health and the OpenAPI document
+	// Skills serves the skill lifecycle (nil: a service over the Service's store when it keeps
+	// the lifecycle, else those endpoints answer 503).
+	Skills      *skillrel.Service
+	Idempotency *idempotency.Manager
+	Auth        Authenticator
+	GC          GCAdmin // nil: admin endpoints answer 503 unavailable
+	Log         *slog.Logger
+	Version     string // reported by /health and the OpenAPI document
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
 	// TerminalTouchInterval is how often an open terminal refreshes the idle deadline
@@ -103,6 +107,7 @@ type Server struct {
 	caps    *capability.Service
 	cargos  *cargo.Service
 	history *history.Service
+	skills  *skillrel.Service
 	idem    *idempotency.Manager
 	log     *slog.Logger
 	mux     *http.ServeMux
@@ -157,8 +162,12 @@ func New(opts Options) *Server {
 	if opts.History == nil {
 		opts.History = history.New(opts.Service.Store())
 	}
+	if ss, ok := opts.Service.Store().(bay.SkillStore); ok && opts.Skills == nil {
+		opts.Skills = skillrel.New(ss, skillrel.Options{Now: opts.Service.Now})
+	}
 	s := &Server{
-		opts: opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
+		skills: opts.Skills,
+		opts:   opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
 		log: opts.Log.With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
 	s.routes = s.routeTable()
