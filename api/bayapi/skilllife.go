@@ -188,3 +188,32 @@ type ReleaseHealthResponse struct {
 	RollbackReasons     []string         `json:"rollback_reasons"`
 	Thresholds          HealthThresholds `json:"thresholds"`
 }
+
+// BrowserTraceResponse is GET .../browser/traces/{trace_ref}.
+type BrowserTraceResponse struct {
+	TraceRef string          `json:"trace_ref"`
+	Trace    json.RawMessage `json:"trace"`
+}
+
+// SkillRunRequest is POST .../browser/skills/{skill_key}/run.
+type SkillRunRequest struct {
+	Timeout      *Int    `json:"timeout,omitempty" minimum:"1" maximum:"600" doc:"seconds for the whole replay, default 60"`
+	StopOnError  *bool   `json:"stop_on_error,omitempty" doc:"default true"`
+	IncludeTrace bool    `json:"include_trace,omitempty"`
+	Description  *string `json:"description,omitempty" maxLength:"4096"`
+	Tags         *string `json:"tags,omitempty" maxLength:"1024"`
+}
+
+// SkillRunResponse is the answer of a skill run: the replayed batch and the release.
+type SkillRunResponse struct {
+	SkillKey        string        `json:"skill_key"`
+	ReleaseID       string        `json:"release_id"`
+	ExecutionID     string        `json:"execution_id"`
+	ExecutionTimeMS int64         `json:"execution_time_ms"`
+	TraceRef        *string       `json:"trace_ref"`
+	Results         []BrowserStep `json:"results"`
+	TotalSteps      int           `json:"total_steps"`
+	CompletedSteps  int           `json:"completed_steps"`
+	Success         bool          `json:"success"`
+	DurationMS      int64         `json:"duration_ms"`
+}

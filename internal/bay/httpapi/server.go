@@ -165,6 +165,9 @@ func New(opts Options) *Server {
 	if ss, ok := opts.Service.Store().(bay.SkillStore); ok && opts.Skills == nil {
 		opts.Skills = skillrel.New(ss, skillrel.Options{Now: opts.Service.Now})
 	}
+	if opts.Skills != nil {
+		opts.Capabilities.SetSkills(opts.Skills) // browser traces and skill runs use the lifecycle
+	}
 	s := &Server{
 		skills: opts.Skills,
 		opts:   opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,

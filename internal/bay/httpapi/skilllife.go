@@ -9,6 +9,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/skillrel"
 )
 
@@ -50,7 +51,54 @@ func (s *Server) skillRoutes() []route {
 			doc: opDoc{id: "skillReleaseHealth", summary: "A release's health over its window against the release before it", tag: tag, status: 200, response: bayapi.ReleaseHealthResponse{}}},
 		{method: "POST", pattern: bayapi.PathSkillRollback, auth: true, handler: s.rollbackRelease,
 			doc: opDoc{id: "rollbackSkillRelease", summary: "Make a new active release from the one before", tag: tag, status: 200, response: bayapi.SkillReleaseResponse{}}},
+		{method: "GET", pattern: bayapi.PathBrowserTrace, auth: true, handler: s.browserTrace,
+			doc: opDoc{id: "getBrowserTrace", summary: "Read a browser trace of the owner (by its blob: reference)", tag: "capabilities", status: 200, response: bayapi.BrowserTraceResponse{}}},
+		{method: "POST", pattern: bayapi.PathBrowserSkillRun, auth: true, handler: s.runBrowserSkill,
+			doc: opDoc{id: "runBrowserSkill", summary: "Replay the active release of a browser skill", tag: "capabilities", request: bayapi.SkillRunRequest{}, optionalReq: true, status: 200, response: bayapi.SkillRunResponse{}}},
 	}
+}
+
+func (s *Server) browserTrace(w http.ResponseWriter, r *http.Request) {
+	var is issues
+	ref := pathID(r, &is, "trace_ref")
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	b, err := s.caps.GetTrace(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), ref)
+	replyAs(s, w, r, b, err, func(b *bay.Blob) bayapi.BrowserTraceResponse {
+		return bayapi.BrowserTraceResponse{TraceRef: skillrel.Ref(b.ID), Trace: b.Payload}
+	})
+}
+
+func (s *Server) runBrowserSkill(w http.ResponseWriter, r *http.Request) {
+	var req bayapi.SkillRunRequest
+	if err := decodeOptionalBody(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var is issues
+	key := r.PathValue("skill_key")
+	is.strLen(&key, bayapi.MaxSkillKeyLen, "path", "skill_key")
+	timeout := 60
+	if req.Timeout != nil {
+		is.intRange(int64(*req.Timeout), 1, maxBrowserBatchTimeout, "body", "timeout")
+		timeout = int(*req.Timeout)
+	}
+	annotationLens(&is, req.Description, req.Tags)
+	if err := is.err(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	run, err := s.caps.RunBrowserSkill(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), key, capability.SkillRunParams{
+		Timeout: timeout, StopOnError: req.StopOnError == nil || *req.StopOnError, IncludeTrace: req.IncludeTrace,
+		Description: req.Description, Tags: req.Tags,
+	})
+	replyAs(s, w, r, run, err, func(run *capability.SkillRun) bayapi.SkillRunResponse {
+		b := renderBrowserBatch(run.BrowserBatchResult)
+		return bayapi.SkillRunResponse{SkillKey: key, ReleaseID: run.Release.ID, ExecutionID: b.ExecutionID, ExecutionTimeMS: b.ExecutionTimeMS,
+			TraceRef: b.TraceRef, Results: b.Results, TotalSteps: b.TotalSteps, CompletedSteps: b.CompletedSteps, Success: b.Success, DurationMS: b.DurationMS}
+	})
 }
 
 // skillService returns the lifecycle service or fails the request.
