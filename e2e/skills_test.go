@@ -3,6 +3,7 @@ package e2e
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // Browser traces and skill replay on the real engine: a command kept with its trace, a
@@ -85,4 +86,79 @@ func TestBrowserTracesAndSkillReplay(t *testing.T) {
 		t.Fatalf("traced run: %s", traced)
 	}
 	expectError(t, b.do("POST", base+"/browser/skills/form-flow/run", map[string]any{"timeout": 601}, nil), 422, "validation_error", "run timeout")
+}
+
+// greeterPage is a form flow any sandbox can reach: a data: URL, no server needed.
+const greeterPage = `data:text/html,<title>Form</title><input id=who><button onclick=document.title=who.value>Go</button>`
+
+// Browser learning on the real engine: a recorded three-step flow becomes a candidate that is
+// replayed in a fresh sandbox, passes and goes to canary; a flow that only worked against a
+// page of its own sandbox fails its replays and is rejected.
+func TestBrowserLearningReplays(t *testing.T) {
+	t.Parallel()
+	b := startBay(t, bayOptions{profiles: browserProfiles, extraConfig: "browser_learning:\n  interval_seconds: 2\n"})
+	id := b.create(map[string]any{"profile": "browser-python"}, nil).Str("id")
+	base := "/v1/sandboxes/" + id
+
+	good := expect(t, b.do("POST", base+"/browser/exec_batch", map[string]any{"learn": true, "tags": "skill:greeter",
+		"description": "Greet a visitor!", "commands": []string{"open '" + greeterPage + "'", "fill #who Ada", "click button", "get title"}}, nil), 200, "recorded flow")
+	if good.Get("success") != true || strings.TrimSpace(good.Get("results").([]any)[3].(map[string]any)["stdout"].(string)) != "Ada" {
+		t.Fatalf("recorded flow: %s", good)
+	}
+	b.writeFile(id, "site/index.html", formPage)
+	serveSite(t, b, id)
+	local := expect(t, b.do("POST", base+"/browser/exec_batch", map[string]any{"learn": true, "tags": "skill:local-form",
+		"commands": []string{"open http://ship:8000/index.html", "fill #name Bob", "click button"}}, nil), 200, "local flow")
+	if local.Get("success") != true {
+		t.Fatalf("local flow: %s", local)
+	}
+
+	// Wait for the learner to process both rows.
+	deadline := time.Now().Add(4 * time.Minute)
+	for _, ex := range []string{good.Str("execution_id"), local.Str("execution_id")} {
+		for {
+			row := expect(t, b.do("GET", base+"/history/"+ex, nil, nil), 200, "row")
+			if st := row.Str("learn_status"); st == "processed" {
+				break
+			} else if st == "error" || st == "skipped" || time.Now().After(deadline) {
+				t.Fatalf("learning of %s: %s", ex, row)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+
+	cands := expect(t, b.do("GET", "/v1/skills/candidates?skill_key=greeter", nil, nil), 200, "greeter candidates")
+	if cands.Get("total") != float64(1) {
+		t.Fatalf("greeter candidates: %s", cands)
+	}
+	c := cands.Get("items").([]any)[0].(map[string]any)
+	if c["status"] != "promoted_canary" || c["skill_type"] != "browser" || c["created_by"] != "system:auto" || c["latest_pass"] != true ||
+		c["latest_score"] != float64(1) || c["scenario_key"] != "greet-a-visitor" || c["auto_release_eligible"] != true {
+		t.Fatalf("greeter candidate: %v", c)
+	}
+	seg := expect(t, b.do("GET", "/v1/skills/payloads/"+c["payload_ref"].(string), nil, nil), 200, "segment")
+	if seg.Str("kind") != "browser_segment" || len(seg.Get("payload.commands").([]any)) != 3 {
+		t.Fatalf("segment: %s", seg)
+	}
+	rels := expect(t, b.do("GET", "/v1/skills/releases?skill_key=greeter&active_only=true", nil, nil), 200, "greeter releases")
+	rel := rels.Get("items").([]any)[0].(map[string]any)
+	if rel["stage"] != "canary" || rel["release_mode"] != "auto" || rel["health_window_end_at"] == nil || rel["promoted_by"] != "system:auto" {
+		t.Fatalf("greeter release: %s", rels)
+	}
+
+	local2 := expect(t, b.do("GET", "/v1/skills/candidates?skill_key=local-form", nil, nil), 200, "local candidates")
+	lc := local2.Get("items").([]any)[0].(map[string]any)
+	if lc["status"] != "rejected" || lc["latest_pass"] != false || lc["latest_score"] != float64(0) {
+		t.Fatalf("local-form candidate (its page is not reachable from a fresh sandbox): %v", lc)
+	}
+
+	// The released skill replays in the recording sandbox; its run feeds the canary's health.
+	run := expect(t, b.do("POST", base+"/browser/skills/greeter/run", map[string]any{}, nil), 200, "run")
+	if run.Get("success") != true || run.Str("release_id") != rel["id"] {
+		t.Fatalf("run: %s", run)
+	}
+	health := expect(t, b.do("GET", "/v1/skills/releases/"+rel["id"].(string)+"/health", nil, nil), 200, "health")
+	if health.Get("samples") != float64(1) || health.Get("healthy") != true {
+		t.Fatalf("health: %s", health)
+	}
 }

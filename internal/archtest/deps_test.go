@@ -86,6 +86,7 @@ var services = []string{
 	"./internal/bay/cargo",
 	"./internal/bay/history",
 	"./internal/bay/skillrel",
+	"./internal/bay/learning",
 }
 
 func TestServicesDoNotSpeakTheWire(t *testing.T) {

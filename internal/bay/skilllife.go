@@ -136,9 +136,9 @@ type CandidateQuery struct {
 	Offset   int
 }
 
-// ReleaseQuery selects an owner's non-deleted releases, newest promotion first.
+// ReleaseQuery selects non-deleted releases, newest promotion first.
 type ReleaseQuery struct {
-	Owner      string
+	Owner      string // "" = every owner's (background work only)
 	SkillKey   string
 	Stage      string
 	ActiveOnly bool
@@ -176,6 +176,9 @@ type SkillReader interface {
 	ExecutionSamples(ctx context.Context, owner, tag string, from, to time.Time) ([]ExecSample, error)
 	// OwnsExecution reports whether the execution exists and belongs to owner.
 	OwnsExecution(ctx context.Context, owner, id string) (bool, error)
+	// LearningQueue returns the ids of up to limit browser executions waiting for learning
+	// (learn_enabled, learn_status pending or unset), oldest first.
+	LearningQueue(ctx context.Context, limit int) ([]string, error)
 }
 
 // SkillTx is a write transaction of the skill store.

@@ -249,8 +249,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	pool := warmpool.New(store, drv, svc, nil, log, wpc)
 	svc.SetWarmClaimer(pool)
 
+	skills, learn := skillLifecycle(store, svc, caps, cfg, instanceID, log)
 	api := httpapi.New(httpapi.Options{
-		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Log: log,
+		Service: svc, Capabilities: caps, History: history.New(store), Skills: skills, Idempotency: idem, Auth: authn, GC: sched, Log: log,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 	})
 	if m.MountMCP != nil {
@@ -280,7 +281,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run,
-		"deathwatch": svc.WatchDeaths,
+		"deathwatch": svc.WatchDeaths, "learning": learn,
 		"instance": func(ctx context.Context) error {
 			return lease.HoldInstance(ctx, store, instanceID, svc.BootID(), utcNow, log)
 		}}

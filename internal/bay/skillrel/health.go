@@ -85,6 +85,16 @@ func (s *Service) Health(ctx context.Context, owner, id string) (*Health, error)
 	return h, nil
 }
 
+// HealthWith reports the health of release v with thresholds th (browser learning judges its
+// canaries with the configured thresholds).
+func (s *Service) HealthWith(ctx context.Context, v *bay.SkillRelease, th Thresholds) (*Health, error) {
+	h, err := s.health(ctx, v, th)
+	if err != nil {
+		return nil, bay.Internal("Failed to compute release health", err)
+	}
+	return h, nil
+}
+
 // health measures the executions tagged release:<id> in the release's window (from its
 // promotion to its health window end, 24 hours by default, up to now) against a baseline:
 // the previous release (deleted ones included) measured from its promotion to this one's, else

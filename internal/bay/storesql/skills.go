@@ -424,7 +424,9 @@ func (s Skills) GetRelease(ctx context.Context, owner, id string) (*bay.SkillRel
 // ListReleases returns one page of the owner's non-deleted releases and the total.
 func (s Skills) ListReleases(ctx context.Context, q bay.ReleaseQuery) ([]*bay.SkillRelease, int, error) {
 	w := New(s.D)
-	w.Add("owner = " + w.Arg(q.Owner))
+	if q.Owner != "" {
+		w.Add("owner = " + w.Arg(q.Owner))
+	}
 	w.Add("is_deleted = " + w.Arg(s.D.Bool(false)))
 	if q.SkillKey != "" {
 		w.Add("skill_key = " + w.Arg(q.SkillKey))
@@ -519,4 +521,20 @@ func (s Skills) ExecutionSamples(ctx context.Context, owner, tag string, from, t
 func (s Skills) OwnsExecution(ctx context.Context, owner, id string) (bool, error) {
 	n, err := s.count(ctx, "find execution "+id, `SELECT count(*) FROM execution_history WHERE id = ? AND owner = ?`, id, owner)
 	return n > 0, err
+}
+
+// LearningQueue returns the ids of browser executions waiting for learning, oldest first.
+func (s Skills) LearningQueue(ctx context.Context, limit int) ([]string, error) {
+	rs, err := s.query(ctx, `SELECT id FROM execution_history WHERE learn_enabled = ? AND exec_type IN (?, ?)
+		AND (learn_status IS NULL OR learn_status = ?) ORDER BY created_at, id LIMIT ?`,
+		s.D.Bool(true), bay.ExecBrowser, bay.ExecBrowserBatch, "pending", int64(limit))
+	ids, err := collect(rs, err, "learning queue", func(r Rows) (*string, error) {
+		var id string
+		return &id, r.Scan(&id)
+	})
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = *id
+	}
+	return out, err
 }
