@@ -8,9 +8,10 @@
 // get_execution_history, get_execution, get_last_execution, annotate_execution,
 // execute_browser, execute_browser_batch, list_profiles. Ours, not in the reference:
 // get_sandbox, list_sandboxes, stop_sandbox, extend_ttl, keepalive. The reference's skill
-// tools (create_skill_payload, ...) are not offered because bay does not serve the skills
-// API; learn and include_trace of the browser tools are passed on to bay, which refuses them
-// while it has no trace storage.
+// lifecycle tools: create_skill_payload, get_skill_payload, create_skill_candidate,
+// evaluate_skill_candidate, promote_skill_candidate, list_skill_candidates,
+// list_skill_releases, delete_skill_release, delete_skill_candidate, rollback_skill_release.
+// learn and include_trace of the browser tools are passed on to bay, which keeps the trace.
 //
 // Results are markdown TextContent like the reference's; images produced by python are
 // returned as ImageContent (image/png). Texts longer than Options.MaxToolTextChars are cut

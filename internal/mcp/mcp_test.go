@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 
 var referenceTools = []string{"create_sandbox", "delete_sandbox", "execute_python", "execute_shell", "read_file", "write_file",
 	"list_files", "delete_file", "upload_file", "download_file", "get_execution_history", "get_execution",
-	"get_last_execution", "annotate_execution", "execute_browser", "execute_browser_batch", "list_profiles"}
+	"get_last_execution", "annotate_execution", "execute_browser", "execute_browser_batch", "list_profiles",
+	"create_skill_payload", "get_skill_payload", "create_skill_candidate", "evaluate_skill_candidate", "promote_skill_candidate",
+	"list_skill_candidates", "list_skill_releases", "delete_skill_release", "delete_skill_candidate", "rollback_skill_release"}
 
 var ourTools = []string{"get_sandbox", "list_sandboxes", "stop_sandbox", "extend_ttl", "keepalive"}
 
