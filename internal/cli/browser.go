@@ -32,8 +32,8 @@ func (f *browserFlags) register(cmd *cobra.Command, timeoutHelp string) {
 	cmd.Flags().IntVar(&f.execTimeout, "exec-timeout", 0, timeoutHelp)
 	cmd.Flags().StringVar(&f.description, "description", "", "description stored in the history")
 	cmd.Flags().StringVar(&f.tags, "tags", "", "comma-separated tags stored in the history")
-	cmd.Flags().BoolVar(&f.learn, "learn", false, "mark the execution as skill-learning evidence (needs a bay with trace storage)")
-	cmd.Flags().BoolVar(&f.includeTrace, "include-trace", false, "ask for a trace_ref (needs a bay with trace storage)")
+	cmd.Flags().BoolVar(&f.learn, "learn", false, "mark the execution as skill-learning evidence (its trace is kept)")
+	cmd.Flags().BoolVar(&f.includeTrace, "include-trace", false, "keep a trace of the execution and print its trace_ref")
 }
 
 func (a *app) browserCmd() *cobra.Command {

@@ -145,7 +145,7 @@ status (124 on remote timeout); 64 usage; 65 rejected (validation); 66 not found
 		return nil
 	}
 	root.AddCommand(a.sandboxCmd(), a.pythonCmd(), a.shellCmd(), a.fsCmd(), a.historyCmd(), a.profilesCmd(),
-		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd())
+		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd(), a.skillCmd())
 	return root
 }
 

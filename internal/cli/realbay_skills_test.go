@@ -155,4 +155,27 @@ func TestRealBaySkillLifecycle(t *testing.T) {
 	if text = tool("list_skill_candidates", map[string]any{"skill_key": "nope"}, false); text != "No skill candidates found." {
 		t.Fatalf("empty list: %q", text)
 	}
+
+	// The CLI's verbs.
+	r := runReal(t, url, "", "skill", "payload", `{"a":[1]}`)
+	pref := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.HasPrefix(pref, "blob:blob-") {
+		t.Fatalf("skill payload: %+v", r)
+	}
+	if r = runReal(t, url, "", "skill", "payload", pref); r.code != 0 || r.stdout != "{\"a\":[1]}\n" {
+		t.Fatalf("skill payload get: %+v", r)
+	}
+	if r = runReal(t, url, "", "skill", "releases", "--skill", "csv-clean"); r.code != 0 ||
+		r.stdout != "total 2\n"+r2+" csv-clean v2 stable active=false\n"+r1+" csv-clean v1 canary active=false\n" {
+		t.Fatalf("skill releases: %+v", r)
+	}
+	if r = runReal(t, url, "", "skill", "health", r1); r.code != 0 || !strings.HasPrefix(r.stdout, "samples=2 success_rate=0.5 ") {
+		t.Fatalf("skill health: %+v", r)
+	}
+	if r = runReal(t, url, "", "-o", "json", "skill", "show", c2); r.code != 0 || !strings.Contains(r.stdout, `"status": "rolled_back"`) {
+		t.Fatalf("skill show: %+v", r)
+	}
+	if r = runReal(t, url, "", "skill", "rollback", r1); r.code == 0 || !strings.Contains(r.stderr, "Rollback is unavailable: no previous release exists") {
+		t.Fatalf("skill rollback of v1: %+v", r)
+	}
 }
