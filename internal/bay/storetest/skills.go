@@ -25,6 +25,7 @@ func RunSkills(t *testing.T, newStore func(t *testing.T) bay.SkillStore) {
 		{"ReleaseQueries", testReleaseQueries},
 		{"ExecutionSamples", testExecutionSamples},
 		{"SkillTxRollback", testSkillTxRollback},
+		{"LearningQueue", testLearningQueue},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newStore(t)) })
@@ -392,5 +393,44 @@ func checkPage[T any](t *testing.T, q any, got []*T, total int, err error, ids [
 	}
 	if !slices.Equal(gotIDs, ids) || total != wantTotal {
 		t.Errorf("%+v: got %v (total %d), want %v (total %d)", q, gotIDs, total, ids, wantTotal)
+	}
+}
+
+func testLearningQueue(t *testing.T, s bay.SkillStore) {
+	ctx := context.Background()
+	base := time.Now().UTC().Truncate(time.Microsecond)
+	status := func(v string) *string { return &v }
+	rows := []struct {
+		id     string
+		typ    string
+		learn  bool
+		status *string
+		at     time.Duration
+	}{
+		{"exec-late", bay.ExecBrowser, true, status("pending"), 3 * time.Second},
+		{"exec-early", bay.ExecBrowserBatch, true, nil, time.Second},
+		{"exec-middle", bay.ExecBrowser, true, status("pending"), 2 * time.Second},
+		{"exec-done", bay.ExecBrowser, true, status("processed"), 0},
+		{"exec-busy", bay.ExecBrowser, true, status("processing"), 0},
+		{"exec-nolearn", bay.ExecBrowser, false, status("skipped"), 0},
+		{"exec-python", bay.ExecPython, true, status("pending"), 0},
+	}
+	if err := s.(bay.Store).Tx(ctx, func(tx bay.Tx) error {
+		for _, r := range rows {
+			if err := tx.InsertExecution(ctx, &bay.Execution{ID: r.id, Owner: "alice", SandboxID: "sandbox-1", ExecType: r.typ,
+				LearnEnabled: r.learn, LearnStatus: r.status, CreatedAt: base.Add(r.at)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SkillReads().LearningQueue(ctx, 10)
+	if err != nil || !slices.Equal(got, []string{"exec-early", "exec-middle", "exec-late"}) {
+		t.Fatalf("queue = %v, %v", got, err)
+	}
+	if got, _ := s.SkillReads().LearningQueue(ctx, 2); !slices.Equal(got, []string{"exec-early", "exec-middle"}) {
+		t.Fatalf("queue of 2 = %v", got)
 	}
 }

@@ -83,3 +83,7 @@ CREATE TABLE skill_releases (
 CREATE UNIQUE INDEX skill_releases_one_active ON skill_releases (owner, skill_key) WHERE is_active;
 CREATE INDEX skill_releases_owner_promoted ON skill_releases (owner, is_deleted, promoted_at);
 CREATE INDEX skill_releases_candidate ON skill_releases (candidate_id);
+
+-- Browser learning reads the executions waiting for it, oldest first.
+CREATE INDEX execution_history_learning ON execution_history (created_at)
+    WHERE learn_enabled AND (learn_status IS NULL OR learn_status = 'pending');
