@@ -91,6 +91,15 @@ func (s *Service) recordBrowser(ctx context.Context, e *bay.Execution, o TraceOp
 		b, err := s.skills.PutBlob(dctx, e.Owner, bay.BlobKindBrowserTrace, raw)
 		cancel()
 		if err != nil {
+			// The browser acted: its history row is kept, without the trace, and the caller
+			// learns why there is none.
+			failed, msg := "error", "trace not stored: "+bay.ErrorCode(err)
+			if o.Learn {
+				e.LearnStatus, e.LearnError = &failed, &msg
+			}
+			if _, rerr := s.insertExecution(ctx, e); rerr != nil {
+				return "", nil, rerr
+			}
 			return "", nil, err
 		}
 		ref := "blob:" + b.ID

@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -173,5 +175,78 @@ func TestSkillLifecycleOverHTTP(t *testing.T) {
 	}
 	if m := h.do("GET", "/v1/skills/releases", "bob", nil).json(t); m["total"] != float64(0) {
 		t.Fatalf("bob sees releases: %v", m)
+	}
+}
+
+// TestParallelReleasesOverHTTP races promotes and rollbacks of one skill through the API:
+// versions stay unique and consecutive and exactly one release stays active.
+func TestParallelReleasesOverHTTP(t *testing.T) {
+	h := newHarness(t)
+	sb := h.sandbox("alice")
+	r := h.do("POST", "/v1/sandboxes/"+sb+"/python/exec", "alice", `{"code":"1"}`)
+	h.expect(r, 200, "")
+	e := r.json(t)["execution_id"].(string)
+	var cands []string
+	for range 3 {
+		r := h.do("POST", "/v1/skills/candidates", "alice", `{"skill_key":"race","source_execution_ids":["`+e+`"]}`)
+		h.expect(r, 201, "")
+		id := r.json(t)["id"].(string)
+		h.expect(h.do("POST", "/v1/skills/candidates/"+id+"/evaluate", "alice", `{"passed":true}`), 200, "")
+		cands = append(cands, id)
+	}
+	h.expect(h.do("POST", "/v1/skills/candidates/"+cands[0]+"/promote", "alice", nil), 200, "")
+	r = h.do("POST", "/v1/skills/candidates/"+cands[1]+"/promote", "alice", nil)
+	h.expect(r, 200, "")
+	second := r.json(t)["id"].(string)
+	const n = 20
+	statuses := make(chan int, n)
+	for i := range n {
+		go func() {
+			path := "/v1/skills/candidates/" + cands[i%3] + "/promote"
+			if i%4 == 3 {
+				path = "/v1/skills/releases/" + second + "/rollback"
+			}
+			req, _ := http.NewRequest("POST", h.srv.URL+path, nil)
+			req.Header.Set("Authorization", "Bearer alice-key")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			res.Body.Close()
+			statuses <- res.StatusCode
+		}()
+	}
+	for range n {
+		if st := <-statuses; st != 200 {
+			t.Errorf("a parallel release call answered %d", st)
+		}
+	}
+	var list struct {
+		Items []struct {
+			Version  int  `json:"version"`
+			IsActive bool `json:"is_active"`
+		} `json:"items"`
+		Total int `json:"total"`
+	}
+	r = h.do("GET", "/v1/skills/releases?skill_key=race&limit=500", "alice", nil)
+	h.expect(r, 200, "")
+	if err := json.Unmarshal(r.body, &list); err != nil {
+		t.Fatal(err)
+	}
+	seen, active := map[int]bool{}, 0
+	for _, it := range list.Items {
+		seen[it.Version] = true
+		if it.IsActive {
+			active++
+		}
+	}
+	for v := 1; v <= n+2; v++ {
+		if !seen[v] {
+			t.Errorf("version %d missing", v)
+		}
+	}
+	if list.Total != n+2 || active != 1 {
+		t.Fatalf("%d releases, %d active: %s", list.Total, active, r.body)
 	}
 }
