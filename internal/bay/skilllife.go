@@ -177,7 +177,9 @@ type SkillReader interface {
 	// OwnsExecution reports whether the execution exists and belongs to owner.
 	OwnsExecution(ctx context.Context, owner, id string) (bool, error)
 	// LearningQueue returns the ids of up to limit browser executions waiting for learning
-	// (learn_enabled, learn_status pending or unset), oldest first.
+	// (learn_enabled, learn_status pending or unset, or processing: learning runs under a
+	// lease, so a row still processing when a cycle starts was left by a bay that died),
+	// oldest first.
 	LearningQueue(ctx context.Context, limit int) ([]string, error)
 }
 

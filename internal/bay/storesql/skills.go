@@ -526,8 +526,8 @@ func (s Skills) OwnsExecution(ctx context.Context, owner, id string) (bool, erro
 // LearningQueue returns the ids of browser executions waiting for learning, oldest first.
 func (s Skills) LearningQueue(ctx context.Context, limit int) ([]string, error) {
 	rs, err := s.query(ctx, `SELECT id FROM execution_history WHERE learn_enabled = ? AND exec_type IN (?, ?)
-		AND (learn_status IS NULL OR learn_status = ?) ORDER BY created_at, id LIMIT ?`,
-		s.D.Bool(true), bay.ExecBrowser, bay.ExecBrowserBatch, "pending", int64(limit))
+		AND (learn_status IS NULL OR learn_status IN ('pending', 'processing')) ORDER BY created_at, id LIMIT ?`,
+		s.D.Bool(true), bay.ExecBrowser, bay.ExecBrowserBatch, int64(limit))
 	ids, err := collect(rs, err, "learning queue", func(r Rows) (*string, error) {
 		var id string
 		return &id, r.Scan(&id)

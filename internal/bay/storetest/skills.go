@@ -427,10 +427,10 @@ func testLearningQueue(t *testing.T, s bay.SkillStore) {
 		t.Fatal(err)
 	}
 	got, err := s.SkillReads().LearningQueue(ctx, 10)
-	if err != nil || !slices.Equal(got, []string{"exec-early", "exec-middle", "exec-late"}) {
+	if err != nil || !slices.Equal(got, []string{"exec-busy", "exec-early", "exec-middle", "exec-late"}) {
 		t.Fatalf("queue = %v, %v", got, err)
 	}
-	if got, _ := s.SkillReads().LearningQueue(ctx, 2); !slices.Equal(got, []string{"exec-early", "exec-middle"}) {
+	if got, _ := s.SkillReads().LearningQueue(ctx, 2); !slices.Equal(got, []string{"exec-busy", "exec-early"}) {
 		t.Fatalf("queue of 2 = %v", got)
 	}
 }

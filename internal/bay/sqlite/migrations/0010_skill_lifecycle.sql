@@ -85,4 +85,4 @@ CREATE INDEX skill_releases_candidate ON skill_releases (candidate_id);
 
 -- Browser learning reads the executions waiting for it, oldest first.
 CREATE INDEX execution_history_learning ON execution_history (created_at)
-    WHERE learn_enabled = 1 AND (learn_status IS NULL OR learn_status = 'pending');
+    WHERE learn_enabled = 1 AND (learn_status IS NULL OR learn_status IN ('pending', 'processing'));
