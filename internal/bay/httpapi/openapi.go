@@ -87,10 +87,12 @@ func (s *Server) buildOpenAPI() []byte {
 		} else {
 			op["security"] = []any{}
 		}
-		if paths[rt.pattern] == nil {
-			paths[rt.pattern] = map[string]any{}
+		// A trailing {name...} (the rest of the path) is a plain {name} in OpenAPI.
+		key := strings.ReplaceAll(rt.pattern, "...}", "}")
+		if paths[key] == nil {
+			paths[key] = map[string]any{}
 		}
-		paths[rt.pattern][strings.ToLower(rt.method)] = op
+		paths[key][strings.ToLower(rt.method)] = op
 	}
 	doc := map[string]any{
 		"openapi": "3.1.0",
@@ -112,7 +114,7 @@ func (s *Server) buildOpenAPI() []byte {
 	return b
 }
 
-var pathParamRE = regexp.MustCompile(`\{([a-z_]+)\}`)
+var pathParamRE = regexp.MustCompile(`\{([a-z_]+)(?:\.\.\.)?\}`)
 
 func pathParams(pattern string) []string {
 	var out []string
