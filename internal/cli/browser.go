@@ -100,6 +100,9 @@ An existing FILE is kept unless --force is given.`,
 						if res.Error != nil {
 							io.WriteString(a.stderr, withNewline(*res.Error))
 						}
+						if res.TraceRef != nil {
+							fmt.Fprintf(a.stderr, "trace_ref: %s\n", *res.TraceRef)
+						}
 					}
 					if res.ExitCode != 0 || shot == "" {
 						if err := a.show(res, text); err != nil {
@@ -253,6 +256,9 @@ exit code (124 when the batch ran out of time).`,
 						state = "failed"
 					}
 					fmt.Fprintf(a.stderr, "batch %s: %d/%d steps ran, %d ms\n", state, res.CompletedSteps, res.TotalSteps, res.DurationMS)
+					if res.TraceRef != nil {
+						fmt.Fprintf(a.stderr, "trace_ref: %s\n", *res.TraceRef)
+					}
 				})
 				if err != nil {
 					return err

@@ -306,8 +306,10 @@ func exerciseBrowser(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server
 	ok(t, s, "execute_browser_batch", with("commands", []any{"get title"}), "**Batch execution completed** (1/1 steps, 1ms)")
 	ok(t, s, "get_last_execution", with("exec_type", "browser_batch"), "- type: browser_batch")
 
-	fails(t, s, "execute_browser", with("cmd", "get title", "include_trace", true), "**API Error:** [validation_error]")
-	fails(t, s, "execute_browser_batch", with("commands", []any{"get title"}, "learn", true), "**API Error:** [validation_error]")
+	ok(t, s, "execute_browser", with("cmd", "get title", "include_trace", true), "\ntrace_ref: blob:blob-")
+	if text := ok(t, s, "execute_browser_batch", with("commands", []any{"get title"}, "learn", true)); strings.Contains(text, "trace_ref") {
+		t.Fatalf("learn without include_trace shows a trace_ref: %q", text)
+	}
 	plain := fake.AddSandbox("python-default", 0)
 	fails(t, s, "execute_browser", map[string]any{"sandbox_id": plain, "cmd": "get title"},
 		"**API Error:** [capability_not_supported] Profile 'python-default' does not support capability: browser")
