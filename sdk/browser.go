@@ -29,7 +29,7 @@ type BrowserRequest struct {
 	Description string
 	Tags        string
 	// Learn marks the execution as evidence for skill learning; IncludeTrace asks for a
-	// trace_ref. A bay without trace storage refuses both with validation_error.
+	// trace_ref (GET with BrowserTrace); both keep the trace in bay.
 	Learn        bool
 	IncludeTrace bool
 }

@@ -57,7 +57,7 @@ func TestBrowserExecAndBatch(t *testing.T) {
 		t.Fatalf("batch history: %+v, %v", e, err)
 	}
 
-	// Validation mirrors bay: 422 for a missing or out-of-range field, 400 for learn/trace.
+	// Validation mirrors bay: 422 for a missing or out-of-range field.
 	for what, call := range map[string]func() error{
 		"empty cmd": func() error { _, err := sb.Browser(ctx, ""); return err },
 		"timeout 301": func() error {
@@ -75,20 +75,17 @@ func TestBrowserExecAndBatch(t *testing.T) {
 			t.Errorf("%s: %v, want 422 validation_error", what, err)
 		}
 	}
-	for what, call := range map[string]func() error{
-		"include_trace": func() error {
-			_, err := sb.ExecBrowser(ctx, sdk.BrowserRequest{Cmd: "get title", IncludeTrace: true})
-			return err
-		},
-		"learn": func() error {
-			_, err := sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{Commands: []string{"get title"}, Learn: true})
-			return err
-		},
-	} {
-		var apiErr *sdk.Error
-		if err := call(); !errors.As(err, &apiErr) || apiErr.Status != 400 || apiErr.Code != bayapi.CodeValidation {
-			t.Errorf("%s: %v, want 400 validation_error", what, err)
-		}
+	// include_trace answers the trace's reference; learn keeps the trace without answering it.
+	traced, err := sb.ExecBrowser(ctx, sdk.BrowserRequest{Cmd: "get title", IncludeTrace: true})
+	if err != nil || traced.TraceRef == nil || !strings.HasPrefix(*traced.TraceRef, "blob:") {
+		t.Errorf("include_trace: %+v %v", traced, err)
+	}
+	learned, err := sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{Commands: []string{"get title"}, Learn: true})
+	if err != nil || learned.TraceRef != nil {
+		t.Fatalf("learn: %+v %v", learned, err)
+	}
+	if e, err := sb.Client().GetExecution(ctx, sb.ID, learned.ExecutionID); err != nil || e.PayloadRef == nil || e.LearnStatus == nil || *e.LearnStatus != "pending" || !e.LearnEnabled {
+		t.Errorf("learning row: %+v %v", e, err)
 	}
 }
 

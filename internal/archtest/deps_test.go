@@ -86,6 +86,8 @@ var services = []string{
 	"./internal/bay/cargo",
 	"./internal/bay/history",
 	"./internal/bay/skills",
+	"./internal/bay/skillrel",
+	"./internal/bay/learning",
 }
 
 func TestServicesDoNotSpeakTheWire(t *testing.T) {

@@ -112,6 +112,7 @@ type BrowserResult struct {
 	Error           *string
 	ExitCode        int
 	ExecutionTimeMS int64
+	TraceRef        *string // blob:<id> of the stored trace, when asked for
 }
 
 // BrowserStep is one command of a browser batch.
@@ -133,6 +134,7 @@ type BrowserBatchResult struct {
 	Success         bool
 	DurationMS      int64
 	ExecutionTimeMS int64
+	TraceRef        *string // blob:<id> of the stored trace, when asked for
 }
 
 // FileEntry is one entry of a workspace directory listing.

@@ -32,8 +32,8 @@ func (f *browserFlags) register(cmd *cobra.Command, timeoutHelp string) {
 	cmd.Flags().IntVar(&f.execTimeout, "exec-timeout", 0, timeoutHelp)
 	cmd.Flags().StringVar(&f.description, "description", "", "description stored in the history")
 	cmd.Flags().StringVar(&f.tags, "tags", "", "comma-separated tags stored in the history")
-	cmd.Flags().BoolVar(&f.learn, "learn", false, "mark the execution as skill-learning evidence (needs a bay with trace storage)")
-	cmd.Flags().BoolVar(&f.includeTrace, "include-trace", false, "ask for a trace_ref (needs a bay with trace storage)")
+	cmd.Flags().BoolVar(&f.learn, "learn", false, "mark the execution as skill-learning evidence (its trace is kept)")
+	cmd.Flags().BoolVar(&f.includeTrace, "include-trace", false, "keep a trace of the execution and print its trace_ref")
 }
 
 func (a *app) browserCmd() *cobra.Command {
@@ -99,6 +99,9 @@ An existing FILE is kept unless --force is given.`,
 						io.WriteString(a.stdout, res.Output)
 						if res.Error != nil {
 							io.WriteString(a.stderr, withNewline(*res.Error))
+						}
+						if res.TraceRef != nil {
+							fmt.Fprintf(a.stderr, "trace_ref: %s\n", *res.TraceRef)
 						}
 					}
 					if res.ExitCode != 0 || shot == "" {
@@ -253,6 +256,9 @@ exit code (124 when the batch ran out of time).`,
 						state = "failed"
 					}
 					fmt.Fprintf(a.stderr, "batch %s: %d/%d steps ran, %d ms\n", state, res.CompletedSteps, res.TotalSteps, res.DurationMS)
+					if res.TraceRef != nil {
+						fmt.Fprintf(a.stderr, "trace_ref: %s\n", *res.TraceRef)
+					}
 				})
 				if err != nil {
 					return err

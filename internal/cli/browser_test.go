@@ -55,9 +55,6 @@ func TestBrowserExec(t *testing.T) {
 	if r = run(t, fake.URL, "", "browser", "exec", plain, "get title"); r.code != 65 || !strings.Contains(r.stderr, "[capability_not_supported]") {
 		t.Fatalf("no browser: %+v", r)
 	}
-	if r = run(t, fake.URL, "", "browser", "exec", id, "get title", "--include-trace"); r.code != 65 || !strings.Contains(r.stderr, "[validation_error]") {
-		t.Fatalf("include-trace: %+v", r)
-	}
 	if r = run(t, fake.URL, "", "browser", "exec", id, "get title", "--exec-timeout", "301"); r.code != 65 {
 		t.Fatalf("timeout 301: %+v", r)
 	}
@@ -68,6 +65,9 @@ func TestBrowserExec(t *testing.T) {
 	var e bayapi.ExecutionHistoryEntry
 	if json.Unmarshal([]byte(r.stdout), &e); r.code != 0 || e.ExecType != bayapi.ExecBrowser || e.Code != "wait 999999" || e.Success {
 		t.Fatalf("history: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "browser", "exec", id, "get title", "--include-trace"); r.code != 0 || !strings.HasPrefix(r.stderr, "trace_ref: blob:blob-") {
+		t.Fatalf("include-trace: %+v", r)
 	}
 }
 

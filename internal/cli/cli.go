@@ -147,7 +147,7 @@ status (124 on remote timeout); 64 usage; 65 rejected (validation); 66 not found
 	}
 	root.AddCommand(a.sandboxCmd(), a.pythonCmd(), a.shellCmd(), a.fsCmd(), a.historyCmd(), a.profilesCmd(),
 		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd(), a.skillsCmd(), a.execsCmd(), a.jobCmd(),
-		a.versionCmd())
+		a.versionCmd(), a.skillCmd())
 	return root
 }
 

@@ -7,11 +7,13 @@
 // execute_shell, read_file, write_file, list_files, delete_file, upload_file, download_file,
 // get_execution_history, get_execution, get_last_execution, annotate_execution,
 // execute_browser, execute_browser_batch, list_profiles. Ours, not in the reference:
-// get_sandbox, list_sandboxes, stop_sandbox, extend_ttl, keepalive. The reference's skill
-// learning tools (create_skill_payload, ...) are not offered; bay's skill library is served as
-// resources instead (skills.go): every knowledge skill is skill://<name>/SKILL.md in
-// resources/list, and skill://<name>/<path> reads any file of a skill. learn and include_trace of the browser tools are passed on to bay, which refuses them
-// while it has no trace storage.
+// get_sandbox, list_sandboxes, stop_sandbox, extend_ttl, keepalive. Bay's skill library is
+// served as resources (skills.go): every knowledge skill is skill://<name>/SKILL.md in
+// resources/list, and skill://<name>/<path> reads any file of a skill. The reference's skill
+// lifecycle tools: create_skill_payload, get_skill_payload, create_skill_candidate,
+// evaluate_skill_candidate, promote_skill_candidate, list_skill_candidates,
+// list_skill_releases, delete_skill_release, delete_skill_candidate, rollback_skill_release.
+// learn and include_trace of the browser tools are passed on to bay, which keeps the trace.
 //
 // Results are markdown TextContent like the reference's; images produced by python are
 // returned as ImageContent (image/png). Texts longer than Options.MaxToolTextChars are cut

@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 
 var referenceTools = []string{"create_sandbox", "delete_sandbox", "execute_python", "execute_shell", "read_file", "write_file",
 	"list_files", "delete_file", "upload_file", "download_file", "get_execution_history", "get_execution",
-	"get_last_execution", "annotate_execution", "execute_browser", "execute_browser_batch", "list_profiles"}
+	"get_last_execution", "annotate_execution", "execute_browser", "execute_browser_batch", "list_profiles",
+	"create_skill_payload", "get_skill_payload", "create_skill_candidate", "evaluate_skill_candidate", "promote_skill_candidate",
+	"list_skill_candidates", "list_skill_releases", "delete_skill_release", "delete_skill_candidate", "rollback_skill_release"}
 
 var ourTools = []string{"get_sandbox", "list_sandboxes", "stop_sandbox", "extend_ttl", "keepalive",
 	"run_cmd", "run_cmd_async", "start_job", "task_status", "task_watch", "cancel_job"}
@@ -305,8 +307,10 @@ func exerciseBrowser(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server
 	ok(t, s, "execute_browser_batch", with("commands", []any{"get title"}), "**Batch execution completed** (1/1 steps, 1ms)")
 	ok(t, s, "get_last_execution", with("exec_type", "browser_batch"), "- type: browser_batch")
 
-	fails(t, s, "execute_browser", with("cmd", "get title", "include_trace", true), "**API Error:** [validation_error]")
-	fails(t, s, "execute_browser_batch", with("commands", []any{"get title"}, "learn", true), "**API Error:** [validation_error]")
+	ok(t, s, "execute_browser", with("cmd", "get title", "include_trace", true), "\ntrace_ref: blob:blob-")
+	if text := ok(t, s, "execute_browser_batch", with("commands", []any{"get title"}, "learn", true)); strings.Contains(text, "trace_ref") {
+		t.Fatalf("learn without include_trace shows a trace_ref: %q", text)
+	}
 	plain := fake.AddSandbox("python-default", 0)
 	fails(t, s, "execute_browser", map[string]any{"sandbox_id": plain, "cmd": "get title"},
 		"**API Error:** [capability_not_supported] Profile 'python-default' does not support capability: browser")

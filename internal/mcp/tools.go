@@ -24,8 +24,8 @@ var (
 )
 
 var (
-	learnProp        = prop{name: "learn", typ: "boolean", desc: "Mark the execution as evidence for browser skill learning (needs a bay with trace storage)."}
-	includeTraceProp = prop{name: "include_trace", typ: "boolean", desc: "Store a step trace and return its trace_ref (needs a bay with trace storage)."}
+	learnProp        = prop{name: "learn", typ: "boolean", desc: "Mark the execution as evidence for browser skill learning (its trace is kept)."}
+	includeTraceProp = prop{name: "include_trace", typ: "boolean", desc: "Store a step trace and return its trace_ref."}
 )
 
 func timeoutProp() prop {
@@ -33,7 +33,7 @@ func timeoutProp() prop {
 }
 
 func (s *server) tools() []toolDef {
-	return []toolDef{
+	return append([]toolDef{
 		{name: "create_sandbox", desc: "Create a new sandbox environment for executing code. Returns the sandbox ID which must be used for subsequent operations.",
 			props: []prop{
 				{name: "profile", typ: "string", desc: fmt.Sprintf("Runtime profile (e.g., 'python-default'). Defaults to '%s'.", s.opts.DefaultProfile)},
@@ -126,7 +126,7 @@ func (s *server) tools() []toolDef {
 			required: []string{"sandbox_id", "extend_by"}, run: onSandbox(s.extendTTL)},
 		{name: "keepalive", desc: "Refresh a sandbox's idle timer without running anything. (Shipyard extension.)", idempotent: true,
 			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: onSandbox(s.keepalive)},
-	}
+	}, s.skillTools()...)
 }
 
 // onSandbox adapts a tool that acts on one sandbox: it reads and checks sandbox_id first.

@@ -126,14 +126,30 @@ func (s *Server) runBrowser(sandboxID, cmd string) BrowserResult {
 	return f(sandboxID, cmd)
 }
 
-// checkTrace answers 400 validation_error for learn or include_trace, which need the trace
-// storage this bay does not have.
-func checkTrace(w http.ResponseWriter, r *http.Request, learn, includeTrace bool) bool {
-	if learn || includeTrace {
-		writeErr(w, r, 400, bayapi.CodeValidation, "learn and include_trace are not supported by this bay (no trace storage)", nil)
-		return false
+// keepTrace marks the history row execID like bay does when it keeps a trace (learn or
+// include_trace): payload_ref set, learn_status pending with learn. It returns the reference
+// to answer with include_trace (nil otherwise). The fake stores no trace content.
+func (s *Server) keepTrace(sb *sandbox, execID string, learn, include bool) *string {
+	if !learn && !include {
+		return nil
 	}
-	return true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	ref := fmt.Sprintf("blob:blob-%012d", s.seq)
+	for i := range sb.history {
+		if h := &sb.history[i]; h.ID == execID {
+			h.PayloadRef, h.LearnEnabled = &ref, learn
+			if learn {
+				pending := "pending"
+				h.LearnStatus = &pending
+			}
+		}
+	}
+	if !include {
+		return nil
+	}
+	return &ref
 }
 
 func (s *Server) browserExec(w http.ResponseWriter, r *http.Request, sb *sandbox) {
@@ -152,7 +168,7 @@ func (s *Server) browserExec(w http.ResponseWriter, r *http.Request, sb *sandbox
 	if _, ok := checkTimeout(w, r, req.Timeout); !ok {
 		return
 	}
-	if !checkTrace(w, r, req.Learn, req.IncludeTrace) || !s.checkCap(w, r, sb, bayapi.CapBrowser) {
+	if !s.checkCap(w, r, sb, bayapi.CapBrowser) {
 		return
 	}
 	res := s.runBrowser(sb.resp.ID, *req.Cmd)
@@ -162,6 +178,7 @@ func (s *Server) browserExec(w http.ResponseWriter, r *http.Request, sb *sandbox
 		out.Error = &e
 	}
 	out.ExecutionID = s.record(sb, bayapi.ExecBrowser, *req.Cmd, out.Success, res.Stdout, out.Error, req.Description, req.Tags)
+	out.TraceRef = s.keepTrace(sb, out.ExecutionID, req.Learn, req.IncludeTrace)
 	writeJSON(w, 200, out)
 }
 
@@ -188,7 +205,7 @@ func (s *Server) browserBatch(w http.ResponseWriter, r *http.Request, sb *sandbo
 		write422(w, r, []any{"body", "timeout"}, fmt.Sprintf("Input should be between 1 and %d", sdk.MaxBrowserBatchTimeout))
 		return
 	}
-	if !checkTrace(w, r, req.Learn, req.IncludeTrace) || !s.checkCap(w, r, sb, bayapi.CapBrowser) {
+	if !s.checkCap(w, r, sb, bayapi.CapBrowser) {
 		return
 	}
 	stop := req.StopOnError == nil || *req.StopOnError
@@ -222,5 +239,6 @@ func (s *Server) browserBatch(w http.ResponseWriter, r *http.Request, sb *sandbo
 	}
 	out.ExecutionID = s.record(sb, bayapi.ExecBrowserBatch, strings.Join(req.Commands, "\n"), out.Success,
 		strings.Join(outs, "\n"), errStr, req.Description, req.Tags)
+	out.TraceRef = s.keepTrace(sb, out.ExecutionID, req.Learn, req.IncludeTrace)
 	writeJSON(w, 200, out)
 }

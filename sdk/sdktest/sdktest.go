@@ -815,8 +815,8 @@ func (s *Server) record(sb *sandbox, execType, code string, success bool, output
 		ExecutionTimeMS: 3, Output: &o, Error: errStr, Description: desc, Tags: normTags(tags),
 		CreatedAt: bayapi.NewTime(time.Now().Add(time.Duration(s.seq) * time.Microsecond))}
 	if execType == bayapi.ExecBrowser || execType == bayapi.ExecBrowserBatch {
-		// Browser rows take part in skill learning: "skipped" unless learn was asked for, which
-		// this bay refuses.
+		// Browser rows take part in skill learning: "skipped" unless learn was asked for (see
+		// keepTrace).
 		skipped := "skipped"
 		e.LearnStatus = &skipped
 	}

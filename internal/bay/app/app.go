@@ -287,9 +287,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer stopExecs(ctx, execSvc)
+	// The skill lifecycle's store port is not behind the metrics decorator (its calls go
+	// untimed): the decorator would hide it.
+	skillLife, learn := skillLifecycle(rawStore, svc, caps, cfg, instanceID, log)
 	opts := httpapi.Options{
 		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Skills: lib, Log: log,
-		Execs: execSvc, Jobs: jobSvc,
+		Execs: execSvc, Jobs: jobSvc, SkillLife: skillLife,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 		Observer: met, Readiness: readiness(rawStore, rawDrv),
 	}
@@ -329,7 +332,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run,
-		"deathwatch": svc.WatchDeaths,
+		"deathwatch": svc.WatchDeaths, "learning": learn,
 		"instance": func(ctx context.Context) error {
 			return lease.HoldInstance(ctx, store, instanceID, svc.BootID(), utcNow, log)
 		}}

@@ -22,6 +22,7 @@ type BrowserParams struct {
 	Timeout     int
 	Description *string
 	Tags        *string
+	Trace       TraceOptions
 }
 
 // errNoGull refuses browser calls on a bay without a gull client.
@@ -37,6 +38,9 @@ func (s *Service) ExecBrowser(ctx context.Context, owner, id string, p BrowserPa
 	if s.gull == nil {
 		return nil, errNoGull()
 	}
+	if err := s.checkTraces(p.Trace); err != nil {
+		return nil, err
+	}
 	var r *gullapi.ExecResponse
 	var ms int64
 	// Not resent: a browser command has effects (a click, a form sent).
@@ -51,7 +55,10 @@ func (s *Service) ExecBrowser(ctx context.Context, owner, id string, p BrowserPa
 		Success: r.ExitCode == 0, Output: r.Stdout, Error: nonEmpty(r.Stderr), ExitCode: r.ExitCode, ExecutionTimeMS: ms,
 	}
 	out := r.Stdout
-	res.ExecutionID, err = s.recordExecution(ctx, sb, sess, bay.ExecBrowser, p.Cmd, res.Success, ms, &out, res.Error, p.Description, p.Tags)
+	trace := execTrace{Kind: "browser_exec_trace", Steps: []traceStep{{Kind: "individual_action", Cmd: p.Cmd,
+		Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode}}}
+	e := s.newExecution(sb, sess, bay.ExecBrowser, p.Cmd, res.Success, ms, &out, res.Error, p.Description, p.Tags)
+	res.ExecutionID, res.TraceRef, err = s.recordBrowser(ctx, e, p.Trace, trace)
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +73,7 @@ type BrowserBatchParams struct {
 	StopOnError bool
 	Description *string
 	Tags        *string
+	Trace       TraceOptions
 }
 
 // ExecBrowserBatch runs commands in order in the sandbox's browser within one overall budget
@@ -74,6 +82,9 @@ type BrowserBatchParams struct {
 func (s *Service) ExecBrowserBatch(ctx context.Context, owner, id string, p BrowserBatchParams) (*bay.BrowserBatchResult, error) {
 	if s.gull == nil {
 		return nil, errNoGull()
+	}
+	if err := s.checkTraces(p.Trace); err != nil {
+		return nil, err
 	}
 	var r *gullapi.ExecBatchResponse
 	var ms int64
@@ -92,9 +103,14 @@ func (s *Service) ExecBrowserBatch(ctx context.Context, owner, id string, p Brow
 		res.TotalSteps = len(p.Commands)
 	}
 	var outs, errs []string
+	trace := batchTrace{Kind: "browser_batch_trace", Steps: []traceStep{}, TotalSteps: res.TotalSteps,
+		CompletedSteps: res.CompletedSteps, Success: res.Success, DurationMS: res.DurationMS}
 	for _, st := range r.Results {
 		res.Steps = append(res.Steps, bay.BrowserStep{Cmd: st.Cmd, Stdout: st.Stdout, Stderr: st.Stderr,
 			ExitCode: st.ExitCode, StepIndex: st.StepIndex, DurationMS: st.DurationMS})
+		d := st.DurationMS
+		trace.Steps = append(trace.Steps, traceStep{Kind: "individual_action", Cmd: st.Cmd, Stdout: st.Stdout, Stderr: st.Stderr,
+			ExitCode: st.ExitCode, StepIndex: st.StepIndex, DurationMS: &d})
 		if o := strings.TrimSpace(st.Stdout); o != "" {
 			outs = append(outs, o)
 		}
@@ -103,8 +119,9 @@ func (s *Service) ExecBrowserBatch(ctx context.Context, owner, id string, p Brow
 		}
 	}
 	out := strings.Join(outs, "\n")
-	res.ExecutionID, err = s.recordExecution(ctx, sb, sess, bay.ExecBrowserBatch, strings.Join(p.Commands, "\n"),
+	e := s.newExecution(sb, sess, bay.ExecBrowserBatch, strings.Join(p.Commands, "\n"),
 		res.Success, ms, &out, nonEmpty(strings.Join(errs, "\n")), p.Description, p.Tags)
+	res.ExecutionID, res.TraceRef, err = s.recordBrowser(ctx, e, p.Trace, trace)
 	if err != nil {
 		return nil, err
 	}

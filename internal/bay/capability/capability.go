@@ -14,18 +14,9 @@ import (
 // sandbox: sandbox_expired), and returns the authorized endpoint of the container serving the capability (checked against its runtime's
 // description).
 func (s *Service) target(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Session, *bay.SessionContainer, string, error) {
-	sb, err := bay.OwnedSandbox(ctx, s.lc.Store(), owner, id)
+	sb, prof, err := s.profileWith(ctx, owner, id, capability)
 	if err != nil {
 		return nil, nil, nil, "", err
-	}
-	prof := s.lc.Profile(sb.ProfileID)
-	if prof == nil {
-		return nil, nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
-			WithDetails(map[string]any{"capability": capability})
-	}
-	if !prof.HasCapability(capability) {
-		return nil, nil, nil, "", bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
-			WithDetails(map[string]any{"capability": capability, "available": prof.Capabilities()})
 	}
 	sess, err := s.lc.EnsureSession(ctx, sb)
 	if err != nil {
@@ -71,6 +62,25 @@ func routeCapability(prof *bay.Profile, sess *bay.Session, capability string) (*
 
 // checkRuntimeCapability is the second check, against the runtime's own (cached) description.
 // A runtime whose description cannot be read is not refused here (the call itself will tell).
+// profileWith returns the owner's sandbox and its profile when the profile provides
+// capability (without starting anything).
+func (s *Service) profileWith(ctx context.Context, owner, id, capability string) (*bay.Sandbox, *bay.Profile, error) {
+	sb, err := bay.OwnedSandbox(ctx, s.lc.Store(), owner, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	prof := s.lc.Profile(sb.ProfileID)
+	if prof == nil {
+		return nil, nil, bay.Errorf(bay.CodeCapabilityNotSupported, "Profile not found: %s", sb.ProfileID).
+			WithDetails(map[string]any{"capability": capability})
+	}
+	if !prof.HasCapability(capability) {
+		return nil, nil, bay.Errorf(bay.CodeCapabilityNotSupported, "Profile '%s' does not support capability: %s", prof.ID, capability).
+			WithDetails(map[string]any{"capability": capability, "available": prof.Capabilities()})
+	}
+	return sb, prof, nil
+}
+
 func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session, c *bay.SessionContainer, endpoint, capability string) error {
 	rc, err := s.lc.Runtime(c.RuntimeType)
 	if err != nil {

@@ -34,8 +34,10 @@ type Service struct {
 	// lifecycle's runtime clients by type.
 	ship *shipclient.Client
 	gull *gullclient.Client
-	log  *slog.Logger
-	cfg  Config
+	// skills keep browser traces and resolve skill runs (nil: none, see SetSkills).
+	skills Skills
+	log    *slog.Logger
+	cfg    Config
 }
 
 // New returns a service over the lifecycle service lc. ship nil = a default client; log nil =

@@ -213,7 +213,7 @@ type WarmPoolConfig struct {
 	CleanupOnShutdown bool `yaml:"cleanup_on_shutdown"`
 }
 
-// BrowserLearningConfig configures the browser skill-learning scheduler (inert for now).
+// BrowserLearningConfig configures browser skill learning (internal/bay/learning).
 type BrowserLearningConfig struct {
 	Enabled                      bool          `yaml:"enabled"`
 	RunOnStartup                 bool          `yaml:"run_on_startup"`

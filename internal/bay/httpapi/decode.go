@@ -25,13 +25,9 @@ var intType = reflect.TypeFor[bayapi.Int]()
 // reported as a FastAPI-style issue with its location (422). required lists JSON names that
 // must be present and non-null.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required ...string) error {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	raw, err := readBody(w, r)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return bay.Errorf(bay.CodePayloadTooLarge, "Request body exceeds %d bytes", maxJSONBody)
-		}
-		return bay.Errorf(bay.CodeValidation, "Request body could not be read").WithCause(err)
+		return err
 	}
 	var is issues
 	raw = bytes.TrimSpace(raw)
@@ -93,6 +89,19 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required ...str
 		}
 	}
 	return is.err()
+}
+
+// readBody reads a JSON request body of at most maxJSONBody bytes (413 beyond).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, bay.Errorf(bay.CodePayloadTooLarge, "Request body exceeds %d bytes", maxJSONBody)
+		}
+		return nil, bay.Errorf(bay.CodeValidation, "Request body could not be read").WithCause(err)
+	}
+	return raw, nil
 }
 
 // typeIssue returns the pydantic error type and message for a field of type t.

@@ -278,17 +278,6 @@ const (
 	maxBrowserCommandBytes  = 64 << 10
 )
 
-// noLearning refuses learn and include_trace: this bay stores no traces yet, and a request that
-// asks for one must not be answered as if it had been stored.
-func noLearning(is *issues, learn, trace bool) {
-	if learn {
-		is.add("value_error", []any{"body", "learn"}, "Value error, browser learning is not supported by this bay yet", true, nil)
-	}
-	if trace {
-		is.add("value_error", []any{"body", "include_trace"}, "Value error, execution traces are not supported by this bay yet", true, nil)
-	}
-}
-
 func (s *Server) execBrowser(w http.ResponseWriter, r *http.Request) {
 	var req bayapi.BrowserExecRequest
 	if err := decodeBody(w, r, &req, "cmd"); err != nil {
@@ -302,13 +291,13 @@ func (s *Server) execBrowser(w http.ResponseWriter, r *http.Request) {
 	if strings.TrimSpace(*req.Cmd) == "" {
 		is.add("string_too_short", []any{"body", "cmd"}, "String should have at least 1 character", *req.Cmd, map[string]any{"min_length": 1})
 	}
-	noLearning(&is, req.Learn, req.IncludeTrace)
 	if err := is.err(); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	out, err := s.caps.ExecBrowser(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.BrowserParams{
 		Cmd: *req.Cmd, Timeout: timeout, Description: req.Description, Tags: req.Tags,
+		Trace: capability.TraceOptions{Learn: req.Learn, IncludeTrace: req.IncludeTrace},
 	})
 	replyAs(s, w, r, out, err, renderBrowser)
 }
@@ -335,7 +324,6 @@ func (s *Server) execBrowserBatch(w http.ResponseWriter, r *http.Request) {
 	for i, c := range req.Commands {
 		is.strLen(&c, maxBrowserCommandBytes, "body", "commands", i)
 	}
-	noLearning(&is, req.Learn, req.IncludeTrace)
 	if err := is.err(); err != nil {
 		s.fail(w, r, err)
 		return
@@ -343,6 +331,7 @@ func (s *Server) execBrowserBatch(w http.ResponseWriter, r *http.Request) {
 	stop := req.StopOnError == nil || *req.StopOnError
 	out, err := s.caps.ExecBrowserBatch(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.BrowserBatchParams{
 		Commands: req.Commands, Timeout: timeout, StopOnError: stop, Description: req.Description, Tags: req.Tags,
+		Trace: capability.TraceOptions{Learn: req.Learn, IncludeTrace: req.IncludeTrace},
 	})
 	replyAs(s, w, r, out, err, renderBrowserBatch)
 }

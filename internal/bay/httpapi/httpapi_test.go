@@ -473,6 +473,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	}
 	registered := map[string]bool{}
 	for _, rt := range h.api.Routes() {
+		rt = strings.ReplaceAll(rt, "...}", "}") // OpenAPI has no rest-of-path parameter
 		registered[rt] = true
 		if !documented[rt] {
 			t.Errorf("route %s is not documented", rt)

@@ -130,14 +130,14 @@ func renderShell(r *bay.ShellResult) *bayapi.ShellExecResponse {
 func renderBrowser(r *bay.BrowserResult) *bayapi.BrowserExecResponse {
 	return &bayapi.BrowserExecResponse{
 		Success: r.Success, Output: r.Output, Error: r.Error, ExitCode: r.ExitCode,
-		ExecutionID: r.ExecutionID, ExecutionTimeMS: r.ExecutionTimeMS,
+		ExecutionID: r.ExecutionID, ExecutionTimeMS: r.ExecutionTimeMS, TraceRef: r.TraceRef,
 	}
 }
 
 func renderBrowserBatch(r *bay.BrowserBatchResult) *bayapi.BrowserBatchResponse {
 	out := &bayapi.BrowserBatchResponse{
 		Results: make([]bayapi.BrowserStep, 0, len(r.Steps)), TotalSteps: r.TotalSteps, CompletedSteps: r.CompletedSteps,
-		Success: r.Success, DurationMS: r.DurationMS, ExecutionID: r.ExecutionID, ExecutionTimeMS: r.ExecutionTimeMS,
+		Success: r.Success, DurationMS: r.DurationMS, ExecutionID: r.ExecutionID, ExecutionTimeMS: r.ExecutionTimeMS, TraceRef: r.TraceRef,
 	}
 	for _, st := range r.Steps {
 		out.Results = append(out.Results, bayapi.BrowserStep{Cmd: st.Cmd, Stdout: st.Stdout, Stderr: st.Stderr,

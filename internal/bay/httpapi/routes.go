@@ -12,6 +12,9 @@ import (
 type route struct {
 	method  string
 	pattern string
+	// mux, when set, is what the router matches instead of pattern (which the OpenAPI
+	// document shows): for a route that would collide with another under Go's rules.
+	mux     string
 	auth    bool
 	handler http.HandlerFunc
 	doc     opDoc
@@ -54,7 +57,7 @@ var (
 
 // routeTable is THE list of endpoints.
 func (s *Server) routeTable() []route {
-	return []route{
+	return append([]route{
 		{method: "GET", pattern: bayapi.PathHealth, handler: s.health,
 			doc: opDoc{id: "health", summary: "Liveness", tag: "meta", status: 200, response: bayapi.HealthResponse{}}},
 		{method: "GET", pattern: bayapi.PathReady, handler: s.readyz,
@@ -142,5 +145,5 @@ func (s *Server) routeTable() []route {
 			doc: opDoc{id: "gcRun", summary: "Run one GC cycle now", tag: "admin", request: bayapi.GCRunRequest{}, optionalReq: true, status: 200, response: bayapi.GCRunResponse{}}},
 		{method: "GET", pattern: bayapi.PathGCStatus, auth: true, handler: s.gcStatus,
 			doc: opDoc{id: "gcStatus", summary: "GC status", tag: "admin", status: 200, response: bayapi.GCStatusResponse{}}},
-	}
+	}, s.skillLifeRoutes()...)
 }

@@ -52,6 +52,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -72,6 +73,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/skillrel"
 	"github.com/shipyard-dev/shipyard/internal/bay/skills"
 	"github.com/shipyard-dev/shipyard/internal/logctx"
 )
@@ -108,6 +110,9 @@ type Options struct {
 	Version string // reported by /health and the OpenAPI document
 	// Jobs serves the jobs API (nil: no jobs routes).
 	Jobs *jobs.Service
+	// SkillLife serves the skill lifecycle: payloads, candidates, releases (nil: a service
+	// over the Service's store when it keeps the lifecycle, else those endpoints answer 503).
+	SkillLife *skillrel.Service
 	// MaxUploadBytes bounds one filesystem upload (0 = unlimited); larger -> 413.
 	MaxUploadBytes int64
 	// Execs runs the audited one-shot executions (nil: their endpoints answer 503).
@@ -126,14 +131,15 @@ type Options struct {
 
 // Server is the HTTP API. Create it with New and serve Handler().
 type Server struct {
-	opts    Options
-	svc     *sandbox.Service
-	caps    *capability.Service
-	cargos  *cargo.Service
-	history *history.Service
-	idem    *idempotency.Manager
-	log     *slog.Logger
-	mux     *http.ServeMux
+	opts      Options
+	svc       *sandbox.Service
+	caps      *capability.Service
+	cargos    *cargo.Service
+	history   *history.Service
+	skillLife *skillrel.Service
+	idem      *idempotency.Manager
+	log       *slog.Logger
+	mux       *http.ServeMux
 
 	mu      sync.Mutex
 	mounted map[string]http.Handler // extra handlers (e.g. /mcp), by pattern
@@ -180,9 +186,16 @@ func New(opts Options) *Server {
 	if opts.History == nil {
 		opts.History = history.New(opts.Service.Store())
 	}
+	if ss, ok := opts.Service.Store().(bay.SkillStore); ok && opts.SkillLife == nil {
+		opts.SkillLife = skillrel.New(ss, skillrel.Options{Now: opts.Service.Now})
+	}
+	if opts.SkillLife != nil {
+		opts.Capabilities.SetSkills(opts.SkillLife) // browser traces and skill runs use the lifecycle
+	}
 	s := &Server{
 		opts: opts, svc: opts.Service, caps: opts.Capabilities, cargos: opts.Cargos, history: opts.History, idem: opts.Idempotency,
 		log: logctx.Wrap(opts.Log).With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
+		skillLife: opts.SkillLife,
 	}
 	s.routes = append(append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...), s.jobRoutes()...)
 	for _, rt := range s.routes {
@@ -190,7 +203,7 @@ func New(opts Options) *Server {
 		if rt.auth {
 			h = s.authenticated(h)
 		}
-		s.mux.Handle(rt.method+" "+rt.pattern, h)
+		s.mux.Handle(rt.method+" "+cmp.Or(rt.mux, rt.pattern), h)
 	}
 	s.openapi = s.buildOpenAPI()
 	return s

@@ -41,7 +41,9 @@ func (s *Server) skillRoutes() []route {
 			doc: opDoc{id: "listSkills", summary: "List the skill library (names, descriptions, kinds, manifest summaries)", tag: "skills", status: 200, response: bayapi.SkillList{}}},
 		{method: "GET", pattern: bayapi.PathSkill, auth: true, handler: s.getSkill,
 			doc: opDoc{id: "getSkill", summary: "One skill: summary, SKILL.md, manifest and file list", tag: "skills", status: 200, response: bayapi.SkillDetail{}}},
-		{method: "GET", pattern: bayapi.PathSkillFile, auth: true, handler: s.getSkillFile,
+		// Matched as /v1/skills/{name}/{rest...}: the documented pattern would collide with the
+		// lifecycle's GET /v1/skills/releases/{release_id}/health under Go's routing rules.
+		{method: "GET", pattern: bayapi.PathSkillFile, mux: "/v1/skills/{name}/{rest...}", auth: true, handler: s.getSkillFile,
 			doc: opDoc{id: "getSkillFile", summary: "One file of a skill's current version", tag: "skills", status: 200, binary: true}},
 		{method: "POST", pattern: bayapi.PathAdminSkills, auth: true, handler: s.uploadSkill,
 			doc: uploadDoc("uploadSkill", "Upload or replace one skill (admin): a tar.gz or zip archive as the body or a multipart file part; 201 new version, 200 unchanged", 201, bayapi.SkillUploadResponse{})},
@@ -110,11 +112,15 @@ func (s *Server) getSkill(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSkillFile(w http.ResponseWriter, r *http.Request) {
+	p, ok := strings.CutPrefix(r.PathValue("rest"), "files/")
+	if !ok {
+		s.fail(w, r, bay.Errorf(bay.CodeNotFound, "Not found: %s", r.URL.Path))
+		return
+	}
 	lib := s.library(w, r)
 	if lib == nil {
 		return
 	}
-	p := r.PathValue("path")
 	if len(p) > bayapi.MaxPathLen {
 		s.fail(w, r, bay.Errorf(bay.CodeInvalidPath, "Path longer than %d bytes", bayapi.MaxPathLen))
 		return

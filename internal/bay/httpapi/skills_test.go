@@ -164,7 +164,9 @@ func TestSkillAdminAPI(t *testing.T) {
 			t.Errorf("%s: %d %s", p, code, b)
 		}
 	}
-	for _, p := range []string{"/v1/skills/nope", "/v1/skills/payloads", "/v1/skills/candidates", "/v1/skills/releases", "/v1/skills/nope/files/SKILL.md"} {
+	// payloads is reserved (the lifecycle has no list of them); candidates and releases are
+	// the lifecycle's lists.
+	for _, p := range []string{"/v1/skills/nope", "/v1/skills/payloads", "/v1/skills/nope/files/SKILL.md"} {
 		if code, b, _ := call(t, srv, "GET", p, "alice", "", nil); code != 404 || errCode(b) != "not_found" {
 			t.Errorf("%s: %d %s", p, code, b)
 		}

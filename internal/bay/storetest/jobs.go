@@ -18,13 +18,6 @@ func fmtJob(j *bay.Job) string {
 		j.CreatedAt.UTC().Format("15:04:05.000000"), fmtTime(j.StartedAt), fmtTime(j.EndedAt))
 }
 
-func str(p *string) string {
-	if p == nil {
-		return "<nil>"
-	}
-	return *p
-}
-
 func testJobs(t *testing.T, s bay.Store) {
 	full := &bay.Job{ID: "job-1", Owner: "alice", SandboxID: "sb-1", SessionID: "sess-1", Kind: "python",
 		Command: "print('héllo')\n", Cwd: ptr("sub/dir"), TimeoutSeconds: 86400, Description: ptr("d"), Tags: ptr("a,b"),

@@ -1,0 +1,12 @@
+package postgres
+
+import (
+	"testing"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/storetest"
+)
+
+func TestSkillConformance(t *testing.T) {
+	storetest.RunSkills(t, func(t *testing.T) bay.SkillStore { return openTest(t, Options{}) })
+}

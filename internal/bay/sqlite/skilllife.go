@@ -1,0 +1,54 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/storesql"
+)
+
+var _ bay.SkillStore = (*Store)(nil)
+
+// conn adapts the store's queries to the shared skill queries (internal/bay/storesql).
+type conn struct{ q queries }
+
+func (c conn) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := c.q.exec(ctx, query, args...)
+	if err != nil {
+		return 0, classify(err, "write")
+	}
+	return res.RowsAffected()
+}
+
+func (c conn) Query(ctx context.Context, query string, args ...any) (storesql.Rows, error) {
+	rs, err := c.q.query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return sqlRows{rs}, nil
+}
+
+type sqlRows struct{ *sql.Rows }
+
+func (r sqlRows) Close() { _ = r.Rows.Close() }
+
+// SkillReads reads the skill tables outside a transaction.
+func (s *Store) SkillReads() bay.SkillReader { return storesql.Skills{C: conn{s.queries}, D: dialect} }
+
+// GetBlob returns the owner's blob or an error wrapping ErrNotFound.
+func (s *Store) GetBlob(ctx context.Context, owner, id string) (*bay.Blob, error) {
+	return s.SkillReads().GetBlob(ctx, owner, id)
+}
+
+// PutBlob stores b in its own transaction.
+func (s *Store) PutBlob(ctx context.Context, b *bay.Blob) error {
+	return s.SkillTx(ctx, func(tx bay.SkillTx) error { return tx.PutBlob(ctx, b) })
+}
+
+// SkillTx runs fn in one write transaction of Store.Tx.
+func (s *Store) SkillTx(ctx context.Context, fn func(tx bay.SkillTx) error) error {
+	return s.Tx(ctx, func(tx bay.Tx) error {
+		return fn(storesql.Skills{C: conn{tx.(*txn).queries}, D: dialect})
+	})
+}
