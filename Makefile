@@ -8,7 +8,7 @@ BIN := bin
 TEST_TIMEOUT ?= 45m
 BENCH_OUT ?= bench-results
 
-.PHONY: all build run test chaos bench bench-quick lint host-deps image image-base image-gull images clean leftovers
+.PHONY: k8s-build k8s-up k8s-up-tier1 k8s-down all build run test chaos bench bench-quick lint host-deps image image-base image-gull images clean leftovers
 
 all: build
 
@@ -40,10 +40,12 @@ images: image-base image image-gull
 run: image
 	$(BIN)/bay serve
 
-## test: lint, unit tests, tests against the real Docker engine, a real kernel and a real
-## SQLite file, and the end-to-end scenarios; then check that nothing was left behind.
-test: lint images
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+## test: lint, unit tests, tests against the real Docker engine, a real kernel, a real
+## SQLite file, PostgreSQL and a real single-node Kubernetes (started here, stopped after),
+## and the end-to-end scenarios; then check that nothing was left behind.
+test: lint images k8s-up
+	@status=0; $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./... || status=$$?; \
+	  scripts/k8s/down.sh; exit $$status
 	@scripts/check-leftovers.sh
 
 ## chaos: the long reliability suite (chaos/): hostile input, cross-tenant calls, abuse from
@@ -65,6 +67,19 @@ bench-quick: images
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+## k8s-build / k8s-up / k8s-down: the test machine's single-node Kubernetes (scripts/k8s):
+## kube binaries built from source once (cached in /var/cache/shipyard/k8s), etcd + control
+## plane (k8s-up-tier1) and the node (containerd, CNI bridge, kubelet) with the sandbox images
+## copied from the Docker engine. The kubeconfig is /var/lib/shipyard-k8s/admin.kubeconfig.
+k8s-build:
+	@scripts/k8s/build.sh >/dev/null
+k8s-up: host-deps
+	@scripts/k8s/up.sh 2
+k8s-up-tier1: host-deps
+	@scripts/k8s/up.sh 1
+k8s-down:
+	@scripts/k8s/down.sh
 
 leftovers:
 	@scripts/check-leftovers.sh

@@ -9,7 +9,8 @@
 # gull's tests (/usr/lib/chromium/chromium-headless-shell, the binary the gull image runs; on
 # the host it comes from the host's Debian release, e.g. bookworm-security, not trixie).
 set -euo pipefail
-pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates postgresql nftables iproute2)
+pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates postgresql nftables iproute2
+  etcd-server containerd runc containernetworking-plugins openssl curl)
 # Installed without Recommends: Chromium's would pull in a desktop's worth of packages.
 browser_pkgs=(chromium-headless-shell fonts-liberation fonts-dejavu-core)
 missing=()

@@ -55,6 +55,9 @@ const (
 	LabelInstanceID  = "bay.instance_id"
 	LabelManaged     = "bay.managed"
 	LabelCreatedAt   = "bay.created_at" // ours: RFC 3339, for orphan GC's grace period
+	// LabelSizeLimitMB is a cargo volume's size limit in MiB (ours): Kubernetes sizes the
+	// volume's claim from it.
+	LabelSizeLimitMB = "bay.size_limit_mb"
 	// Written by drivers on the objects of an instance.
 	LabelInstance      = "bay.instance"       // the instance name
 	LabelContainerName = "bay.container_name" // the container's name in its instance

@@ -8,6 +8,7 @@
 package drivertest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -52,6 +53,10 @@ type Harness struct {
 	HTTPClient *http.Client
 	// ReadyTimeout bounds the wait for a started container to answer /health (default 20 s).
 	ReadyTimeout time.Duration
+	// NodePidsLimit is set for a platform that bounds the processes of every instance alike
+	// rather than per spec (Kubernetes: the kubelet's podPidsLimit); the pids checks then want
+	// this value.
+	NodePidsLimit int64
 }
 
 // Effective is the platform's view of one container's isolation settings.
@@ -162,14 +167,18 @@ func (s *suite) container(name string) bay.ContainerSpec {
 	}
 }
 
-// spec returns a valid single-container instance spec with a unique name.
+// spec returns a valid single-container instance spec with a unique name. The containers of
+// a multi-container spec listen on consecutive ports: on Kubernetes they share one network.
 func (s *suite) spec(containers ...string) bay.InstanceSpec {
 	if len(containers) == 0 {
 		containers = []string{"ship"}
 	}
 	spec := bay.InstanceSpec{Name: s.name("i"), Labels: s.labels(), MountPath: "/workspace"}
-	for _, c := range containers {
-		spec.Containers = append(spec.Containers, s.container(c))
+	for i, c := range containers {
+		cs := s.container(c)
+		cs.Port += i
+		cs.Env["PORT"] = fmt.Sprint(cs.Port)
+		spec.Containers = append(spec.Containers, cs)
 	}
 	return spec
 }
@@ -423,7 +432,7 @@ func (s *suite) testMultiContainer(t *testing.T) {
 			t.Errorf("gull reads %q, %v; want the file ship wrote", got, err)
 		}
 		// Each reaches the other by its container name.
-		u := fmt.Sprintf("%s/fetch?url=%s", a, url.QueryEscape(fmt.Sprintf("http://gull:%d/health", s.h.RuntimePort)))
+		u := fmt.Sprintf("%s/fetch?url=%s", a, url.QueryEscape(fmt.Sprintf("http://gull:%d/health", spec.Containers[1].Port)))
 		out, err := s.get(ctx, u)
 		var res struct{ Status int }
 		if err != nil || json.Unmarshal(out, &res) != nil || res.Status != 200 {
@@ -465,8 +474,8 @@ func (s *suite) testHardening(t *testing.T) {
 	if eff.User != "1000:1000" {
 		t.Errorf("User = %q, want the default 1000:1000", eff.User)
 	}
-	if eff.PidsLimit != 100 {
-		t.Errorf("PidsLimit = %d, want 100", eff.PidsLimit)
+	if want := cmp.Or(s.h.NodePidsLimit, 100); eff.PidsLimit != want {
+		t.Errorf("PidsLimit = %d, want %d", eff.PidsLimit, want)
 	}
 	if eff.Memory != c.Limits.MemoryBytes || eff.MemorySwap != c.Limits.MemoryBytes {
 		t.Errorf("Memory/MemorySwap = %d/%d, want %d/%d (no swap beyond the limit)", eff.Memory, eff.MemorySwap, c.Limits.MemoryBytes, c.Limits.MemoryBytes)
@@ -483,8 +492,12 @@ func (s *suite) testHardening(t *testing.T) {
 
 func (s *suite) testDefaultPidsLimit(t *testing.T) {
 	inst := s.create(t, s.spec())
-	if eff := s.h.Effective(t, inst.Containers[0].ID); eff.PidsLimit <= 0 || eff.PidsLimit > 4096 {
+	eff := s.h.Effective(t, inst.Containers[0].ID)
+	if eff.PidsLimit <= 0 || eff.PidsLimit > 4096 {
 		t.Errorf("PidsLimit with none in the spec = %d, want the driver default (256)", eff.PidsLimit)
+	}
+	if s.h.NodePidsLimit > 0 && eff.PidsLimit != s.h.NodePidsLimit {
+		t.Errorf("PidsLimit = %d, want the node's %d", eff.PidsLimit, s.h.NodePidsLimit)
 	}
 }
 

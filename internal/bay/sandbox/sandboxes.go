@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -538,6 +539,7 @@ func (s *Service) volumeLabels(c *bay.Cargo) map[string]string {
 	return map[string]string{
 		bay.LabelOwner: c.Owner, bay.LabelCargoID: c.ID, bay.LabelManaged: managed,
 		bay.LabelInstanceID: s.cfg.InstanceID, bay.LabelCreatedAt: s.now().Format(time.RFC3339),
+		bay.LabelSizeLimitMB: strconv.Itoa(c.SizeLimitMB),
 	}
 }
 
