@@ -152,6 +152,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			if err != nil {
 				return err
 			}
+			defer d.Close()
 			drv = d
 		}
 	}
@@ -418,7 +419,7 @@ func k8sDriver(ctx context.Context, cfg *config.Config, log *slog.Logger) (*k8s.
 	kc.DefaultStorageSize, kc.ImagePullSecrets, kc.PodStartupTimeout = c.DefaultStorageSize, c.ImagePullSecrets, c.PodStartupTimeout
 	kc.LabelPrefix, kc.RuntimeClassName, kc.RuntimeCaps = c.LabelPrefix, c.RuntimeClassName, c.RuntimeCaps
 	kc.NetworkPolicy, kc.BayCIDRs, kc.BayPodLabels, kc.BayNamespace = c.NetworkPolicy, c.BayCIDRs, c.BayPodLabels, c.BayNamespace
-	kc.AllowDNS, kc.RequestRatio = c.AllowDNS, c.RequestRatio
+	kc.AllowDNS, kc.RequestRatio, kc.ConnectMode = c.AllowDNS, c.RequestRatio, k8s.ConnectMode(c.ConnectMode)
 	kc.ImagePullPolicy = k8s.PullPolicy(cfg.Driver.ImagePullPolicy)
 	d, err := k8s.New(kc, log)
 	if err != nil {

@@ -113,6 +113,7 @@ type K8sConfig struct {
 	BayNamespace     string              `yaml:"bay_namespace"`
 	AllowDNS         bool                `yaml:"allow_dns"`
 	RequestRatio     float64             `yaml:"request_ratio"`
+	ConnectMode      string              `yaml:"connect_mode"` // pod_ip | proxy
 }
 
 // CargoConfig configures workspace volumes.
@@ -370,6 +371,7 @@ func DefaultConfig() *Config {
 				NetworkPolicy:      true,
 				AllowDNS:           true,
 				RequestRatio:       0.25,
+				ConnectMode:        "pod_ip",
 			},
 		},
 		Cargo: CargoConfig{

@@ -186,6 +186,7 @@ func (c *Config) Validate() error {
 		if k.RequestRatio <= 0 || k.RequestRatio > 1 {
 			add("driver.k8s.request_ratio", "must be in (0, 1], got %v", k.RequestRatio)
 		}
+		oneOf(add, "driver.k8s.connect_mode", k.ConnectMode, "pod_ip", "proxy")
 		// The driver checks the rest (names, quantities, capabilities, CIDRs) when bay starts.
 	}
 

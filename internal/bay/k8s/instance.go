@@ -234,11 +234,25 @@ func (d *Driver) instance(p *corev1.Pod) bay.Instance {
 			}
 		}
 		if ic.State == bay.ContainerRunning && p.Status.PodIP != "" && c.Port > 0 {
-			ic.Endpoint = "http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(c.Port))
+			ic.Endpoint = d.endpoint(p.Name, p.Status.PodIP, c.Port)
 		}
 		inst.Containers = append(inst.Containers, ic)
 	}
 	return inst
+}
+
+// endpoint is a runtime's base URL: its Pod address, or the proxy forwarder's path to it
+// ("" when the forwarder cannot start, which is logged).
+func (d *Driver) endpoint(pod, ip string, port int) string {
+	if d.cfg.ConnectMode != ConnectProxy {
+		return "http://" + net.JoinHostPort(ip, strconv.Itoa(port))
+	}
+	base, err := d.proxyBase()
+	if err != nil {
+		d.log.Error("no endpoint through the API server", "pod", pod, "err", err)
+		return ""
+	}
+	return base + "/" + pod + "/" + strconv.Itoa(port)
 }
 
 // InspectInstance returns the instance as the cluster has it now: its Pod, or, when only a

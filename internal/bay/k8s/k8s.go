@@ -101,6 +101,8 @@ type Config struct {
 	// AllowDNS lets sandboxes reach the cluster's DNS (kube-system, k8s-app=kube-dns) on port
 	// 53; every other private, cluster and host address is closed to their egress.
 	AllowDNS bool
+	// ConnectMode: pod_ip (default) or proxy (through the API server; bay outside the cluster).
+	ConnectMode ConnectMode
 	// RequestRatio is the share of a container's CPU and memory limits it requests (what the
 	// scheduler reserves); 0 < r <= 1, default 0.25.
 	RequestRatio float64
@@ -117,6 +119,7 @@ func DefaultConfig() Config {
 		NetworkPolicy:      true,
 		AllowDNS:           true,
 		RequestRatio:       0.25,
+		ConnectMode:        ConnectPodIP,
 	}
 }
 
@@ -184,6 +187,9 @@ func (c Config) Validate() error {
 	if c.BayNamespace != "" && len(validation.IsDNS1123Label(c.BayNamespace)) > 0 {
 		errs = append(errs, fmt.Errorf("bay_namespace %q is not a namespace name", c.BayNamespace))
 	}
+	if c.ConnectMode != ConnectPodIP && c.ConnectMode != ConnectProxy {
+		errs = append(errs, fmt.Errorf("connect_mode must be pod_ip or proxy, got %q", c.ConnectMode))
+	}
 	if c.RequestRatio <= 0 || c.RequestRatio > 1 {
 		errs = append(errs, fmt.Errorf("request_ratio must be in (0, 1], got %v", c.RequestRatio))
 	}
@@ -214,6 +220,7 @@ type Driver struct {
 	rest   *rest.Config
 	labels labelCodec
 	log    *slog.Logger
+	proxy  apiProxy // ConnectProxy's forwarder
 }
 
 var _ bay.Driver = (*Driver)(nil)
