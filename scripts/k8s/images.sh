@@ -33,7 +33,7 @@ for ref in "${images[@]}"; do
 done
 [ ${#todo[@]} -eq 0 ] && exit 0
 t0=$(date +%s)
-docker save "${todo[@]}" | ctr -a "$K8S_CONTAINERD_SOCK" -n k8s.io images import --digests - >/dev/null
+docker save "${todo[@]}" | ctr -a "$K8S_CONTAINERD_SOCK" -n k8s.io images import - >/dev/null
 for ref in "${todo[@]}"; do
   docker image inspect -f '{{.Id}}' "$ref" >"$S/images/$(echo "$ref" | tr '/:' '__')"
 done

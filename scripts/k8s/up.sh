@@ -25,7 +25,8 @@ for c in etcd containerd ctr runc openssl curl unshare; do
 done
 [ -x /usr/lib/cni/bridge ] || { say "CNI plugins missing: run scripts/install-deps.sh"; exit 1; }
 
-bindir="$("$here/build.sh")"
+# K8S_BINDIR: kube binaries built elsewhere (default: build.sh's cache).
+bindir="${K8S_BINDIR:-$("$here/build.sh")}"
 mkdir -p "$K8S_STATE"/{pids,logs,pki,bin} "$K8S_RUN"
 S="$K8S_STATE"
 

@@ -205,6 +205,9 @@ func startState(p *corev1.Pod) (done bool, why string, err error) {
 	if running == len(p.Spec.Containers) && p.Status.PodIP != "" {
 		return true, "", nil
 	}
+	if why == "" && p.Spec.NodeName == "" {
+		why = "not scheduled yet"
+	}
 	if why == "" {
 		why = fmt.Sprintf("%d of %d containers running", running, len(p.Spec.Containers))
 	}

@@ -243,7 +243,7 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 			Name:                     c.Name,
 			Image:                    c.Image,
 			ImagePullPolicy:          d.cfg.ImagePullPolicy,
-			Ports:                    []corev1.ContainerPort{{Name: "runtime", ContainerPort: int32(c.Port), Protocol: corev1.ProtocolTCP}},
+			Ports:                    []corev1.ContainerPort{{ContainerPort: int32(c.Port), Protocol: corev1.ProtocolTCP}},
 			Resources:                d.resources(c.Limits),
 			SecurityContext:          d.securityContext(c),
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
