@@ -2,7 +2,8 @@
 # Copies images from the Docker engine into the node's containerd (namespace k8s.io): there is
 # no registry, so pods run with imagePullPolicy Never on what was copied here. Without
 # arguments: the pod sandbox image (built here from scripts/k8s/pause when the engine lacks it)
-# and every ship and gull image tag the engine has (`make images` builds them). An image whose
+# and ship:latest, ship:base and gull:latest when the engine has them (`make images` builds
+# them; the profiles name these tags). An image whose
 # engine id was already copied is skipped.
 # Usage: images.sh [IMAGE...]
 set -euo pipefail
@@ -22,11 +23,13 @@ fi
 images=("$@")
 if [ ${#images[@]} -eq 0 ]; then
   images=("$K8S_PAUSE_IMAGE")
-  while read -r ref; do images+=("$ref"); done < <(docker images --format '{{.Repository}}:{{.Tag}}' | grep -E '^(ship|gull):' | sort)
+  for ref in ship:latest ship:base gull:latest; do
+    docker image inspect "$ref" >/dev/null 2>&1 && images+=("$ref")
+  done
 fi
 todo=()
 for ref in "${images[@]}"; do
-  id="$(docker image inspect -f '{{.Id}}' "$ref")"
+  id="$(docker image inspect -f '{{.Id}}' "$ref" 2>/dev/null)" || continue # removed meanwhile
   stamp="$S/images/$(echo "$ref" | tr '/:' '__')"
   [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$id" ] && continue
   todo+=("$ref")

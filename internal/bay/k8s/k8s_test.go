@@ -170,17 +170,14 @@ type ociSpec struct {
 // cgroup (where the kubelet's podPidsLimit applies).
 func effective(t *testing.T, env *k8stest.Env, ns, id string) drivertest.Effective {
 	t.Helper()
-	out, err := env.Ctr(t.Context(), "containers", "info", k8stest.ContainerdID(id))
+	out, err := env.Ctr(t.Context(), "containers", "info", "--spec", k8stest.ContainerdID(id))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var info struct {
-		Spec ociSpec `json:"Spec"`
+	var s ociSpec
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatalf("containers info %s: %v: %s", id, err, out)
 	}
-	if err := json.Unmarshal(out, &info); err != nil {
-		t.Fatalf("containers info %s: %v", id, err)
-	}
-	s := info.Spec
 	e := drivertest.Effective{User: fmt.Sprintf("%d:%d", s.Process.User.UID, s.Process.User.GID)}
 	for _, c := range s.Process.Capabilities.Bounding {
 		e.CapAdd = append(e.CapAdd, strings.TrimPrefix(c, "CAP_"))

@@ -91,8 +91,11 @@ func ready(args []string) error {
 			return false, err
 		}
 		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
 			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, fmt.Errorf("node %s: %s", c.Reason, c.Message)
+				return false, fmt.Errorf("node %s: %s", c.Reason, c.Message)
 			}
 		}
 		return false, errors.New("no Ready condition yet")
