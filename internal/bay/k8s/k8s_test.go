@@ -66,7 +66,9 @@ var image struct {
 
 // testImage builds the conformance image on the Docker engine (once) and copies it into the
 // node's containerd.
-func testImage(t *testing.T, env *k8stest.Env) string {
+func testImage(t *testing.T, env *k8stest.Env) string { return benchImage(t, env) }
+
+func benchImage(t testing.TB, env *k8stest.Env) string {
 	t.Helper()
 	image.once.Do(func() {
 		cli, err := client.New(client.FromEnv)
