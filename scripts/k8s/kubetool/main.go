@@ -49,7 +49,8 @@ func client(kubeconfig string) (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// poll calls f every 100 ms until it reports done, fails for good, or timeout passes.
+// poll calls f every 100 ms until it reports done (then its error is poll's), or timeout
+// passes.
 func poll(timeout time.Duration, what string, f func(ctx context.Context) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -147,6 +148,9 @@ func drain(args []string) error {
 				_ = cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 			}
 		}
-		return len(pods.Items) == 0, fmt.Errorf("%d pods left", len(pods.Items))
+		if len(pods.Items) == 0 {
+			return true, nil
+		}
+		return false, fmt.Errorf("%d pods left", len(pods.Items))
 	})
 }
