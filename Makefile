@@ -10,7 +10,7 @@ BIN := bin
 TEST_TIMEOUT ?= 45m
 BENCH_OUT ?= bench-results
 
-.PHONY: all build run test chaos bench bench-quick lint host-deps image image-base image-gull images clean leftovers
+.PHONY: test-k8s k8s-build k8s-up k8s-up-tier1 k8s-down all build run test chaos bench bench-quick lint host-deps image image-base image-gull images clean leftovers
 
 all: build
 
@@ -42,11 +42,19 @@ images: image-base image image-gull
 run: image
 	BAY_SKILLS__SEED_DIR=$(CURDIR)/skills $(BIN)/bay serve
 
-## test: lint, unit tests, tests against the real Docker engine, a real kernel and a real
-## SQLite file, and the end-to-end scenarios; then check that nothing was left behind.
+## test: lint, unit tests, tests against the real Docker engine, a real kernel, a real
+## SQLite file and PostgreSQL, and the end-to-end scenarios; then check that nothing was left
+## behind. (The Kubernetes driver's tests run with test-k8s; not yet part of test.)
 test: lint images
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@scripts/check-leftovers.sh
+
+## test-k8s: the Kubernetes driver against a real single-node cluster started here (scripts/k8s;
+## the first run builds the kube binaries from source, about 800 CPU-seconds, then cached) and
+## stopped after.
+test-k8s: images k8s-up
+	@status=0; $(GO) test -tags k8s -count=1 -timeout $(TEST_TIMEOUT) ./internal/bay/k8s/... || status=$$?; \
+	  scripts/k8s/down.sh; exit $$status
 
 ## chaos: the long reliability suite (chaos/): hostile input, cross-tenant calls, abuse from
 ## inside a sandbox, killed and frozen processes, 60 s of load against a real bay; `make test`
@@ -67,6 +75,21 @@ bench-quick: images
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+## k8s-build / k8s-up / k8s-down: the test machine's single-node Kubernetes (scripts/k8s):
+## kube binaries built from source once (cached in /var/cache/shipyard/k8s), etcd + control
+## plane (k8s-up-tier1) and the node (containerd, CNI bridge, kubelet) with the sandbox images
+## copied from the Docker engine. The kubeconfig is /var/lib/shipyard-k8s/admin.kubeconfig.
+k8s-build:
+	@scripts/k8s/build.sh >/dev/null
+k8s-up: host-deps
+	@scripts/k8s/install-deps.sh
+	@scripts/k8s/up.sh 2
+k8s-up-tier1: host-deps
+	@scripts/k8s/install-deps.sh
+	@scripts/k8s/up.sh 1
+k8s-down:
+	@scripts/k8s/down.sh
 
 leftovers:
 	@scripts/check-leftovers.sh

@@ -32,6 +32,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s"
 	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 	"github.com/shipyard-dev/shipyard/internal/bay/metrics"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
@@ -156,9 +157,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	drv := m.Driver
 	var guard *netguard.Guard // nil: no firewall to refresh
 	if drv == nil {
-		if cfg.Driver.Type != "docker" {
-			return fmt.Errorf("driver.type %q: only docker is supported by this build", cfg.Driver.Type)
+		if cfg.Driver.Type == "k8s" {
+			d, err := k8sDriver(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			defer d.Close()
+			drv = d
 		}
+	}
+	if drv == nil {
 		dc := docker.DefaultConfig()
 		dc.Socket = cfg.Driver.Docker.Socket
 		dc.Network = cfg.Driver.Docker.Network
@@ -472,4 +480,26 @@ func readiness(store bay.Reader, drv bay.Driver) map[string]func(context.Context
 		},
 		"engine": drv.Ping,
 	}
+}
+
+// k8sDriver is the Kubernetes driver of driver.k8s, checked against the cluster.
+func k8sDriver(ctx context.Context, cfg *config.Config, log *slog.Logger) (*k8s.Driver, error) {
+	kc := k8s.DefaultConfig()
+	c := cfg.Driver.K8s
+	kc.Namespace, kc.Kubeconfig, kc.StorageClass = c.Namespace, c.Kubeconfig, c.StorageClass
+	kc.DefaultStorageSize, kc.ImagePullSecrets, kc.PodStartupTimeout = c.DefaultStorageSize, c.ImagePullSecrets, c.PodStartupTimeout
+	kc.LabelPrefix, kc.RuntimeClassName, kc.RuntimeCaps = c.LabelPrefix, c.RuntimeClassName, c.RuntimeCaps
+	kc.NetworkPolicy, kc.BayCIDRs, kc.BayPodLabels, kc.BayNamespace = c.NetworkPolicy, c.BayCIDRs, c.BayPodLabels, c.BayNamespace
+	kc.AllowDNS, kc.RequestRatio, kc.ConnectMode = c.AllowDNS, c.RequestRatio, k8s.ConnectMode(c.ConnectMode)
+	kc.ImagePullPolicy = k8s.PullPolicy(cfg.Driver.ImagePullPolicy)
+	d, err := k8s.New(kc, log)
+	if err != nil {
+		return nil, fmt.Errorf("k8s driver: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := d.Ping(pctx); err != nil {
+		return nil, fmt.Errorf("kubernetes cluster is not reachable: %w", err)
+	}
+	return d, nil
 }

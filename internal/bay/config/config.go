@@ -77,7 +77,7 @@ type DatabaseConfig struct {
 
 // DriverConfig selects and configures the container engine.
 type DriverConfig struct {
-	Type            string       `yaml:"type"`              // docker | k8s (k8s: not supported yet)
+	Type            string       `yaml:"type"`              // docker | k8s
 	ImagePullPolicy string       `yaml:"image_pull_policy"` // always | if_not_present | never
 	Docker          DockerConfig `yaml:"docker"`
 	K8s             K8sConfig    `yaml:"k8s"`
@@ -102,7 +102,8 @@ type DockerConfig struct {
 	CargoDir string `yaml:"cargo_dir"`
 }
 
-// K8sConfig configures the Kubernetes driver (accepted, not supported yet).
+// K8sConfig configures the Kubernetes driver (internal/bay/k8s, whose Config documents each
+// key).
 type K8sConfig struct {
 	Namespace          string        `yaml:"namespace"`
 	Kubeconfig         string        `yaml:"kubeconfig"`
@@ -111,6 +112,16 @@ type K8sConfig struct {
 	ImagePullSecrets   []string      `yaml:"image_pull_secrets"`
 	PodStartupTimeout  time.Duration `yaml:"pod_startup_timeout"` // seconds in YAML
 	LabelPrefix        string        `yaml:"label_prefix"`
+	// Ours.
+	RuntimeClassName string              `yaml:"runtime_class_name"`
+	RuntimeCaps      map[string][]string `yaml:"runtime_caps"`
+	NetworkPolicy    bool                `yaml:"network_policy"`
+	BayCIDRs         []string            `yaml:"bay_cidrs"`
+	BayPodLabels     map[string]string   `yaml:"bay_pod_labels"`
+	BayNamespace     string              `yaml:"bay_namespace"`
+	AllowDNS         bool                `yaml:"allow_dns"`
+	RequestRatio     float64             `yaml:"request_ratio"`
+	ConnectMode      string              `yaml:"connect_mode"` // pod_ip | proxy
 }
 
 // CargoConfig configures workspace volumes.
@@ -415,6 +426,10 @@ func DefaultConfig() *Config {
 				ImagePullSecrets:   []string{},
 				PodStartupTimeout:  60 * time.Second,
 				LabelPrefix:        "bay",
+				NetworkPolicy:      true,
+				AllowDNS:           true,
+				RequestRatio:       0.25,
+				ConnectMode:        "pod_ip",
 			},
 		},
 		Skills: SkillsConfig{MaxArchiveBytes: 32 << 20, MaxUnpackedBytes: 64 << 20, MaxFiles: 2000},

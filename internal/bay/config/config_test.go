@@ -191,9 +191,18 @@ func TestReferenceExampleConfigs(t *testing.T) {
 			t.Errorf("unexpected %+v", c.GC)
 		}
 	})
-	t.Run("k8s configmap is refused clearly", func(t *testing.T) {
-		_, err := Load(LoadOptions{File: "testdata/reference-k8s-configmap.yaml", Env: []string{}})
-		wantErr(t, err, "driver.type: k8s is not supported yet")
+	t.Run("k8s configmap", func(t *testing.T) {
+		c, err := Load(LoadOptions{File: "testdata/reference-k8s-configmap.yaml", Env: []string{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Driver.Type != "k8s" || c.Driver.K8s.PodStartupTimeout != 120*time.Second || !c.Driver.K8s.NetworkPolicy {
+			t.Errorf("driver = %+v", c.Driver)
+		}
+	})
+	t.Run("k8s bad request ratio", func(t *testing.T) {
+		_, err := Load(LoadOptions{File: "testdata/reference-k8s-configmap.yaml", Env: []string{"BAY_DRIVER__K8S__REQUEST_RATIO=2"}})
+		wantErr(t, err, "driver.k8s.request_ratio")
 	})
 	t.Run("our config.example.yaml", func(t *testing.T) {
 		if _, err := Load(LoadOptions{File: "../../../config.example.yaml", Env: []string{}}); err != nil {

@@ -149,9 +149,7 @@ func (c *Config) Validate() error {
 
 	// driver
 	switch c.Driver.Type {
-	case "docker":
-	case "k8s":
-		add("driver.type", "k8s is not supported yet (use docker)")
+	case "docker", "k8s":
 	default:
 		add("driver.type", "must be docker or k8s, got %q", c.Driver.Type)
 	}
@@ -179,7 +177,22 @@ func (c *Config) Validate() error {
 		add("driver.docker.host_port", "must be 0 (random) or 1..65535, got %d", d.HostPort)
 	}
 	if c.Driver.Type == "k8s" {
-		positive("driver.k8s.pod_startup_timeout", c.Driver.K8s.PodStartupTimeout)
+		k := &c.Driver.K8s
+		positive("driver.k8s.pod_startup_timeout", k.PodStartupTimeout)
+		if k.PodStartupTimeout > time.Hour {
+			add("driver.k8s.pod_startup_timeout", "must be at most 3600 seconds, got %v", k.PodStartupTimeout)
+		}
+		if k.Namespace == "" {
+			add("driver.k8s.namespace", "is required")
+		}
+		if k.DefaultStorageSize == "" {
+			add("driver.k8s.default_storage_size", "is required (a quantity such as 1Gi)")
+		}
+		if k.RequestRatio <= 0 || k.RequestRatio > 1 {
+			add("driver.k8s.request_ratio", "must be in (0, 1], got %v", k.RequestRatio)
+		}
+		oneOf(add, "driver.k8s.connect_mode", k.ConnectMode, "pod_ip", "proxy")
+		// The driver checks the rest (names, quantities, capabilities, CIDRs) when bay starts.
 	}
 
 	// cargo

@@ -9,6 +9,7 @@ package drivertest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -53,6 +54,10 @@ type Harness struct {
 	HTTPClient *http.Client
 	// ReadyTimeout bounds the wait for a started container to answer /health (default 20 s).
 	ReadyTimeout time.Duration
+	// NodePidsLimit is set for a platform that bounds the processes of every instance alike
+	// rather than per spec (Kubernetes: the kubelet's podPidsLimit); the pids checks then want
+	// this value.
+	NodePidsLimit int64
 }
 
 // Effective is the platform's view of one container's isolation settings.
@@ -173,14 +178,18 @@ func (s *suite) container(name string) bay.ContainerSpec {
 	}
 }
 
-// spec returns a valid single-container instance spec with a unique name.
+// spec returns a valid single-container instance spec with a unique name. The containers of
+// a multi-container spec listen on consecutive ports: on Kubernetes they share one network.
 func (s *suite) spec(containers ...string) bay.InstanceSpec {
 	if len(containers) == 0 {
 		containers = []string{"ship"}
 	}
 	spec := bay.InstanceSpec{Name: s.name("i"), Labels: s.labels(), MountPath: "/workspace"}
-	for _, c := range containers {
-		spec.Containers = append(spec.Containers, s.container(c))
+	for i, c := range containers {
+		cs := s.container(c)
+		cs.Port += i
+		cs.Env["PORT"] = fmt.Sprint(cs.Port)
+		spec.Containers = append(spec.Containers, cs)
 	}
 	return spec
 }
@@ -434,7 +443,7 @@ func (s *suite) testMultiContainer(t *testing.T) {
 			t.Errorf("gull reads %q, %v; want the file ship wrote", got, err)
 		}
 		// Each reaches the other by its container name.
-		u := fmt.Sprintf("%s/fetch?url=%s", a, url.QueryEscape(fmt.Sprintf("http://gull:%d/health", s.h.RuntimePort)))
+		u := fmt.Sprintf("%s/fetch?url=%s", a, url.QueryEscape(fmt.Sprintf("http://gull:%d/health", spec.Containers[1].Port)))
 		out, err := s.get(ctx, u)
 		var res struct{ Status int }
 		if err != nil || json.Unmarshal(out, &res) != nil || res.Status != 200 {
@@ -476,8 +485,8 @@ func (s *suite) testHardening(t *testing.T) {
 	if eff.User != "1000:1000" {
 		t.Errorf("User = %q, want the default 1000:1000", eff.User)
 	}
-	if eff.PidsLimit != 100 {
-		t.Errorf("PidsLimit = %d, want 100", eff.PidsLimit)
+	if want := cmp.Or(s.h.NodePidsLimit, 100); eff.PidsLimit != want {
+		t.Errorf("PidsLimit = %d, want %d", eff.PidsLimit, want)
 	}
 	if eff.Memory != c.Limits.MemoryBytes || eff.MemorySwap != c.Limits.MemoryBytes {
 		t.Errorf("Memory/MemorySwap = %d/%d, want %d/%d (no swap beyond the limit)", eff.Memory, eff.MemorySwap, c.Limits.MemoryBytes, c.Limits.MemoryBytes)
@@ -525,6 +534,9 @@ func (s *suite) testDefaultPidsLimit(t *testing.T) {
 	}
 	if got := eff.TmpfsBytes["/tmp"]; got <= 0 || got > 1<<30 {
 		t.Errorf("/tmp size with none in the spec = %d, want the driver default (256 MiB)", got)
+	}
+	if s.h.NodePidsLimit > 0 && eff.PidsLimit != s.h.NodePidsLimit {
+		t.Errorf("PidsLimit = %d, want the node's %d", eff.PidsLimit, s.h.NodePidsLimit)
 	}
 }
 

@@ -1,0 +1,336 @@
+// Package k8s is the bay.Driver on Kubernetes (through k8s.io/client-go). It passes
+// internal/bay/drivertest against a real single-node cluster (scripts/k8s).
+//
+// An instance is one Pod holding every container of the spec (they share the Pod's network, so
+// they reach each other on localhost, and by container name through host aliases), a Secret
+// holding the containers' environment (the runtime token among it never appears in the Pod's
+// spec) and, unless switched off, a NetworkPolicy of its own. A cargo volume is a
+// PersistentVolumeClaim (ReadWriteOnce). Every object carries the spec's labels, encoded for
+// Kubernetes' label syntax (labels.go), so that the orphan GC and ListInstances find them by
+// label as on Docker.
+//
+// What it guarantees, like the Docker driver: every container runs with all capabilities
+// dropped but the ones an image's runtime needs (RuntimeCaps, the rule the Docker driver reads
+// from the image's label), allowPrivilegeEscalation false (no-new-privileges), seccomp
+// RuntimeDefault, never privileged, as the spec's non-root user (default 1000:1000, runAsNonRoot)
+// unless the runtime separates privileges itself; the Pod never restarts a container (a died
+// runtime is a dead instance, as on Docker); images are never pulled unless the pull policy
+// says so. What Kubernetes cannot express per Pod is said where it applies: the pids limit is
+// the kubelet's podPidsLimit, the same for every Pod of a node.
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// Defaults.
+const (
+	DefaultNamespace         = "bay"
+	DefaultStorageSize       = "1Gi"
+	DefaultPodStartupTimeout = 60 * time.Second
+	DefaultLabelPrefix       = "bay"
+	DefaultUser              = "1000:1000"
+	// RemoveTimeout bounds a removal when its ctx has no deadline of its own.
+	RemoveTimeout = 60 * time.Second
+	// stopGrace is the Pod's termination grace period: gull closes Chromium on SIGTERM so that
+	// the browser profile reaches the cargo, well under a second; a runtime that does not exit
+	// by then is killed (as on Docker).
+	stopGrace = 3
+)
+
+// Config mirrors config.yaml's driver.k8s block.
+type Config struct {
+	// Namespace holds every object of the driver; it must exist.
+	Namespace string
+	// Kubeconfig is a kubeconfig file; "" = the in-cluster configuration (bay runs in a Pod),
+	// else $KUBECONFIG or ~/.kube/config.
+	Kubeconfig string
+	// StorageClass of the cargo claims; "" = the cluster's default class.
+	StorageClass string
+	// DefaultStorageSize is a cargo claim's size when its labels carry no size (a quantity:
+	// "1Gi").
+	DefaultStorageSize string
+	// ImagePullSecrets are the names of Secrets in Namespace the Pods pull with.
+	ImagePullSecrets []string
+	// ImagePullPolicy: Always, IfNotPresent (default) or Never.
+	ImagePullPolicy corev1.PullPolicy
+	// PodStartupTimeout bounds CreateInstance's wait for every container to run.
+	PodStartupTimeout time.Duration
+	// LabelPrefix replaces the "bay" of bay's label keys on the cluster's objects: "bay" (the
+	// default) keeps "bay.sandbox_id"; "shipyard.dev/" makes it "shipyard.dev/sandbox_id";
+	// "acme" makes it "acme.sandbox_id".
+	LabelPrefix string
+	// RuntimeClassName is the Pods' runtime class (gVisor, Kata) where the cluster has one; "" =
+	// the cluster's default runtime.
+	RuntimeClassName string
+	// RuntimeCaps maps an image repository (the reference without its tag or digest, e.g.
+	// "ship" or "registry.example/ship") to the capabilities its runtime keeps to run user code
+	// as another uid: such a container starts as root with exactly those (and ALL others
+	// dropped, no privilege escalation), and separates privileges itself. Kubernetes cannot read
+	// an image's labels, where the Docker driver finds this (dev.shipyard.image.runtime-caps),
+	// so the operator states it here. Only bay.AddableCaps are accepted.
+	RuntimeCaps map[string][]string
+	// NetworkPolicy creates a NetworkPolicy per instance (default on; it takes effect where
+	// the cluster's network plugin enforces policies).
+	NetworkPolicy bool
+	// BayCIDRs are the addresses bay reaches runtimes from when it runs outside the cluster;
+	// BayPodLabels (in BayNamespace, default Namespace) select bay's Pods when it runs inside.
+	// The NetworkPolicy admits ingress from these only. Neither set: bay's Pods labelled
+	// app.kubernetes.io/name=shipyard-bay in Namespace.
+	BayCIDRs     []string
+	BayPodLabels map[string]string
+	BayNamespace string
+	// AllowDNS lets sandboxes reach the cluster's DNS (kube-system, k8s-app=kube-dns) on port
+	// 53; every other private, cluster and host address is closed to their egress.
+	AllowDNS bool
+	// ConnectMode: pod_ip (default) or proxy (through the API server; bay outside the cluster).
+	ConnectMode ConnectMode
+	// RequestRatio is the share of a container's CPU and memory limits it requests (what the
+	// scheduler reserves); 0 < r <= 1, default 0.25.
+	RequestRatio float64
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Namespace:          DefaultNamespace,
+		DefaultStorageSize: DefaultStorageSize,
+		ImagePullPolicy:    corev1.PullIfNotPresent,
+		PodStartupTimeout:  DefaultPodStartupTimeout,
+		LabelPrefix:        DefaultLabelPrefix,
+		NetworkPolicy:      true,
+		AllowDNS:           true,
+		RequestRatio:       0.25,
+		ConnectMode:        ConnectPodIP,
+	}
+}
+
+// PullPolicy maps config.yaml's driver.image_pull_policy (always, if_not_present, never) onto
+// Kubernetes' ("" for anything else, which Validate refuses).
+func PullPolicy(v string) corev1.PullPolicy {
+	return map[string]corev1.PullPolicy{"always": corev1.PullAlways, "if_not_present": corev1.PullIfNotPresent, "never": corev1.PullNever}[v]
+}
+
+// Validate reports every invalid field at once.
+func (c Config) Validate() error {
+	var errs []error
+	if msgs := validation.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q: %s", c.Namespace, strings.Join(msgs, "; ")))
+	}
+	if q, err := resource.ParseQuantity(c.DefaultStorageSize); err != nil || q.Sign() <= 0 {
+		errs = append(errs, fmt.Errorf("default_storage_size %q must be a positive quantity such as 1Gi", c.DefaultStorageSize))
+	}
+	if c.StorageClass != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.StorageClass); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("storage_class %q: %s", c.StorageClass, strings.Join(msgs, "; ")))
+		}
+	}
+	for _, s := range c.ImagePullSecrets {
+		if msgs := validation.IsDNS1123Subdomain(s); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("image_pull_secrets %q: %s", s, strings.Join(msgs, "; ")))
+		}
+	}
+	switch c.ImagePullPolicy {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, fmt.Errorf("image pull policy must be Always, IfNotPresent or Never, got %q", c.ImagePullPolicy))
+	}
+	if c.PodStartupTimeout <= 0 || c.PodStartupTimeout > time.Hour {
+		errs = append(errs, fmt.Errorf("pod_startup_timeout must be 1 s..1 h, got %v", c.PodStartupTimeout))
+	}
+	if _, err := newLabelCodec(c.LabelPrefix); err != nil {
+		errs = append(errs, err)
+	}
+	if c.RuntimeClassName != "" {
+		if msgs := validation.IsDNS1123Subdomain(c.RuntimeClassName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("runtime_class_name %q: %s", c.RuntimeClassName, strings.Join(msgs, "; ")))
+		}
+	}
+	for img, caps := range c.RuntimeCaps {
+		if img == "" || strings.ContainsAny(img, " \t") || repository(img) != img {
+			errs = append(errs, fmt.Errorf("runtime_caps: %q is not an image repository (no tag or digest)", img))
+		}
+		for _, cp := range caps {
+			if !slices.Contains(bay.AddableCaps, normCap(cp)) {
+				errs = append(errs, fmt.Errorf("runtime_caps %s: capability %s may not be added (allowed: %v)", img, cp, bay.AddableCaps))
+			}
+		}
+	}
+	for _, cidr := range c.BayCIDRs {
+		if _, _, err := net.ParseCIDR(cidr); err != nil {
+			errs = append(errs, fmt.Errorf("bay_cidrs: %q is not a CIDR", cidr))
+		}
+	}
+	for k, v := range c.BayPodLabels {
+		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+			errs = append(errs, fmt.Errorf("bay_pod_labels: %s=%s is not a valid label", k, v))
+		}
+	}
+	if c.BayNamespace != "" && len(validation.IsDNS1123Label(c.BayNamespace)) > 0 {
+		errs = append(errs, fmt.Errorf("bay_namespace %q is not a namespace name", c.BayNamespace))
+	}
+	if c.ConnectMode != ConnectPodIP && c.ConnectMode != ConnectProxy {
+		errs = append(errs, fmt.Errorf("connect_mode must be pod_ip or proxy, got %q", c.ConnectMode))
+	}
+	if c.RequestRatio <= 0 || c.RequestRatio > 1 {
+		errs = append(errs, fmt.Errorf("request_ratio must be in (0, 1], got %v", c.RequestRatio))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("k8s driver config: %w", err)
+	}
+	return nil
+}
+
+// repository is an image reference without its digest and tag ("reg:5000/ship:1" -> "reg:5000/ship").
+func repository(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	slash := strings.LastIndex(image, "/")
+	if colon := strings.LastIndex(image, ":"); colon > slash {
+		image = image[:colon]
+	}
+	return image
+}
+
+func normCap(c string) string {
+	return strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(c)), "CAP_")
+}
+
+// Driver is the Kubernetes bay.Driver. It is safe for concurrent use.
+type Driver struct {
+	cfg    Config
+	cs     kubernetes.Interface
+	rest   *rest.Config
+	labels labelCodec
+	log    *slog.Logger
+	proxy  apiProxy // ConnectProxy's forwarder
+}
+
+var _ bay.Driver = (*Driver)(nil)
+
+// New returns a driver for the cluster cfg.Kubeconfig names. It does not contact the cluster;
+// call Ping.
+func New(cfg Config, log *slog.Logger) (*Driver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rc, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("k8s driver: %w", err)
+	}
+	rc.UserAgent = "shipyard-bay"
+	rc.QPS, rc.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("k8s driver: client: %w", err)
+	}
+	codec, _ := newLabelCodec(cfg.LabelPrefix)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Driver{cfg: cfg, cs: cs, rest: rc, labels: codec, log: log.With("component", "k8s", "namespace", cfg.Namespace)}, nil
+}
+
+// restConfig loads a kubeconfig file, or the in-cluster configuration when path is "" and bay
+// runs in a Pod, else the default loading rules ($KUBECONFIG, ~/.kube/config).
+func restConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+		}
+		return c, nil
+	}
+	if c, err := rest.InClusterConfig(); err == nil {
+		return c, nil
+	}
+	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no kubeconfig given, not in a cluster, and the default kubeconfig fails: %w", err)
+	}
+	return c, nil
+}
+
+// Config returns the driver's configuration.
+func (d *Driver) Config() Config { return d.cfg }
+
+// Clientset is the driver's client (for tests and operators' tools).
+func (d *Driver) Clientset() kubernetes.Interface { return d.cs }
+
+// Ping checks that the API server answers and that the driver may list Pods in its namespace.
+func (d *Driver) Ping(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ping kubernetes: %w", err)
+	}
+	if _, err := d.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+		return fmt.Errorf("ping kubernetes API server %s: %w", d.rest.Host, classify(err))
+	}
+	if _, err := d.cs.CoreV1().Pods(d.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("ping kubernetes: list pods in namespace %s: %w", d.cfg.Namespace, classify(err))
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------------------------
+// error classification
+// ---------------------------------------------------------------------------------------------
+
+var errUnavailable = &bay.Error{Code: bay.CodeUnavailable, Message: "kubernetes API server unreachable"}
+
+// classified is an API error with a domain classification (errors.Is sees both).
+type classified struct {
+	kind *bay.Error
+	err  error
+}
+
+func (c *classified) Error() string   { return c.err.Error() }
+func (c *classified) Unwrap() []error { return []error{c.kind, c.err} }
+
+// classify maps an API error onto bay.ErrNotFound / bay.ErrConflict / unavailable.
+func classify(err error) error {
+	var netErr net.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case apierrors.IsNotFound(err):
+		return &classified{bay.ErrNotFound, err}
+	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+		return &classified{bay.ErrConflict, err}
+	case apierrors.IsServiceUnavailable(err), errors.As(err, &netErr):
+		return &classified{errUnavailable, err}
+	}
+	return err
+}
+
+// detached returns a context for a rollback or cleanup that must run although ctx ended.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
+}
+
+// withDeadline bounds ctx by RemoveTimeout when it has no deadline of its own.
+func withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, RemoveTimeout)
+}

@@ -1,0 +1,462 @@
+//go:build k8s
+
+// The Kubernetes driver's tests need the test cluster: make test-k8s starts it and runs them.
+
+package k8s_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/drivertest"
+	"github.com/shipyard-dev/shipyard/internal/bay/drivertest/testimage"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s"
+	"github.com/shipyard-dev/shipyard/internal/testenv/k8stest"
+)
+
+// nodePidsLimit is the test node's kubelet podPidsLimit (scripts/k8s/up.sh).
+const nodePidsLimit = 256
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func newDriver(t *testing.T, env *k8stest.Env, ns string, tune func(*k8s.Config)) *k8s.Driver {
+	t.Helper()
+	cfg := k8s.DefaultConfig()
+	cfg.Namespace = ns
+	cfg.Kubeconfig = env.Kubeconfig
+	cfg.StorageClass = k8stest.StorageClass
+	cfg.ImagePullPolicy = corev1.PullNever // there is no registry
+	cfg.PodStartupTimeout = 60 * time.Second
+	if tune != nil {
+		tune(&cfg)
+	}
+	d, err := k8s.New(cfg, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if err != nil {
+		t.Fatalf("k8s.New: %v", err)
+	}
+	if err := d.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	return d
+}
+
+var image struct {
+	once sync.Once
+	ref  string
+	err  error
+}
+
+// testImage builds the conformance image on the Docker engine (once) and copies it into the
+// node's containerd.
+func testImage(t *testing.T, env *k8stest.Env) string { return benchImage(t, env) }
+
+func benchImage(t testing.TB, env *k8stest.Env) string {
+	t.Helper()
+	image.once.Do(func() {
+		cli, err := client.New(client.FromEnv)
+		if err != nil {
+			image.err = err
+			return
+		}
+		defer cli.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		image.ref, image.err = testimage.Ensure(ctx, cli)
+	})
+	if image.err != nil {
+		t.Fatalf("the test image needs the Docker engine: %v", image.err)
+	}
+	env.ImportImage(t, image.ref)
+	return image.ref
+}
+
+// TestConformance runs the driver suite against the real node (tier 2).
+func TestConformance(t *testing.T) {
+	env := k8stest.Node(t)
+	ns := env.Namespace(t, "drivertest")
+	d := newDriver(t, env, ns, nil)
+	img := testImage(t, env)
+	drivertest.Run(t, drivertest.Harness{
+		Driver:        d,
+		Image:         img,
+		RuntimePort:   testimage.Port,
+		Live:          true,
+		ReadyTimeout:  30 * time.Second,
+		NodePidsLimit: nodePidsLimit,
+		Kill:          func(t *testing.T, id string) { kill(t, env, ns, id) },
+		Effective:     func(t *testing.T, id string) drivertest.Effective { return effective(t, env, ns, id) },
+	})
+}
+
+// kill SIGKILLs a container through the node's containerd and waits until the API server
+// reports it terminated (the kubelet notices within about a second), as the Docker engine
+// reports a kill at once.
+func kill(t *testing.T, env *k8stest.Env, ns, id string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if _, err := env.Ctr(ctx, "tasks", "kill", "-s", "SIGKILL", k8stest.ContainerdID(id)); err != nil {
+		t.Fatalf("kill %s: %v", id, err)
+	}
+	for {
+		pods, err := env.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatalf("list pods: %v", err)
+		}
+		for _, p := range pods.Items {
+			for _, s := range p.Status.ContainerStatuses {
+				if s.ContainerID == id && s.State.Terminated != nil {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("container %s killed, but the API server does not report it terminated", id)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// ociSpec is the part of a container's OCI runtime spec (containerd's record of what it runs)
+// the checks read.
+type ociSpec struct {
+	Process struct {
+		User struct {
+			UID uint32 `json:"uid"`
+			GID uint32 `json:"gid"`
+		} `json:"user"`
+		Capabilities struct {
+			Bounding  []string `json:"bounding"`
+			Effective []string `json:"effective"`
+		} `json:"capabilities"`
+		NoNewPrivileges bool `json:"noNewPrivileges"`
+	} `json:"process"`
+	Linux struct {
+		CgroupsPath string `json:"cgroupsPath"`
+		Resources   struct {
+			Memory *struct {
+				Limit *int64 `json:"limit"`
+				Swap  *int64 `json:"swap"`
+			} `json:"memory"`
+			CPU *struct {
+				Quota  *int64  `json:"quota"`
+				Period *uint64 `json:"period"`
+			} `json:"cpu"`
+		} `json:"resources"`
+		Seccomp *struct {
+			DefaultAction string `json:"defaultAction"`
+		} `json:"seccomp"`
+	} `json:"linux"`
+}
+
+// effective reads what containerd runs the container with, and the pids limit of its Pod's
+// cgroup (where the kubelet's podPidsLimit applies).
+func effective(t *testing.T, env *k8stest.Env, ns, id string) drivertest.Effective {
+	t.Helper()
+	out, err := env.Ctr(t.Context(), "containers", "info", "--spec", k8stest.ContainerdID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s ociSpec
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatalf("containers info %s: %v: %s", id, err, out)
+	}
+	e := drivertest.Effective{User: fmt.Sprintf("%d:%d", s.Process.User.UID, s.Process.User.GID)}
+	for _, c := range s.Process.Capabilities.Bounding {
+		e.CapAdd = append(e.CapAdd, strings.TrimPrefix(c, "CAP_"))
+	}
+	if len(e.CapAdd) <= len(bay.AddableCaps) {
+		e.CapDrop = []string{"ALL"} // nothing beyond what may be added is left
+	}
+	if s.Process.NoNewPrivileges {
+		e.SecurityOpt = append(e.SecurityOpt, "no-new-privileges:true")
+	}
+	if s.Linux.Seccomp == nil {
+		t.Errorf("container %s runs without a seccomp profile", id)
+	}
+	if m := s.Linux.Resources.Memory; m != nil {
+		if m.Limit != nil {
+			e.Memory = *m.Limit
+		}
+		if m.Swap != nil {
+			e.MemorySwap = *m.Swap
+		}
+	}
+	if c := s.Linux.Resources.CPU; c != nil && c.Quota != nil && c.Period != nil && *c.Quota > 0 {
+		e.NanoCPUs = *c.Quota * 1_000_000_000 / int64(*c.Period)
+	}
+	// The Pod's cgroup is the container's parent (cgroup v1 pids hierarchy on this machine).
+	podCgroup := path.Dir(s.Linux.CgroupsPath)
+	for _, f := range []string{"/sys/fs/cgroup/pids" + podCgroup + "/pids.max", "/sys/fs/cgroup" + podCgroup + "/pids.max"} {
+		if b, err := os.ReadFile(f); err == nil {
+			e.PidsLimit, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			break
+		}
+	}
+	// Privileged is the Pod spec's (the OCI spec has no such flag; its effect is the caps and
+	// devices checked above).
+	pods, err := env.Clientset.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for i, cs := range p.Status.ContainerStatuses {
+			if cs.ContainerID != id {
+				continue
+			}
+			for _, c := range p.Spec.Containers {
+				if c.Name == p.Status.ContainerStatuses[i].Name && c.SecurityContext != nil && c.SecurityContext.Privileged != nil {
+					e.Privileged = *c.SecurityContext.Privileged
+				}
+			}
+		}
+	}
+	return e
+}
+
+// spec is a single-container instance of image named name.
+func spec(name, img string) bay.InstanceSpec {
+	return bay.InstanceSpec{
+		Name:      name,
+		Labels:    map[string]string{"bay.owner": "Ann O'Neil <ann@example.com>", bay.LabelCreatedAt: "2026-11-26T07:00:00Z", bay.LabelSessionID: "s1"},
+		MountPath: "/workspace",
+		Containers: []bay.ContainerSpec{{
+			Name: "ship", RuntimeType: bay.RuntimeShip, Image: img, Port: 8123,
+			Env: map[string]string{"SHIP_AUTH_TOKEN": "secret-token-value", "PORT": "8123"},
+		}},
+	}
+}
+
+// TestObjects checks the objects the driver makes, against the API server alone (tier 1): the
+// API server validates every Pod and policy in a dry run; nothing needs the node.
+func TestObjects(t *testing.T) {
+	env := k8stest.Cluster(t)
+	ns := env.Namespace(t, "k8sobjects")
+	// The API server admits a Pod only with a RuntimeClass that exists.
+	rc, err := env.Clientset.NodeV1().RuntimeClasses().Create(t.Context(), &nodev1.RuntimeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-gvisor"}, Handler: "runsc",
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Clientset.NodeV1().RuntimeClasses().Delete(context.WithoutCancel(t.Context()), rc.Name, metav1.DeleteOptions{})
+	})
+	d := newDriver(t, env, ns, func(c *k8s.Config) {
+		c.RuntimeCaps = map[string][]string{"registry.example:5000/ship": {"SETUID", "SETGID", "KILL"}}
+		c.RuntimeClassName = rc.Name
+		c.ImagePullSecrets = []string{"regcred"}
+		c.BayCIDRs = []string{"192.0.2.2/32"}
+		c.PodStartupTimeout = 3 * time.Second
+	})
+	cs := env.Clientset
+	ctx := t.Context()
+
+	t.Run("pod", func(t *testing.T) {
+		sp := spec("objects-pod", "shipyard-drivertest:1")
+		sp.VolumeRef = "bay-cargo-x"
+		sp.Containers[0].Limits = bay.Limits{NanoCPUs: 1_500_000_000, MemoryBytes: 512 << 20, ShmBytes: 256 << 20}
+		gull := bay.ContainerSpec{Name: "gull", RuntimeType: bay.RuntimeGull, Image: "registry.example:5000/ship:v2", Port: 8115,
+			Mounts: []bay.Mount{{Source: "/opt/skills/a", Target: "/skills/a", ReadOnly: true}}}
+		sp.Containers = append(sp.Containers, gull)
+		pod, np, err := d.PodFor(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The API server accepts both (a dry run validates without storing).
+		pod.Namespace, np.Namespace = ns, ns
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatalf("the API server refuses the Pod: %v", err)
+		}
+		if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatalf("the API server refuses the NetworkPolicy: %v", err)
+		}
+		ps := pod.Spec
+		if ps.RestartPolicy != corev1.RestartPolicyNever || *ps.AutomountServiceAccountToken || *ps.EnableServiceLinks {
+			t.Errorf("restart %s, automount token %v, service links %v; want Never, false, false", ps.RestartPolicy, *ps.AutomountServiceAccountToken, *ps.EnableServiceLinks)
+		}
+		if ps.RuntimeClassName == nil || *ps.RuntimeClassName != rc.Name || len(ps.ImagePullSecrets) != 1 || ps.ImagePullSecrets[0].Name != "regcred" {
+			t.Errorf("runtime class %v, pull secrets %v", ps.RuntimeClassName, ps.ImagePullSecrets)
+		}
+		if ps.SecurityContext.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("pod seccomp = %v", ps.SecurityContext.SeccompProfile)
+		}
+		if len(ps.HostAliases) != 1 || ps.HostAliases[0].IP != "127.0.0.1" || !slices.Equal(ps.HostAliases[0].Hostnames, []string{"ship", "gull"}) {
+			t.Errorf("host aliases = %+v, want ship and gull on 127.0.0.1", ps.HostAliases)
+		}
+		raw, _ := json.Marshal(pod)
+		if strings.Contains(string(raw), "secret-token-value") {
+			t.Error("the runtime token is in the Pod's spec; it belongs in the Secret")
+		}
+		ship, g := ps.Containers[0], ps.Containers[1]
+		for _, c := range ps.Containers {
+			sc := c.SecurityContext
+			if *sc.AllowPrivilegeEscalation || *sc.Privileged || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+				sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || c.ImagePullPolicy != corev1.PullNever {
+				t.Errorf("container %s is not hardened: %+v", c.Name, sc)
+			}
+		}
+		if *ship.SecurityContext.RunAsUser != 1000 || *ship.SecurityContext.RunAsGroup != 1000 || !*ship.SecurityContext.RunAsNonRoot || len(ship.SecurityContext.Capabilities.Add) != 0 {
+			t.Errorf("ship: %+v, want 1000:1000, non-root, no capabilities", ship.SecurityContext)
+		}
+		// The configured runtime caps: root with exactly those, as on Docker for a labelled image.
+		if *g.SecurityContext.RunAsUser != 0 || *g.SecurityContext.RunAsNonRoot ||
+			!slices.Equal(g.SecurityContext.Capabilities.Add, []corev1.Capability{"SETUID", "SETGID", "KILL"}) {
+			t.Errorf("gull with runtime caps: %+v, want uid 0 with SETUID SETGID KILL", g.SecurityContext)
+		}
+		if got := ship.Resources.Limits.Cpu().MilliValue(); got != 1500 {
+			t.Errorf("cpu limit = %dm, want 1500m", got)
+		}
+		if got := ship.Resources.Limits.Memory().Value(); got != 512<<20 {
+			t.Errorf("memory limit = %d", got)
+		}
+		if got := ship.Resources.Requests.Cpu().MilliValue(); got != 375 {
+			t.Errorf("cpu request = %dm, want a quarter of the limit", got)
+		}
+		if len(g.Resources.Limits) != 0 {
+			t.Errorf("gull without limits got %v", g.Resources.Limits)
+		}
+		mounts := map[string]corev1.VolumeMount{}
+		for _, m := range append(ship.VolumeMounts, g.VolumeMounts...) {
+			mounts[m.MountPath] = m
+		}
+		if _, ok := mounts["/workspace"]; !ok || !mounts["/skills/a"].ReadOnly {
+			t.Errorf("mounts = %+v, want the cargo and a read-only skill", mounts)
+		}
+		if _, ok := mounts["/dev/shm"]; !ok {
+			t.Error("no /dev/shm of the asked size")
+		}
+		for _, e := range ship.Env {
+			if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != sp.Name {
+				t.Errorf("env %s is not taken from the instance's Secret: %+v", e.Name, e)
+			}
+		}
+		// Ingress from bay only, on the runtime ports; egress not to private ranges.
+		if len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 1 || np.Spec.Ingress[0].From[0].IPBlock.CIDR != "192.0.2.2/32" || len(np.Spec.Ingress[0].Ports) != 2 {
+			t.Errorf("ingress = %+v", np.Spec.Ingress)
+		}
+		if e := np.Spec.Egress[0].To[0].IPBlock; e.CIDR != "0.0.0.0/0" || !slices.Contains(e.Except, "10.0.0.0/8") || !slices.Contains(e.Except, "169.254.0.0/16") {
+			t.Errorf("egress = %+v", np.Spec.Egress)
+		}
+	})
+
+	t.Run("volumes", func(t *testing.T) {
+		labels := map[string]string{bay.LabelOwner: "Ann O'Neil", bay.LabelCreatedAt: "2026-11-26T07:00:00Z", bay.LabelManaged: "true"}
+		ref, err := d.CreateVolume(ctx, bay.VolumeSpec{Name: "bay-cargo-objects", Labels: labels, SizeBytes: 300 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.DeleteVolume(context.WithoutCancel(ctx), ref) })
+		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, ref, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; q.Value() != 300<<20 {
+			t.Errorf("claim size = %s, want 300Mi from the cargo's size limit", q.String())
+		}
+		if *pvc.Spec.StorageClassName != k8stest.StorageClass || pvc.Spec.AccessModes[0] != corev1.ReadWriteOnce {
+			t.Errorf("claim spec = %+v", pvc.Spec)
+		}
+		// Values Kubernetes refuses as label values are found by their hash, reported exactly.
+		list, err := d.ListVolumes(ctx, map[string]string{bay.LabelOwner: "Ann O'Neil"})
+		if err != nil || len(list) != 1 || !maps.Equal(list[0].Labels, labels) {
+			t.Fatalf("ListVolumes(owner) = %+v, %v; want the claim with its exact labels", list, err)
+		}
+		if list, _ := d.ListVolumes(ctx, map[string]string{bay.LabelOwner: "Ann"}); len(list) != 0 {
+			t.Errorf("ListVolumes(other owner) = %+v", list)
+		}
+		if _, err := d.CreateVolume(ctx, bay.VolumeSpec{Name: "Bad_Name"}); err == nil {
+			t.Error("a volume name Kubernetes refuses was accepted")
+		}
+		if _, err := d.CreateVolume(ctx, bay.VolumeSpec{Name: "bay-cargo-bad-size", SizeBytes: -1}); err == nil {
+			t.Error("a negative size was accepted")
+		}
+	})
+
+	t.Run("unschedulable start times out with its cause and rolls back", func(t *testing.T) {
+		sp := spec("objects-unschedulable", "shipyard-drivertest:1")
+		sp.Containers[0].Limits.MemoryBytes = 64 << 40 // a quarter of it requested: no node has that
+		start := time.Now()
+		_, err := d.CreateInstance(ctx, sp)
+		if err == nil {
+			t.Fatal("CreateInstance of an unschedulable Pod succeeded")
+		}
+		if !strings.Contains(err.Error(), "Unschedulable") || !strings.Contains(err.Error(), "did not start within 3s") {
+			t.Errorf("error %q should say it did not start within the timeout and why (Unschedulable)", err)
+		}
+		if el := time.Since(start); el > 15*time.Second {
+			t.Errorf("the 3 s startup timeout took %v", el)
+		}
+		list, err := d.ListInstances(ctx, map[string]string{bay.LabelSessionID: "s1"})
+		if err != nil || len(list) != 0 {
+			t.Errorf("ListInstances after the failed create = %+v, %v; want nothing left", list, err)
+		}
+		for _, kind := range []func() error{
+			func() error { _, err := cs.CoreV1().Secrets(ns).Get(ctx, sp.Name, metav1.GetOptions{}); return err },
+			func() error {
+				_, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, sp.Name, metav1.GetOptions{})
+				return err
+			},
+		} {
+			if err := kind(); err == nil {
+				t.Error("an object of the failed create is left")
+			}
+		}
+	})
+
+	t.Run("an interrupted create is listed and destroyed", func(t *testing.T) {
+		// A bay killed after the Secret: only it exists.
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "objects-partial", Labels: map[string]string{
+			"app.kubernetes.io/managed-by": "shipyard-bay", bay.LabelSessionID: "partial", bay.LabelInstance: "objects-partial",
+		}}}
+		if _, err := cs.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		list, err := d.ListInstances(ctx, map[string]string{bay.LabelSessionID: "partial"})
+		if err != nil || len(list) != 1 || list[0].Name != "objects-partial" || len(list[0].Containers) != 0 {
+			t.Fatalf("ListInstances = %+v, %v; want the partial instance without containers", list, err)
+		}
+		if err := d.DestroyInstance(ctx, "objects-partial"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.InspectInstance(ctx, "objects-partial"); !bay.IsNotFound(err) {
+			t.Errorf("InspectInstance after destroy: %v, want not found", err)
+		}
+	})
+
+	t.Run("config", func(t *testing.T) {
+		bad := k8s.DefaultConfig()
+		bad.Namespace, bad.DefaultStorageSize, bad.RequestRatio = "Not A Namespace", "lots", 3
+		bad.RuntimeCaps = map[string][]string{"ship:latest": {"SYS_ADMIN"}}
+		bad.BayCIDRs = []string{"10.0.0.1"}
+		err := bad.Validate()
+		for _, want := range []string{"namespace", "default_storage_size", "request_ratio", "not an image repository", "SYS_ADMIN", "bay_cidrs"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("Validate() = %v, want it to name %s", err, want)
+			}
+		}
+	})
+}

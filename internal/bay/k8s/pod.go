@@ -1,0 +1,387 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// The objects of one instance: a Secret with the containers' environment, a NetworkPolicy and
+// the Pod, all named like the instance and labelled alike.
+
+// podContainer is one entry of the annContainers annotation.
+type podContainer struct {
+	Name        string `json:"name"`
+	RuntimeType string `json:"runtime_type"`
+	Port        int    `json:"port"`
+}
+
+var (
+	containerNameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$`)
+	envNameRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+	userRE          = regexp.MustCompile(`^([0-9]{1,9})(:([0-9]{1,9}))?$`)
+)
+
+// validateInstance checks what every driver refuses, plus what a Pod needs: distinct ports
+// (the containers share one network namespace) and names Kubernetes accepts.
+func validateInstance(spec bay.InstanceSpec) error {
+	if spec.Name == "" {
+		return errors.New("instance without a name")
+	}
+	if err := validName("instance", spec.Name); err != nil {
+		return err
+	}
+	if len(spec.Containers) == 0 {
+		return errors.New("instance without containers")
+	}
+	switch spec.Network.Mode {
+	case "", bay.NetworkIsolated:
+	default:
+		return fmt.Errorf("network mode %q is not supported", spec.Network.Mode)
+	}
+	if spec.VolumeRef != "" && !path.IsAbs(spec.MountPath) {
+		return fmt.Errorf("volume %s needs an absolute mount path, got %q", spec.VolumeRef, spec.MountPath)
+	}
+	names, ports := map[string]bool{}, map[int]string{}
+	for _, c := range spec.Containers {
+		if !containerNameRE.MatchString(c.Name) {
+			return fmt.Errorf("container name %q: want lowercase letters, digits and '-', at most 32", c.Name)
+		}
+		if names[c.Name] {
+			return fmt.Errorf("container name %q used twice", c.Name)
+		}
+		names[c.Name] = true
+		if c.Image == "" {
+			return fmt.Errorf("container %s: no image", c.Name)
+		}
+		// Not realised on Kubernetes yet: refused with a cause instead of run differently.
+		if len(c.Command) > 0 {
+			return notYet("one-shot containers (audited executions)")
+		}
+		if c.Seccomp != bay.SeccompDefault {
+			return notYet(fmt.Sprintf("the seccomp filter %q", c.Seccomp))
+		}
+		if c.Port <= 0 || c.Port > 65535 {
+			return fmt.Errorf("container %s: invalid runtime port %d", c.Name, c.Port)
+		}
+		if other, ok := ports[c.Port]; ok {
+			return fmt.Errorf("containers %s and %s both listen on port %d; the containers of a Pod share one network", other, c.Name, c.Port)
+		}
+		ports[c.Port] = c.Name
+		for _, cp := range c.CapAdd {
+			if !slices.Contains(bay.AddableCaps, normCap(cp)) {
+				return fmt.Errorf("container %s: capability %s may not be added", c.Name, cp)
+			}
+		}
+		if c.Limits.NanoCPUs < 0 || c.Limits.MemoryBytes < 0 || c.Limits.PidsLimit < 0 || c.Limits.ShmBytes < 0 {
+			return fmt.Errorf("container %s: negative resource limit", c.Name)
+		}
+		if c.User != "" && !userRE.MatchString(c.User) {
+			return fmt.Errorf("container %s: user %q must be numeric uid[:gid]", c.Name, c.User)
+		}
+		for k := range c.Env {
+			if !envNameRE.MatchString(k) {
+				return fmt.Errorf("container %s: environment variable name %q", c.Name, k)
+			}
+		}
+		for _, m := range c.Mounts {
+			if !path.IsAbs(m.Source) || !path.IsAbs(m.Target) {
+				return fmt.Errorf("mount %s:%s: source and target must be absolute paths", m.Source, m.Target)
+			}
+		}
+	}
+	return nil
+}
+
+// secretKey is the Secret key of one container's variable.
+func secretKey(container, env string) string { return container + "." + env }
+
+// objectMeta is the metadata every object of the instance carries.
+func (d *Driver) objectMeta(name string, labels map[string]string) (metav1.ObjectMeta, error) {
+	kl, err := d.labels.encode(labels)
+	if err != nil {
+		return metav1.ObjectMeta{}, err
+	}
+	ann, err := annotate(nil, labels)
+	if err != nil {
+		return metav1.ObjectMeta{}, err
+	}
+	return metav1.ObjectMeta{Name: name, Namespace: d.cfg.Namespace, Labels: kl, Annotations: ann}, nil
+}
+
+// instanceSecret holds every container's environment.
+func (d *Driver) instanceSecret(spec bay.InstanceSpec, meta metav1.ObjectMeta) *corev1.Secret {
+	data := map[string][]byte{}
+	for _, c := range spec.Containers {
+		for k, v := range c.Env {
+			data[secretKey(c.Name, k)] = []byte(v)
+		}
+	}
+	return &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque, Data: data}
+}
+
+// parseUser splits "uid[:gid]" (validated) into numbers; gid defaults to uid.
+func parseUser(u string) (int64, int64) {
+	m := userRE.FindStringSubmatch(u)
+	uid, _ := strconv.ParseInt(m[1], 10, 64)
+	gid := uid
+	if m[3] != "" {
+		gid, _ = strconv.ParseInt(m[3], 10, 64)
+	}
+	return uid, gid
+}
+
+// securityContext hardens one container: ALL capabilities dropped but the allowed additions,
+// no privilege escalation, seccomp RuntimeDefault, the spec's non-root user. An image whose
+// runtime separates privileges (RuntimeCaps) starts as root with exactly its capabilities, as
+// on Docker.
+func (d *Driver) securityContext(c bay.ContainerSpec) *corev1.SecurityContext {
+	user := c.User
+	if user == "" {
+		user = DefaultUser
+	}
+	uid, gid := parseUser(user)
+	var add []corev1.Capability
+	addCap := func(cp string) {
+		if cp := corev1.Capability(normCap(cp)); !slices.Contains(add, cp) {
+			add = append(add, cp)
+		}
+	}
+	for _, cp := range c.CapAdd {
+		addCap(cp)
+	}
+	if caps := d.cfg.RuntimeCaps[repository(c.Image)]; len(caps) > 0 {
+		uid, gid = 0, 0
+		for _, cp := range caps {
+			addCap(cp)
+		}
+	}
+	f, t := false, true
+	nonRoot := uid != 0
+	return &corev1.SecurityContext{
+		RunAsUser:                &uid,
+		RunAsGroup:               &gid,
+		RunAsNonRoot:             &nonRoot,
+		Privileged:               &f,
+		AllowPrivilegeEscalation: &f,
+		ReadOnlyRootFilesystem:   &t, // as on Docker: writes go to the cargo and the bounded /tmp
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: add},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// resources: the limits of the spec, and a share of them (RequestRatio) as requests.
+func (d *Driver) resources(l bay.Limits) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}
+	if l.NanoCPUs > 0 {
+		milli := max(l.NanoCPUs/1_000_000, 1)
+		r.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
+		r.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(max(int64(float64(milli)*d.cfg.RequestRatio), 1), resource.DecimalSI)
+	}
+	if l.MemoryBytes > 0 {
+		r.Limits[corev1.ResourceMemory] = *resource.NewQuantity(l.MemoryBytes, resource.BinarySI)
+		r.Requests[corev1.ResourceMemory] = *resource.NewQuantity(max(int64(float64(l.MemoryBytes)*d.cfg.RequestRatio), 1<<20), resource.BinarySI)
+	}
+	return r
+}
+
+// instancePod is the Pod of an instance.
+func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*corev1.Pod, error) {
+	f := false
+	grace := int64(stopGrace)
+	var list []podContainer
+	var aliases []string
+	for _, c := range spec.Containers {
+		list = append(list, podContainer{Name: c.Name, RuntimeType: c.RuntimeType, Port: c.Port})
+		aliases = append(aliases, c.Name)
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		return nil, err
+	}
+	meta.Annotations = maps.Clone(meta.Annotations)
+	meta.Annotations[annContainers] = string(b)
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	fsGroup := int64(1000)
+	changeOnMismatch := corev1.FSGroupChangeOnRootMismatch
+	pod := &corev1.Pod{
+		ObjectMeta: meta,
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			AutomountServiceAccountToken:  &f,
+			EnableServiceLinks:            &f,
+			TerminationGracePeriodSeconds: &grace,
+			Hostname:                      "sandbox",
+			// The containers share the Pod's network: each reaches the others by name.
+			HostAliases: []corev1.HostAlias{{IP: "127.0.0.1", Hostnames: aliases}},
+			SecurityContext: &corev1.PodSecurityContext{
+				SeccompProfile:      seccomp,
+				FSGroup:             &fsGroup,
+				FSGroupChangePolicy: &changeOnMismatch,
+			},
+		},
+	}
+	if d.cfg.RuntimeClassName != "" {
+		pod.Spec.RuntimeClassName = &d.cfg.RuntimeClassName
+	}
+	for _, s := range d.cfg.ImagePullSecrets {
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	if spec.VolumeRef != "" {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "cargo", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: spec.VolumeRef},
+		}})
+	}
+	for i, c := range spec.Containers {
+		ctr := corev1.Container{
+			Name:                     c.Name,
+			Image:                    c.Image,
+			ImagePullPolicy:          d.cfg.ImagePullPolicy,
+			Ports:                    []corev1.ContainerPort{{ContainerPort: int32(c.Port), Protocol: corev1.ProtocolTCP}},
+			Resources:                d.resources(c.Limits),
+			SecurityContext:          d.securityContext(c),
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}
+		for _, k := range slices.Sorted(maps.Keys(c.Env)) {
+			ctr.Env = append(ctr.Env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{
+				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: spec.Name}, Key: secretKey(c.Name, k)},
+			}})
+		}
+		if spec.VolumeRef != "" {
+			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "cargo", MountPath: spec.MountPath})
+		}
+		for j, m := range c.Mounts {
+			vname := fmt.Sprintf("c%d-mount%d", i, j)
+			dir := corev1.HostPathDirectory
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vname, VolumeSource: corev1.VolumeSource{
+				HostPath: &corev1.HostPathVolumeSource{Path: m.Source, Type: &dir},
+			}})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: vname, MountPath: m.Target, ReadOnly: m.ReadOnly})
+		}
+		// /tmp and /var/tmp are memory-backed and bounded like on Docker (the root filesystem
+		// is read-only).
+		tmp := c.Limits.TmpBytes
+		if tmp <= 0 {
+			tmp = DefaultTmpBytes
+		}
+		for j, dir := range []string{"/tmp", "/var/tmp"} {
+			vname := fmt.Sprintf("c%d-tmp%d", i, j)
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vname, VolumeSource: corev1.VolumeSource{
+				EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(tmp, resource.BinarySI)},
+			}})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: vname, MountPath: dir})
+		}
+		if c.Limits.ShmBytes > 0 {
+			vname := fmt.Sprintf("c%d-shm", i)
+			size := resource.NewQuantity(c.Limits.ShmBytes, resource.BinarySI)
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vname, VolumeSource: corev1.VolumeSource{
+				EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: size},
+			}})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: vname, MountPath: "/dev/shm"})
+		}
+		pod.Spec.Containers = append(pod.Spec.Containers, ctr)
+	}
+	return pod, nil
+}
+
+// privateRanges are closed to a sandbox's egress: the host's, the cluster's and every other
+// private, shared or link-local network.
+var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8", "0.0.0.0/8"}
+var privateRanges6 = []string{"fc00::/7", "fe80::/10", "::1/128"}
+
+// networkPolicy admits ingress from bay only, on the runtime ports, and egress to public
+// addresses (and the cluster's DNS when AllowDNS) only.
+func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta metav1.ObjectMeta, podLabels map[string]string) *networkingv1.NetworkPolicy {
+	var from []networkingv1.NetworkPolicyPeer
+	for _, cidr := range d.cfg.BayCIDRs {
+		from = append(from, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
+	}
+	if len(d.cfg.BayPodLabels) > 0 || len(d.cfg.BayCIDRs) == 0 {
+		sel := d.cfg.BayPodLabels
+		if len(sel) == 0 {
+			sel = map[string]string{"app.kubernetes.io/name": "shipyard-bay"}
+		}
+		ns := d.cfg.BayNamespace
+		if ns == "" {
+			ns = d.cfg.Namespace
+		}
+		from = append(from, networkingv1.NetworkPolicyPeer{
+			PodSelector:       &metav1.LabelSelector{MatchLabels: sel},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		})
+	}
+	var ports []networkingv1.NetworkPolicyPort
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	for _, c := range spec.Containers {
+		p := intstr.FromInt32(int32(c.Port))
+		ports = append(ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &p})
+	}
+	egress := []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
+		{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateRanges}},
+		{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: privateRanges6}},
+	}}}
+	if d.cfg.AllowDNS {
+		dns := intstr.FromInt32(53)
+		egress = append(egress, networkingv1.NetworkPolicyEgressRule{
+			To: []networkingv1.NetworkPolicyPeer{{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+			}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+		})
+	}
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: meta,
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: podLabels},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: from, Ports: ports}},
+			Egress:      egress,
+		},
+	}
+}
+
+// containerList reads the annContainers annotation of a Pod ("" or broken: from the spec).
+func containerList(p *corev1.Pod) []podContainer {
+	var list []podContainer
+	if s := p.Annotations[annContainers]; s != "" && json.Unmarshal([]byte(s), &list) == nil && len(list) == len(p.Spec.Containers) {
+		return list
+	}
+	list = list[:0]
+	for _, c := range p.Spec.Containers {
+		pc := podContainer{Name: c.Name, RuntimeType: bay.RuntimeShip}
+		if len(c.Ports) > 0 {
+			pc.Port = int(c.Ports[0].ContainerPort)
+		}
+		list = append(list, pc)
+	}
+	return list
+}
+
+// DefaultTmpBytes bounds /tmp and /var/tmp when a spec has none (as the Docker driver's).
+const DefaultTmpBytes = 256 << 20
+
+// notYet is the error of a spec feature this driver does not realise yet.
+func notYet(what string) error {
+	return bay.Errorf(bay.CodeCapabilityNotSupported, "The Kubernetes driver does not support %s yet", what)
+}
+
+// WaitInstance belongs to one-shot containers, which CreateInstance refuses on Kubernetes.
+func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr io.Writer) (bay.Exit, error) {
+	return bay.Exit{}, fmt.Errorf("wait for instance %s: %w", name, notYet("one-shot containers (audited executions)"))
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Stops what up.sh started and removes its state (make k8s-down): first every pod through the
+# API (kubelet tears down their containers and network), then the processes, then whatever a
+# process killed mid-way left: containerd's tasks, the bridge, the cgroups, $K8S_STATE.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/env.sh"
+export PATH="$PATH:/usr/sbin:/sbin"
+S="$K8S_STATE"
+[ -d "$S" ] || exit 0
+alive() { [ -f "$S/pids/$1.pid" ] && kill -0 "$(cat "$S/pids/$1.pid")" 2>/dev/null; }
+if alive kube-apiserver && alive node && [ -x "$S/bin/kubetool" ]; then
+  "$S/bin/kubetool" drain -kubeconfig "$K8S_KUBECONFIG" -timeout 30s || echo "k8s-down: drain incomplete" >&2
+fi
+# Containers left behind (a drain cut short): kill and delete them while containerd runs.
+if [ -S "$K8S_CONTAINERD_SOCK" ] && alive node; then
+  c=(ctr -a "$K8S_CONTAINERD_SOCK" -n k8s.io)
+  for id in $("${c[@]}" tasks ls -q 2>/dev/null); do "${c[@]}" tasks kill -s SIGKILL "$id" >/dev/null 2>&1; done
+  sleep 0.5
+  for id in $("${c[@]}" tasks ls -q 2>/dev/null); do "${c[@]}" tasks delete -f "$id" >/dev/null 2>&1; done
+  for id in $("${c[@]}" containers ls -q 2>/dev/null); do "${c[@]}" containers delete "$id" >/dev/null 2>&1; done
+fi
+for p in node localpv kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  [ -f "$S/pids/$p.pid" ] || continue
+  pid="$(cat "$S/pids/$p.pid")"
+  kill -TERM -- "-$pid" 2>/dev/null
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$pid" 2>/dev/null
+done
+# containerd's shims run in sessions of their own: each wrote its pid in its task's bundle.
+for f in "$K8S_RUN"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
+  [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+done
+sleep 0.2
+ip link del "$K8S_BRIDGE" 2>/dev/null
+for h in /sys/fs/cgroup/*/shipyard-k8s; do
+  [ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} + 2>/dev/null
+done
+# Mounts under the state directory made outside the node's namespace (none expected).
+grep -o " $S[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+rm -rf "$S" "$K8S_RUN"
+echo "k8s-down: done" >&2

@@ -1,0 +1,29 @@
+# Shared settings of the scripts in scripts/k8s (sourced, not run).
+# K8S_VERSION: the kubernetes release built from source.
+# K8S_CACHE: where the built binaries and the wrapper module live across runs and clones.
+# K8S_STATE: the running cluster's files (etcd data, certificates, logs, pids, kubeconfig).
+K8S_VERSION="${K8S_VERSION:-v1.37.2}"
+if [ -z "${K8S_CACHE:-}" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    K8S_CACHE=/var/cache/shipyard/k8s
+  else
+    K8S_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/shipyard/k8s"
+  fi
+fi
+K8S_STATE="${K8S_STATE:-/var/lib/shipyard-k8s}"
+# K8S_RUN: sockets and containerd's state (a tmpfs is not needed, any directory works).
+K8S_RUN="${K8S_RUN:-/run/shipyard-k8s}"
+K8S_ETCD_PORT="${K8S_ETCD_PORT:-12379}"
+K8S_ETCD_PEER_PORT="${K8S_ETCD_PEER_PORT:-12380}"
+K8S_API_PORT="${K8S_API_PORT:-16443}"
+K8S_NODE_NAME="${K8S_NODE_NAME:-shipyard-node}"
+# K8S_POD_SUBNET: the CNI bridge's pod addresses; routable from the host through the bridge.
+K8S_POD_SUBNET="${K8S_POD_SUBNET:-10.244.0.0/24}"
+K8S_SERVICE_RANGE="${K8S_SERVICE_RANGE:-10.96.0.0/16}"
+K8S_BRIDGE="${K8S_BRIDGE:-shipyard-cni0}"
+K8S_CONTAINERD_SOCK="${K8S_CONTAINERD_SOCK:-$K8S_RUN/containerd.sock}"
+K8S_KUBECONFIG="${K8S_KUBECONFIG:-$K8S_STATE/admin.kubeconfig}"
+K8S_PAUSE_IMAGE="shipyard.local/k8s-pause:1"
+# K8S_STORAGE_CLASS: the test node's storage class, served by scripts/k8s/localpv.
+K8S_STORAGE_CLASS="shipyard-local"
+K8S_PV_ROOT="$K8S_STATE/volumes"

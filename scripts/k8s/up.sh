@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Starts the test machine's single-node Kubernetes (make k8s-up), idempotently:
+#   tier 1: etcd (Debian's etcd-server) and kube-apiserver, controller-manager, scheduler;
+#   tier 2 (default): also the node: a containerd of its own (own root, state and socket, CRI
+#           plugin, overlayfs), the CNI bridge, kubelet, the localpv provisioner, and the
+#           sandbox images copied from the Docker engine (there is no registry).
+# Every process is started here in a session of its own, its pid in $K8S_STATE/pids; down.sh
+# ends them and removes $K8S_STATE. The admin kubeconfig is $K8S_KUBECONFIG
+# (/var/lib/shipyard-k8s/admin.kubeconfig). The kube binaries come from build.sh (cached).
+#
+# Usage: up.sh [1|2]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+. "$here/env.sh"
+repo="$(cd "$here/../.." && pwd)"
+tier="${1:-2}"
+export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
+t0=$(date +%s.%N)
+say() { echo "k8s-up: $*" >&2; }
+elapsed() { echo "$(date +%s.%N) $t0" | awk '{printf "%.1f", $1-$2}'; }
+
+if [ "$(id -u)" != 0 ]; then say "must run as root (containerd, kubelet, cgroups)"; exit 1; fi
+for c in etcd containerd ctr runc openssl curl unshare; do
+  command -v "$c" >/dev/null || { say "$c is missing: run scripts/install-deps.sh"; exit 1; }
+done
+[ -x /usr/lib/cni/bridge ] || { say "CNI plugins missing: run scripts/install-deps.sh"; exit 1; }
+
+# K8S_BINDIR: kube binaries built elsewhere (default: build.sh's cache).
+bindir="${K8S_BINDIR:-$("$here/build.sh")}"
+mkdir -p "$K8S_STATE"/{pids,logs,pki,bin} "$K8S_RUN"
+S="$K8S_STATE"
+
+alive() { [ -f "$S/pids/$1.pid" ] && kill -0 "$(cat "$S/pids/$1.pid")" 2>/dev/null; }
+# start NAME CMD...: runs CMD in a new session (its own process group), logs to logs/NAME.log.
+start() {
+  local name="$1"; shift
+  if alive "$name"; then return 0; fi
+  setsid "$@" >"$S/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$S/pids/$name.pid"
+}
+died() { say "$1 did not come up; its log:"; tail -n 30 "$S/logs/$1.log" >&2; exit 1; }
+
+# The Go helper (readiness, storage class, provisioner, drain), built from this repository.
+tool="$S/bin/kubetool"
+if [ ! -x "$tool" ]; then
+  (cd "$repo" && CGO_ENABLED=0 go build -o "$tool" ./scripts/k8s/kubetool)
+fi
+
+node_ip="$(ip -4 -o route get 192.0.2.255 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')"
+[ -n "$node_ip" ] || node_ip="$(ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | grep -v '^172\.17\.' | head -n1)"
+[ -n "$node_ip" ] || { say "no node address (a global IPv4 address) found"; exit 1; }
+
+# --- certificates (a CA of the cluster's own; regenerated with the state) ---
+pki="$S/pki"
+sign() { # name subject san
+  local n="$1" subj="$2" san="$3"
+  [ -f "$pki/$n.crt" ] && return 0
+  openssl req -new -nodes -newkey rsa:2048 -keyout "$pki/$n.key" -out "$pki/$n.csr" -subj "$subj" 2>/dev/null
+  printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n' "$san" >"$pki/$n.ext"
+  openssl x509 -req -in "$pki/$n.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -out "$pki/$n.crt" -days 3650 -extfile "$pki/$n.ext" 2>/dev/null
+}
+if [ ! -f "$pki/ca.crt" ]; then
+  openssl req -x509 -new -nodes -newkey rsa:2048 -keyout "$pki/ca.key" -out "$pki/ca.crt" -days 3650 \
+    -subj "/CN=shipyard-k8s-ca" 2>/dev/null
+  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+fi
+sign apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:$node_ip,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+sign admin "/O=system:masters/CN=shipyard-admin" "DNS:shipyard-admin"
+sign apiserver-kubelet "/O=system:masters/CN=kube-apiserver-kubelet-client" "DNS:kube-apiserver-kubelet-client"
+sign kubelet "/O=system:nodes/CN=system:node:$K8S_NODE_NAME" "IP:$node_ip,DNS:$K8S_NODE_NAME"
+
+kubeconfig() { # file user
+  cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: shipyard
+  cluster:
+    server: https://127.0.0.1:$K8S_API_PORT
+    certificate-authority: $pki/ca.crt
+users:
+- name: $2
+  user:
+    client-certificate: $pki/$2.crt
+    client-key: $pki/$2.key
+contexts:
+- name: shipyard
+  context: {cluster: shipyard, user: $2}
+current-context: shipyard
+KC
+}
+kubeconfig "$K8S_KUBECONFIG" admin
+kubeconfig "$S/kubelet.kubeconfig" kubelet
+
+# --- tier 1: etcd and the control plane ---
+start etcd etcd --name shipyard --data-dir "$S/etcd" \
+  --listen-client-urls "http://127.0.0.1:$K8S_ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$K8S_ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$K8S_ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$K8S_ETCD_PEER_PORT" \
+  --initial-cluster "shipyard=http://127.0.0.1:$K8S_ETCD_PEER_PORT"
+for _ in $(seq 1 100); do curl -fsS "http://127.0.0.1:$K8S_ETCD_PORT/health" >/dev/null 2>&1 && break; alive etcd || died etcd; sleep 0.1; done
+curl -fsS "http://127.0.0.1:$K8S_ETCD_PORT/health" >/dev/null 2>&1 || died etcd
+
+start kube-apiserver "$bindir/kube-apiserver" \
+  --etcd-servers="http://127.0.0.1:$K8S_ETCD_PORT" \
+  --bind-address=127.0.0.1 --secure-port="$K8S_API_PORT" --advertise-address="$node_ip" \
+  --endpoint-reconciler-type=none --service-cluster-ip-range="$K8S_SERVICE_RANGE" \
+  --client-ca-file="$pki/ca.crt" --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+  --kubelet-client-certificate="$pki/apiserver-kubelet.crt" --kubelet-client-key="$pki/apiserver-kubelet.key" \
+  --kubelet-preferred-address-types=InternalIP \
+  --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$pki/sa.pub" \
+  --service-account-signing-key-file="$pki/sa.key" \
+  --authorization-mode=Node,RBAC --anonymous-auth=false --allow-privileged=false --profiling=false
+"$tool" ready -kubeconfig "$K8S_KUBECONFIG" -timeout 120s || died kube-apiserver
+say "API server ready after $(elapsed) s"
+
+start kube-controller-manager "$bindir/kube-controller-manager" \
+  --kubeconfig="$K8S_KUBECONFIG" --secure-port=0 --leader-elect=false \
+  --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
+  --use-service-account-credentials=false --cluster-name=shipyard --profiling=false
+start kube-scheduler "$bindir/kube-scheduler" --kubeconfig="$K8S_KUBECONFIG" --leader-elect=false --profiling=false
+"$tool" setup -kubeconfig "$K8S_KUBECONFIG" -class "$K8S_STORAGE_CLASS"
+start localpv "$tool" localpv -kubeconfig "$K8S_KUBECONFIG" -class "$K8S_STORAGE_CLASS" -root "$K8S_PV_ROOT"
+sleep 0.3
+for p in kube-controller-manager kube-scheduler localpv; do alive "$p" || died "$p"; done
+if [ "$tier" = 1 ]; then
+  say "tier 1 up in $(elapsed) s; KUBECONFIG=$K8S_KUBECONFIG"
+  exit 0
+fi
+
+# --- tier 2: the node ---
+# cgroup v1 hierarchies need kubelet's cgroup root to exist; cpuset needs its cpus and mems.
+for h in /sys/fs/cgroup/*/; do
+  [ -d "$h" ] || continue
+  [ -L "${h%/}" ] && continue
+  mkdir -p "$h/shipyard-k8s" 2>/dev/null || continue
+  if [ -f "$h/cpuset.cpus" ]; then
+    cat "$h/cpuset.cpus" >"$h/shipyard-k8s/cpuset.cpus"
+    cat "$h/cpuset.mems" >"$h/shipyard-k8s/cpuset.mems"
+  fi
+done
+mkdir -p "$S/cni/net.d" "$S/cni/data" "$S/kubelet" "$S/pod-logs" "$S/sysctl" "$K8S_PV_ROOT"
+cat >"$S/cni/net.d/10-shipyard.conflist" <<CNI
+{
+  "cniVersion": "1.0.0",
+  "name": "shipyard-k8s",
+  "plugins": [
+    {"type": "bridge", "bridge": "$K8S_BRIDGE", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+     "ipam": {"type": "host-local", "dataDir": "$S/cni/data", "ranges": [[{"subnet": "$K8S_POD_SUBNET"}]],
+              "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "loopback"}
+  ]
+}
+CNI
+cat >"$S/containerd.toml" <<TOML
+version = 2
+root = "$S/containerd"
+state = "$K8S_RUN/containerd"
+[grpc]
+  address = "$K8S_CONTAINERD_SOCK"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$K8S_PAUSE_IMAGE"
+  # These machines lack CAP_SYS_RESOURCE: without this, pod sandboxes fail to start.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$S/cni/net.d"
+TOML
+cat >"$S/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /shipyard-k8s
+containerRuntimeEndpoint: unix://$K8S_CONTAINERD_SOCK
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: $pki/ca.crt}
+authorization: {mode: AlwaysAllow}
+tlsCertFile: $pki/kubelet.crt
+tlsPrivateKeyFile: $pki/kubelet.key
+readOnlyPort: 0
+healthzPort: 0
+failSwapOn: false
+podPidsLimit: 256
+podLogsDir: $S/pod-logs
+volumePluginDir: $S/kubelet/volume-plugins
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%", nodefs.inodesFree: "2%"}
+serializeImagePulls: false
+resolvConf: /etc/resolv.conf
+YAML
+
+start node unshare --mount --propagation slave "$here/node.sh" "$bindir" "$node_ip"
+for _ in $(seq 1 200); do
+  ctr -a "$K8S_CONTAINERD_SOCK" version >/dev/null 2>&1 && break
+  alive node || died node
+  sleep 0.1
+done
+ctr -a "$K8S_CONTAINERD_SOCK" version >/dev/null 2>&1 || died node
+"$here/images.sh"
+"$tool" ready -kubeconfig "$K8S_KUBECONFIG" -node "$K8S_NODE_NAME" -timeout 120s || died node
+say "node $K8S_NODE_NAME ($node_ip) Ready; cluster up in $(elapsed) s; KUBECONFIG=$K8S_KUBECONFIG"
