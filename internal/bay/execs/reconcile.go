@@ -113,7 +113,7 @@ func (s *Service) Health(ctx context.Context) Health {
 	} else {
 		h.Writable = true
 	}
-	if ei, ok := s.drv.(EngineInfo); ok {
+	if ei, ok := bay.DriverPort[EngineInfo](s.drv); ok { // through decorators (metrics)
 		name, version, ectx, err := ei.EngineInfo(ctx)
 		h.Engine, h.EngineVersion, h.EngineContext = name, version, ectx
 		if err != nil {

@@ -21,7 +21,7 @@ func (s *Server) execRoutes() []route {
 	return []route{
 		{method: "POST", pattern: bayapi.PathExecs, auth: true, handler: s.createExec,
 			doc: opDoc{id: "createExec", summary: "Run one audited command in a fresh container without network (wait:false answers 202 at once)",
-				tag: "execs", request: bayapi.CreateExecRequest{}, status: 200, response: bayapi.ExecResponse{}}},
+				tag: "execs", request: bayapi.CreateExecRequest{}, status: 200, also: []int{202}, response: bayapi.ExecResponse{}}},
 		{method: "GET", pattern: bayapi.PathExecs, auth: true, handler: s.listExecs,
 			doc: opDoc{id: "listExecs", summary: "List audited execs, newest first", tag: "execs", status: 200, response: bayapi.ExecList{},
 				query: []param{

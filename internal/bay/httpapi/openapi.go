@@ -7,13 +7,17 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 )
 
 var (
 	timeType = reflect.TypeFor[bayapi.Time]()
-	anyType  = reflect.TypeFor[any]()
+	// stdTimeType is RFC 3339 with an offset (the audited executions' own wire format).
+	stdTimeType = reflect.TypeFor[time.Time]()
+	rawJSONType = reflect.TypeFor[json.RawMessage]()
+	anyType     = reflect.TypeFor[any]()
 )
 
 // buildOpenAPI renders the OpenAPI 3.1 document from the route table: every registered route
@@ -76,6 +80,9 @@ func (s *Server) buildOpenAPI() []byte {
 		case rt.doc.response != nil:
 			responses[code] = map[string]any{"description": "Success", "content": map[string]any{
 				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.doc.response))}}}
+			for _, st := range rt.doc.also {
+				responses[itoa(st)] = responses[code]
+			}
 		default:
 			responses[code] = map[string]any{"description": "Success (no content)"}
 		}
@@ -142,10 +149,15 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 		// Not format date-time: RFC 3339 requires an offset, the wire has none.
 		s = map[string]any{"type": "string", "pattern": `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?$`,
 			"description": "UTC, ISO-8601 without an offset, microseconds when non-zero (2026-03-01T10:00:00.123456)"}
+	case t == rawJSONType:
+		return g.schema(anyType)
+	case t == stdTimeType:
+		s = map[string]any{"type": "string", "format": "date-time"}
 	case t == intType:
 		s = map[string]any{"type": "integer"}
 	case t == anyType:
-		return map[string]any{}
+		// Any JSON value, null included (a validator reads an empty schema as non-null).
+		return map[string]any{"anyOf": []any{map[string]any{}, map[string]any{"type": "null"}}}
 	}
 	if s == nil {
 		switch t.Kind() {

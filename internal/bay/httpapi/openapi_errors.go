@@ -40,7 +40,7 @@ func errorCodes(rt route) map[int][]string {
 	}
 	switch rt.doc.tag {
 	case "capabilities", "filesystem":
-		add(400, bayapi.CodeCapabilityNotSupported)
+		add(400, bayapi.CodeCapabilityNotSupported, bayapi.CodeValidation) // e.g. a malformed trace ref
 		add(409, bayapi.CodeSandboxExpired)
 		add(502, bayapi.CodeShipError)
 		add(503, bayapi.CodeSessionNotReady, bayapi.CodeUnavailable)
@@ -49,6 +49,31 @@ func errorCodes(rt route) map[int][]string {
 		if strings.HasPrefix(rt.pattern, bayapi.PathSandbox) && rt.method == "POST" {
 			add(409, bayapi.CodeSandboxExpired)
 		}
+	case "jobs":
+		// Jobs run through the sandbox's runtime like the capability calls; a key reused for
+		// another start conflicts.
+		add(400, bayapi.CodeValidation, bayapi.CodeCapabilityNotSupported, bayapi.CodeInvalidPath)
+		add(409, bayapi.CodeConflict, bayapi.CodeSandboxExpired)
+		add(502, bayapi.CodeShipError)
+		add(503, bayapi.CodeSessionNotReady, bayapi.CodeUnavailable)
+		add(504, bayapi.CodeTimeout)
+	case "execs":
+		// Policies can only tighten; inputs are paths; the queue can be full; the engine can
+		// be away.
+		add(400, bayapi.CodeValidation, bayapi.CodePolicyViolation, bayapi.CodeCapabilityNotSupported, bayapi.CodeInvalidPath)
+		add(404, bayapi.CodeFileNotFound) // an artifact the exec did not leave
+		add(409, bayapi.CodeConflict)
+		add(413, bayapi.CodePayloadTooLarge)
+		add(429, bayapi.CodeQuotaExceeded)
+		add(503, bayapi.CodeUnavailable)
+		add(504, bayapi.CodeTimeout)
+	case "skills":
+		// The library's admin routes need an admin key; uploads and payloads are bounded.
+		add(400, bayapi.CodeValidation)
+		add(403, bayapi.CodeForbidden)
+		add(409, bayapi.CodeConflict)
+		add(413, bayapi.CodePayloadTooLarge)
+		add(503, bayapi.CodeUnavailable)
 	}
 	if rt.doc.tag == "filesystem" || rt.doc.tag == "capabilities" {
 		// Paths, and the cwd of a command, are checked like files.
@@ -65,6 +90,10 @@ func errorCodes(rt route) map[int][]string {
 		add(413, bayapi.CodePayloadTooLarge)
 	case "deleteCargo":
 		add(409, bayapi.CodeConflict)
+	case "setNetwork", "networkEvents":
+		add(400, bayapi.CodeValidation)
+		add(409, bayapi.CodeSandboxExpired)
+		add(503, bayapi.CodeUnavailable)
 	case "gcRun":
 		add(423, bayapi.CodeGCRunning)
 		add(503, bayapi.CodeUnavailable)

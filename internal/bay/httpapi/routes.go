@@ -28,8 +28,9 @@ type opDoc struct {
 	request     any // request body type (zero value), nil = none
 	optionalReq bool
 	multipart   bool
-	status      int // success status
-	response    any // response body type, nil = none
+	status      int   // success status
+	also        []int // other success statuses with the same body (e.g. 202 when not waiting)
+	response    any   // response body type, nil = none
 	binary      bool
 	websocket   bool
 	query       []param
@@ -69,7 +70,7 @@ func (s *Server) routeTable() []route {
 				query: []param{{name: "detail", typ: "boolean", desc: "include description and containers"}}}},
 
 		{method: "POST", pattern: bayapi.PathSandboxes, auth: true, handler: s.createSandbox,
-			doc: opDoc{id: "createSandbox", summary: "Create a sandbox (compute starts lazily)", tag: "sandboxes", request: bayapi.CreateSandboxRequest{}, status: 201, response: bayapi.SandboxResponse{}, idempotent: true}},
+			doc: opDoc{id: "createSandbox", summary: "Create a sandbox (compute starts lazily)", tag: "sandboxes", request: bayapi.CreateSandboxRequest{}, status: 201, also: []int{200}, response: bayapi.SandboxResponse{}, idempotent: true}},
 		{method: "GET", pattern: bayapi.PathSandboxes, auth: true, handler: s.listSandboxes,
 			doc: opDoc{id: "listSandboxes", summary: "List sandboxes", tag: "sandboxes", status: 200, response: bayapi.SandboxList{},
 				query: []param{limitParam(bayapi.DefaultListLimit, bayapi.MaxListLimit), cursorParam,

@@ -83,7 +83,7 @@ func (s *Service) SetNetwork(ctx context.Context, owner, id string, req bay.Netw
 // applyNetwork brings the running session in line with sb's new policy: in place when the
 // driver can, else by destroying the compute.
 func (s *Service) applyNetwork(ctx context.Context, sb *bay.Sandbox, cur *bay.Session, old bay.NetworkPolicy) error {
-	if en, ok := s.driver.(bay.NetworkEnforcer); ok && old.EffectiveMode() == sb.Network.EffectiveMode() {
+	if en, ok := bay.DriverPort[bay.NetworkEnforcer](s.driver); ok && old.EffectiveMode() == sb.Network.EffectiveMode() {
 		err := en.UpdateNetwork(ctx, bay.InstanceName(cur.ID), *sb.Network)
 		if err == nil {
 			return nil
@@ -105,7 +105,7 @@ func (s *Service) NetworkEvents(ctx context.Context, owner, id string) ([]bay.Ne
 	if _, err := bay.OwnedSandbox(ctx, s.store, owner, id); err != nil {
 		return nil, 0, err
 	}
-	en, ok := s.driver.(bay.NetworkEnforcer)
+	en, ok := bay.DriverPort[bay.NetworkEnforcer](s.driver) // through decorators (metrics)
 	if !ok {
 		return nil, 0, nil
 	}

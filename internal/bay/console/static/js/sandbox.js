@@ -417,8 +417,13 @@ function spark(values) {
   return svg;
 }
 
+// networkTab shows the effective policy (the sandbox's network field) and the refusals.
 async function networkTab(body, id) {
-  await optionalTab(body, 'Network policy', sandboxPath(id, '/network'));
+  body.append(h('h2', {}, 'Network policy'));
+  try {
+    const sb = await get(sandboxPath(id, ''));
+    body.append(sb.network ? generic('Network policy', sb.network) : unavailable('Network policy', sandboxPath(id, '')));
+  } catch (e) { body.append(h('p', { class: 'error-text' }, errText(e))); }
   const ev = sandboxPath(id, '/network/events');
   try {
     const r = await get(ev);
