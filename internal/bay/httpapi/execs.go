@@ -122,7 +122,7 @@ func execResponse(e *bay.ExecRecord) bayapi.ExecResponse {
 	pol, _ := json.Marshal(e.Policy)
 	return bayapi.ExecResponse{
 		ExecID: e.ID, Status: string(e.Status), ExitCode: e.ExitCode, ErrorReason: e.ErrorReason,
-		ProjectID: e.ProjectID, TaskID: e.TaskID, ConversationID: e.ConversationID, SkillID: e.SkillID,
+		ProjectID: e.ProjectID, TaskID: e.TaskID, ConversationID: e.ConversationID, SkillID: e.SkillID, SkillVersion: e.SkillVersion,
 		Image: e.Image, Kind: e.Kind, Cmd: e.Cmd, Args: e.Args, Cwd: e.Cwd, EnvKeys: e.EnvKeys, PolicySnapshot: pol,
 		ArtifactsDir: e.ArtifactsPath, StdoutPath: path.Join(e.ArtifactsPath, execs.StdoutFile),
 		StderrPath: path.Join(e.ArtifactsPath, execs.StderrFile), StdoutTruncated: e.StdoutTruncated,
