@@ -24,6 +24,10 @@ type Request struct {
 	TaskID         string
 	ConversationID string
 	Wait           bool
+
+	// skill is set by Invoke: the resolved skill whose entrypoint is the command (Kind,
+	// Command and Args are ignored).
+	skill *resolvedSkill
 }
 
 // RawInput is an input as posted: a path relative to inputs/ and its bytes.
@@ -48,7 +52,6 @@ const (
 
 var (
 	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	skillRE  = regexp.MustCompile(`^[a-z0-9]+(\.[a-z0-9]+)+$`)
 	refRE    = regexp.MustCompile(`^[\x21-\x7e]{1,256}$`)
 )
 
@@ -76,22 +79,28 @@ func (s *Service) plan(ctx context.Context, owner string, req Request) (plan, er
 			return plan{}, invalid("%s must be 1-256 printable ASCII characters without spaces", name)
 		}
 	}
-	cmds, ok := kindCommands[req.Kind]
-	if !ok {
-		return plan{}, invalid("exec.kind must be shell or python, got %q", req.Kind)
+	kind, cmd, reqArgs := req.Kind, req.Command, req.Args
+	if req.skill != nil {
+		// An invocation: the command is the manifest's entrypoint.
+		ep := req.skill.manifest.Runtime.Entrypoint
+		kind, cmd, reqArgs = KindSkill, ep[0], ep[1:]
+	} else {
+		cmds, ok := kindCommands[req.Kind]
+		if !ok {
+			return plan{}, invalid("exec.kind must be shell or python, got %q", req.Kind)
+		}
+		if cmd == "" {
+			cmd = cmds[0]
+		}
+		if !slices.Contains(cmds, cmd) {
+			return plan{}, invalid("exec.command %q does not match exec.kind %s (want one of %s)", cmd, req.Kind, strings.Join(cmds, ", "))
+		}
 	}
-	cmd := req.Command
-	if cmd == "" {
-		cmd = cmds[0]
-	}
-	if !slices.Contains(cmds, cmd) {
-		return plan{}, invalid("exec.command %q does not match exec.kind %s (want one of %s)", cmd, req.Kind, strings.Join(cmds, ", "))
-	}
-	if len(req.Args) > MaxArgs {
-		return plan{}, invalid("exec.args has %d items, at most %d", len(req.Args), MaxArgs)
+	if len(reqArgs) > MaxArgs {
+		return plan{}, invalid("exec.args has %d items, at most %d", len(reqArgs), MaxArgs)
 	}
 	total := 0
-	for i, a := range req.Args {
+	for i, a := range reqArgs {
 		total += len(a)
 		switch {
 		case strings.ContainsRune(a, 0):
@@ -127,12 +136,14 @@ func (s *Service) plan(ctx context.Context, owner string, req Request) (plan, er
 
 	image := s.cfg.Image
 	var manifest bay.PolicyOverrides
-	var skill *resolvedSkill
-	if req.SkillID != "" {
+	skill := req.skill
+	if req.SkillID != "" && skill == nil {
 		var err error
 		if skill, err = s.resolveSkill(ctx, req.SkillID); err != nil {
 			return plan{}, err
 		}
+	}
+	if skill != nil {
 		manifest = skill.manifest.policy()
 		image = skill.manifest.Runtime.Image
 	}
@@ -150,7 +161,7 @@ func (s *Service) plan(ctx context.Context, owner string, req Request) (plan, er
 	id := bay.NewID(bay.PrefixExec)
 	rec := &bay.ExecRecord{
 		ID: id, Owner: owner, ProjectID: req.ProjectID, TaskID: req.TaskID, ConversationID: req.ConversationID,
-		SkillID: req.SkillID, Image: image, Kind: req.Kind, Cmd: cmd, Args: slices.Clone(req.Args), Cwd: cwd,
+		SkillID: req.SkillID, Image: image, Kind: kind, Cmd: cmd, Args: slices.Clone(reqArgs), Cwd: cwd,
 		EnvKeys: keys, Policy: pol, Status: bay.ExecQueued, ArtifactsPath: ArtifactsDir(owner, req.ProjectID, id),
 		Instance: bay.ExecInstancePrefix + id, BayInstance: s.cfg.InstanceID, CreatedAt: s.clock.Now().UTC(),
 	}

@@ -126,7 +126,7 @@ func (s *Service) Create(ctx context.Context, owner string, req Request) (*bay.E
 			}
 		}
 	}()
-	if err := s.cfg.Workspace.Prepare(owner, rec.ProjectID, rec.ID, plan.inputs); err != nil {
+	if err := s.cfg.Workspace.Prepare(owner, rec.ProjectID, rec.ID, inputsDir(rec), plan.inputs); err != nil {
 		return nil, fmt.Errorf("prepare the workspace of exec %s: %w", rec.ID, err)
 	}
 	if err := s.store.Tx(ctx, func(tx bay.Tx) error { return tx.InsertExecRecord(ctx, rec) }); err != nil {

@@ -245,7 +245,7 @@ func TestReconcile(t *testing.T) {
 		if status != bay.ExecQueued {
 			rec.StartedAt = &started
 		}
-		if err := svc.cfg.Workspace.Prepare("alice", "p", id, nil); err != nil {
+		if err := svc.cfg.Workspace.Prepare("alice", "p", id, InputsDir("alice", "p", id, false), nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := svc.store.Tx(ctx, func(tx bay.Tx) error { return tx.InsertExecRecord(ctx, rec) }); err != nil {

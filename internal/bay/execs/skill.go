@@ -57,8 +57,8 @@ type resolvedSkill struct {
 // (a knowledge skill is validation_error "not invocable") and its files present in this
 // bay's skills directory.
 func (s *Service) resolveSkill(ctx context.Context, id string) (*resolvedSkill, error) {
-	if !skillRE.MatchString(id) || len(id) > 64 {
-		return nil, invalid("skill_id %q is not an invocable skill's id (like shell.run)", id)
+	if !bay.ValidSkillName(id) {
+		return nil, invalid("skill_id %q is not a skill name (an invocable skill's id is like shell.run)", id)
 	}
 	if s.cfg.Library == nil {
 		return nil, bay.Errorf(bay.CodeNotFound, "skill %s not found: this bay has no skill library", id)
@@ -95,9 +95,18 @@ func (s *Service) skillMount(rec *bay.ExecRecord) *bay.Mount {
 
 // mounts are every mount of the exec's container: the workspace's three, and its skill.
 func (s *Service) mounts(rec *bay.ExecRecord) []bay.Mount {
-	ms := s.cfg.Workspace.Mounts(rec.Owner, rec.ProjectID, rec.ID)
+	ms := s.cfg.Workspace.Mounts(rec.Owner, rec.ProjectID, rec.ID, inputsDir(rec))
 	if m := s.skillMount(rec); m != nil {
 		ms = append(ms, *m)
 	}
 	return ms
+}
+
+// KindSkill is the kind of a skill invocation's record: its command is the manifest's
+// entrypoint, and its inputs directory is its own.
+const KindSkill = "skill"
+
+// inputsDir is the directory rec's container sees at /workspace/inputs.
+func inputsDir(rec *bay.ExecRecord) string {
+	return InputsDir(rec.Owner, rec.ProjectID, rec.ID, rec.Kind == KindSkill)
 }

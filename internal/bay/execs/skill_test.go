@@ -28,15 +28,26 @@ const tightManifest = `{"schema_version": 1, "id": "tight.one", "name": "Tight",
 
 // specs records the container specs the fake engine was asked to run.
 type specs struct {
-	mu  sync.Mutex
-	all []bay.ContainerSpec
-	out fake.OneShotResult
+	mu    sync.Mutex
+	all   []bay.ContainerSpec
+	out   fake.OneShotResult
+	files map[string]string // written into /workspace/artifacts, as the skill would
 }
 
 func (s *specs) run(_ context.Context, c bay.ContainerSpec) (fake.OneShotResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.all = append(s.all, c)
+	for _, m := range c.Mounts {
+		if m.Target != MountArtifacts {
+			continue
+		}
+		for name, body := range s.files {
+			if err := os.WriteFile(filepath.Join(m.Source, name), []byte(body), 0o644); err != nil {
+				return fake.OneShotResult{}, err
+			}
+		}
+	}
 	return s.out, nil
 }
 

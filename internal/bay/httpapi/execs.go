@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -21,7 +20,7 @@ func (s *Server) execRoutes() []route {
 	return []route{
 		{method: "POST", pattern: bayapi.PathExecs, auth: true, handler: s.createExec,
 			doc: opDoc{id: "createExec", summary: "Run one audited command in a fresh container without network (wait:false answers 202 at once)",
-				tag: "execs", request: bayapi.CreateExecRequest{}, status: 200, response: bayapi.ExecResponse{}}},
+				tag: "execs", request: bayapi.CreateExecRequest{}, status: 200, accepted: true, response: bayapi.ExecResponse{}}},
 		{method: "GET", pattern: bayapi.PathExecs, auth: true, handler: s.listExecs,
 			doc: opDoc{id: "listExecs", summary: "List audited execs, newest first", tag: "execs", status: 200, response: bayapi.ExecList{},
 				query: []param{
@@ -72,11 +71,15 @@ func (s *Server) createExec(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if !req.Wait {
-		status = http.StatusAccepted
+	writeJSON(w, waitedStatus(req.Wait), execResponse(rec))
+}
+
+// waitedStatus is the status of a request that waits for its exec (200) or not (202).
+func waitedStatus(wait bool) int {
+	if wait {
+		return http.StatusOK
 	}
-	writeJSON(w, status, execResponse(rec))
+	return http.StatusAccepted
 }
 
 // execRequest turns the wire body into the service's request: inputs decoded, policy
@@ -89,12 +92,8 @@ func execRequest(b bayapi.CreateExecRequest) (execs.Request, error) {
 	if b.TaskRef != nil {
 		req.TaskID, req.ConversationID = b.TaskRef.TaskID, b.TaskRef.ConversationID
 	}
-	if len(b.PolicyOverrides) > 0 && string(b.PolicyOverrides) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(b.PolicyOverrides))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req.Overrides); err != nil {
-			return req, bay.Errorf(bay.CodeValidation, "policy_overrides: %v", err)
-		}
+	if err := strictOverrides(b.PolicyOverrides, &req.Overrides); err != nil {
+		return req, err
 	}
 	if len(b.Inputs) > execs.MaxInputs {
 		return req, bay.Errorf(bay.CodeValidation, "inputs has %d items, at most %d", len(b.Inputs), execs.MaxInputs)

@@ -7,13 +7,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 )
 
 var (
-	timeType = reflect.TypeFor[bayapi.Time]()
-	anyType  = reflect.TypeFor[any]()
+	timeType    = reflect.TypeFor[bayapi.Time]()
+	anyType     = reflect.TypeFor[any]()
+	stdTimeType = reflect.TypeFor[time.Time]()
+	rawJSONType = reflect.TypeFor[json.RawMessage]()
 )
 
 // buildOpenAPI renders the OpenAPI 3.1 document from the route table: every registered route
@@ -76,6 +79,10 @@ func (s *Server) buildOpenAPI() []byte {
 		case rt.doc.response != nil:
 			responses[code] = map[string]any{"description": "Success", "content": map[string]any{
 				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.doc.response))}}}
+			if rt.doc.accepted {
+				responses["202"] = map[string]any{"description": "Accepted: still queued or running (wait false)", "content": map[string]any{
+					"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.doc.response))}}}
+			}
 		default:
 			responses[code] = map[string]any{"description": "Success (no content)"}
 		}
@@ -142,6 +149,11 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 		// Not format date-time: RFC 3339 requires an offset, the wire has none.
 		s = map[string]any{"type": "string", "pattern": `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{6})?$`,
 			"description": "UTC, ISO-8601 without an offset, microseconds when non-zero (2026-03-01T10:00:00.123456)"}
+	case t == stdTimeType:
+		// time.Time as encoding/json writes it (the execs' records): RFC 3339 with its offset.
+		s = map[string]any{"type": "string", "format": "date-time"}
+	case t == rawJSONType:
+		return map[string]any{} // any JSON value
 	case t == intType:
 		s = map[string]any{"type": "integer"}
 	case t == anyType:
@@ -196,6 +208,17 @@ func (g *schemaGen) structSchema(t reflect.Type) map[string]any {
 		tag := strings.Split(f.Tag.Get("json"), ",")
 		name := tag[0]
 		if name == "-" {
+			continue
+		}
+		if name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct {
+			// An embedded struct's fields are the outer object's, as encoding/json writes them.
+			inner := g.structSchema(f.Type)
+			for k, v := range inner["properties"].(map[string]any) {
+				props[k] = v
+			}
+			if r, ok := inner["required"].([]string); ok {
+				required = append(required, r...)
+			}
 			continue
 		}
 		if name == "" {

@@ -72,6 +72,11 @@ func errorCodes(rt route) map[int][]string {
 		add(503, bayapi.CodeUnavailable)
 	case "ready":
 		add(503, bayapi.CodeUnavailable)
+	case "createExec", "invokeSkill":
+		add(400, bayapi.CodePolicyViolation, bayapi.CodeCapabilityNotSupported, bayapi.CodeInvalidPath)
+		add(413, bayapi.CodePayloadTooLarge)
+		add(429, bayapi.CodeQuotaExceeded)
+		add(503, bayapi.CodeUnavailable)
 	}
 	for _, codes := range out {
 		sort.Strings(codes)

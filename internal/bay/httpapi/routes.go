@@ -25,8 +25,9 @@ type opDoc struct {
 	request     any // request body type (zero value), nil = none
 	optionalReq bool
 	multipart   bool
-	status      int // success status
-	response    any // response body type, nil = none
+	status      int  // success status
+	accepted    bool // also answers 202 with the response type (wait:false)
+	response    any  // response body type, nil = none
 	binary      bool
 	websocket   bool
 	query       []param

@@ -182,6 +182,7 @@ func New(opts Options) *Server {
 		log: logctx.Wrap(opts.Log).With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 	}
 	s.routes = append(append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...), s.jobRoutes()...)
+	s.routes = append(s.routes, s.invokeRoutes()...)
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handler)
 		if rt.auth {
