@@ -2,13 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
@@ -119,4 +123,131 @@ func TestSkillInvoke(t *testing.T) {
 		t.Fatalf("final record: %s", done)
 	}
 	expectError(t, b.do("GET", "/v1/sandbox/execs/"+r.Str("exec.exec_id"), nil, map[string]string{"Authorization": "Bearer " + aliceKey}), 404, "not_found", "another owner")
+}
+
+// TestSkillToolsOverMCP: bay's MCP server offers every invocable skill the allow-list admits
+// as the tool skill.<id> with interface.inputs as its input schema; calling it invokes the
+// skill and returns the outputs as text and structured content; bad arguments come back as
+// the API's violations; an upload and a delete change the list and notify the session
+// (notifications/tools/list_changed), as the poll of the library finds them.
+func TestSkillToolsOverMCP(t *testing.T) {
+	t.Parallel()
+	docker(t)
+	b, _ := invokeBay(t, "SHIPYARD_SKILLS_POLL_SECONDS=0.3", "SHIPYARD_ALLOWED_TOOLS=skill.shell.*,skill.echo.*,list_profiles")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	changed := make(chan struct{}, 16)
+	c := mcpsdk.NewClient(&mcpsdk.Implementation{Name: "e2e", Version: "1"}, &mcpsdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcpsdk.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	s, err := c.Connect(ctx, &mcpsdk.StreamableClientTransport{Endpoint: b.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerRT{apiKey}}}, nil)
+	if err != nil {
+		t.Fatalf("mcp connect: %v", err)
+	}
+	defer s.Close()
+	tools := func() map[string]*mcpsdk.Tool {
+		t.Helper()
+		list, err := s.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*mcpsdk.Tool{}
+		for _, tl := range list.Tools {
+			out[tl.Name] = tl
+		}
+		return out
+	}
+	names := func(m map[string]*mcpsdk.Tool) string {
+		var n []string
+		for k := range m {
+			n = append(n, k)
+		}
+		slices.Sort(n)
+		return strings.Join(n, ",")
+	}
+	got := tools()
+	if names(got) != "list_profiles,skill.shell.run" {
+		t.Fatalf("tools under the allow-list: %s", names(got))
+	}
+	schema, _ := json.Marshal(got["skill.shell.run"].InputSchema)
+	if !strings.Contains(string(schema), `"required":["script"]`) || !strings.Contains(string(schema), `"additionalProperties":false`) {
+		t.Fatalf("skill.shell.run input schema is not interface.inputs: %s", schema)
+	}
+	text := func(res *mcpsdk.CallToolResult) string {
+		var out []string
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcpsdk.TextContent); ok {
+				out = append(out, tc.Text)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	res, err := s.CallTool(ctx, &mcpsdk.CallToolParams{Name: "skill.shell.run", Arguments: map[string]any{"script": "echo hi from $(id -u)"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := res.StructuredContent.(map[string]any)
+	if res.IsError || out["stdout"] != "hi from 1000\n" || out["exit_code"] != float64(0) || !strings.Contains(text(res), "succeeded") {
+		t.Fatalf("skill.shell.run: %s %v", text(res), res.StructuredContent)
+	}
+	res, err = s.CallTool(ctx, &mcpsdk.CallToolParams{Name: "skill.shell.run", Arguments: map[string]any{"script": 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(text(res), "validation_error") || !strings.Contains(text(res), "/script") {
+		t.Fatalf("bad arguments: %s", text(res))
+	}
+
+	// An upload adds a tool, and the session is told.
+	drain := func() {
+		for {
+			select {
+			case <-changed:
+			default:
+				return
+			}
+		}
+	}
+	waitChanged := func(what string) {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no notifications/tools/list_changed after %s", what)
+		}
+	}
+	drain()
+	archive := skillArchive(t, map[string]string{
+		"echo.it/SKILL.md": "---\nname: echo.it\ndescription: Echo a text.\n---\nEchoes inputs.text as outputs.echo.\n",
+		"echo.it/manifest.json": `{"schema_version": 1, "id": "echo.it", "name": "Echo", "description": "Echo a text.",
+  "interface": {"inputs": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+    "outputs": {"type": "object", "required": ["echo"], "properties": {"echo": {"type": "string"}}}},
+  "runtime": {"kind": "docker", "image": "ship:latest", "entrypoint": ["python3", "/skills/echo.it/run.py"]},
+  "permissions": {"fs": {"read": ["inputs/**"], "write": ["artifacts/**"]}, "net": {"mode": "none"}},
+  "limits": {"timeout_ms": 30000}}`,
+		"echo.it/run.py": "import json\nt = json.load(open('/workspace/inputs/inputs.json'))['text']\njson.dump({'echo': t}, open('/workspace/artifacts/outputs.json', 'w'))\n",
+	})
+	expect(t, b.uploadSkill(apiKey, archive), 201, "upload echo.it")
+	waitChanged("an upload")
+	if got := names(tools()); got != "list_profiles,skill.echo.it,skill.shell.run" {
+		t.Fatalf("tools after the upload: %s", got)
+	}
+	res, err = s.CallTool(ctx, &mcpsdk.CallToolParams{Name: "skill.echo.it", Arguments: map[string]any{"text": "hey"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _ := res.StructuredContent.(map[string]any); res.IsError || out["echo"] != "hey" || !strings.Contains(text(res), "artifacts/outputs.json") {
+		t.Fatalf("skill.echo.it: %s %v", text(res), res.StructuredContent)
+	}
+	drain()
+	expect(t, b.do("DELETE", "/v1/admin/skills/echo.it", nil, nil), 204, "delete echo.it")
+	waitChanged("a delete")
+	if got := names(tools()); got != "list_profiles,skill.shell.run" {
+		t.Fatalf("tools after the delete: %s", got)
+	}
 }

@@ -10,7 +10,12 @@
 // get_sandbox, list_sandboxes, stop_sandbox, extend_ttl, keepalive. The reference's skill
 // learning tools (create_skill_payload, ...) are not offered; bay's skill library is served as
 // resources instead (skills.go): every knowledge skill is skill://<name>/SKILL.md in
-// resources/list, and skill://<name>/<path> reads any file of a skill. learn and include_trace of the browser tools are passed on to bay, which refuses them
+// resources/list, and skill://<name>/<path> reads any file of a skill. Every invocable skill
+// is the tool skill.<id> (skilltools.go): its input schema is the manifest's interface.inputs,
+// a call invokes it (waiting) in the project SHIPYARD_SKILL_PROJECT_ID (default "mcp") and
+// returns its outputs as text and structured content; the list follows the library by polling
+// it every SHIPYARD_SKILLS_POLL_SECONDS (10) while sessions exist and on tools/list, and a
+// change sends notifications/tools/list_changed. learn and include_trace of the browser tools are passed on to bay, which refuses them
 // while it has no trace storage.
 //
 // Results are markdown TextContent like the reference's; images produced by python are
