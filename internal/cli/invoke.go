@@ -43,18 +43,8 @@ exit code is the exec's; 124 when it timed out.`,
 				return usageErr("inputs: %v", err)
 			}
 			req := bayapi.InvokeSkillRequest{ProjectID: project, Inputs: raw}
-			if policy != "" {
-				if !json.Valid([]byte(policy)) {
-					return usageErr("--policy is not JSON: %s", policy)
-				}
-				req.PolicyOverrides = json.RawMessage(policy)
-			}
-			if taskID != "" || cid != "" {
-				req.TaskRef = &bayapi.TaskRef{TaskID: taskID, ConversationID: cid}
-			}
-			if noWait {
-				wait := false
-				req.Wait = &wait
+			if req.PolicyOverrides, req.TaskRef, req.Wait, err = execOptions(policy, taskID, cid, noWait); err != nil {
+				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				res, err := c.InvokeSkill(ctx, args[0], req)
@@ -145,4 +135,28 @@ func readFileLimited(name string, limit int64) ([]byte, error) {
 	}
 	defer f.Close()
 	return readAllLimited(f, limit)
+}
+
+// execOptions are the flags an exec and an invocation share: --policy (a JSON object),
+// --task and --conversation, --no-wait.
+func execOptions(policy, taskID, cid string, noWait bool) (json.RawMessage, *bayapi.TaskRef, *bool, error) {
+	var (
+		overrides json.RawMessage
+		ref       *bayapi.TaskRef
+		wait      *bool
+	)
+	if policy != "" {
+		if !json.Valid([]byte(policy)) {
+			return nil, nil, nil, usageErr("--policy is not JSON: %s", policy)
+		}
+		overrides = json.RawMessage(policy)
+	}
+	if taskID != "" || cid != "" {
+		ref = &bayapi.TaskRef{TaskID: taskID, ConversationID: cid}
+	}
+	if noWait {
+		w := false
+		wait = &w
+	}
+	return overrides, ref, wait, nil
 }

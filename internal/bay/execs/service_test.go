@@ -304,4 +304,3 @@ func TestAdmissionRollsBack(t *testing.T) {
 		t.Fatalf("%d containers created", n)
 	}
 }
-
