@@ -72,6 +72,14 @@ func errorCodes(rt route) map[int][]string {
 		add(503, bayapi.CodeUnavailable)
 	case "ready":
 		add(503, bayapi.CodeUnavailable)
+	case "downloadExecArtifact", "getSkillFile":
+		add(400, bayapi.CodeInvalidPath)
+		add(404, bayapi.CodeFileNotFound)
+		add(413, bayapi.CodePayloadTooLarge)
+	case "uploadSkill", "validateSkill", "deleteSkill":
+		add(403, bayapi.CodeForbidden)
+		add(413, bayapi.CodePayloadTooLarge)
+		add(409, bayapi.CodeConflict)
 	case "createExec", "invokeSkill":
 		add(400, bayapi.CodePolicyViolation, bayapi.CodeCapabilityNotSupported, bayapi.CodeInvalidPath)
 		add(413, bayapi.CodePayloadTooLarge)
