@@ -122,6 +122,10 @@ func TestSkillInvoke(t *testing.T) {
 	if done.Str("skill_version") != shellVersion {
 		t.Fatalf("final record: %s", done)
 	}
+	later := expect(t, b.do("GET", "/v1/sandbox/execs/"+r.Str("exec.exec_id")+"/outputs", nil, nil), 200, "outputs later")
+	if later.Str("outputs.stdout") != "late\n" || later.Get("outputs_valid") != true {
+		t.Fatalf("outputs read later: %s", later)
+	}
 	expectError(t, b.do("GET", "/v1/sandbox/execs/"+r.Str("exec.exec_id"), nil, map[string]string{"Authorization": "Bearer " + aliceKey}), 404, "not_found", "another owner")
 }
 

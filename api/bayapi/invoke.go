@@ -5,6 +5,9 @@ import "encoding/json"
 // PathSkillInvoke runs an invocable skill as an audited exec (ours).
 const PathSkillInvoke = "/v1/skills/{name}/invoke"
 
+// PathExecOutputs is an invocation read again: its record and, once final, its outputs.
+const PathExecOutputs = "/v1/sandbox/execs/{exec_id}/outputs"
+
 // InvokeSkillRequest is the body of POST /v1/skills/{name}/invoke. inputs must match the
 // skill's interface.inputs; it is written as /workspace/inputs/inputs.json. policy_overrides
 // are those of CreateExecRequest (tighten only); wait defaults to true.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
@@ -104,27 +106,31 @@ func (s *Service) Invoke(ctx context.Context, owner string, req InvokeRequest) (
 	return inv, nil
 }
 
-// InvocationOf returns the owner's exec id as an invocation: its record and, once final, its
-// outputs (read again by the rule, against the manifest of the version it ran when that
-// version is still the skill's current one, otherwise with no validation).
+// InvocationOf returns the owner's exec as an invocation: its record and, once a skill
+// invocation is final, its outputs, read again by the rule against the manifest of the version
+// it ran (versions stay in the library's directory after a re-upload or a delete).
 func (s *Service) InvocationOf(ctx context.Context, owner, id string) (*Invocation, error) {
 	rec, err := s.Get(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
 	inv := &Invocation{Record: rec}
-	if rec.Kind != KindSkill || !rec.Status.Final() {
+	if rec.Kind != KindSkill || !rec.Status.Final() || rec.SkillVersion == "" || s.cfg.Library == nil {
 		return inv, nil
 	}
-	sk, err := s.resolveSkill(ctx, rec.SkillID)
-	if err != nil || sk.skill.Version != rec.SkillVersion {
-		return inv, nil
-	}
-	iface, err := skills.CompileInterface(sk.skill.Manifest)
+	data, err := os.ReadFile(filepath.Join(s.cfg.Library.VersionDir(rec.SkillVersion), "manifest.json"))
 	if err != nil {
-		return nil, fmt.Errorf("skill %s@%s: %w", sk.skill.Name, sk.skill.Version, err)
+		return nil, fmt.Errorf("read the manifest of skill %s@%s: %w", rec.SkillID, rec.SkillVersion, err)
 	}
-	s.outputs(ctx, inv, sk.manifest, iface)
+	var m skillManifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decode the manifest of skill %s@%s: %w", rec.SkillID, rec.SkillVersion, err)
+	}
+	iface, err := skills.CompileInterface(data)
+	if err != nil {
+		return nil, fmt.Errorf("skill %s@%s: %w", rec.SkillID, rec.SkillVersion, err)
+	}
+	s.outputs(ctx, inv, m, iface)
 	return inv, nil
 }
 

@@ -16,7 +16,23 @@ func (s *Server) invokeRoutes() []route {
 		{method: "POST", pattern: bayapi.PathSkillInvoke, auth: true, handler: s.invokeSkill,
 			doc: opDoc{id: "invokeSkill", summary: "Invoke an invocable skill: inputs checked against its interface, run as an audited exec, outputs returned (wait:false answers 202 at once)",
 				tag: "skills", request: bayapi.InvokeSkillRequest{}, status: 200, accepted: true, response: bayapi.InvokeSkillResponse{}}},
+		{method: "GET", pattern: bayapi.PathExecOutputs, auth: true, handler: s.execOutputs,
+			doc: opDoc{id: "execOutputs", summary: "An exec as an invocation: its record and, once a skill invocation is final, its outputs by the outputs rule",
+				tag: "execs", status: 200, response: bayapi.InvokeSkillResponse{}}},
 	}
+}
+
+func (s *Server) execOutputs(w http.ResponseWriter, r *http.Request) {
+	svc := s.execsOrFail(w, r)
+	if svc == nil {
+		return
+	}
+	inv, err := svc.InvocationOf(r.Context(), Owner(r.Context()), r.PathValue("exec_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, invocationResponse(inv))
 }
 
 func (s *Server) invokeSkill(w http.ResponseWriter, r *http.Request) {
