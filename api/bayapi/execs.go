@@ -72,6 +72,7 @@ type ExecResponse struct {
 	TaskID          string          `json:"task_id,omitempty"`
 	ConversationID  string          `json:"conversation_id,omitempty"`
 	SkillID         string          `json:"skill_id,omitempty"`
+	SkillVersion    string          `json:"skill_version,omitempty"`
 	Image           string          `json:"image"`
 	Kind            string          `json:"kind"`
 	Cmd             string          `json:"cmd"`

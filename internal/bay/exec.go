@@ -40,22 +40,24 @@ const CodeQuotaExceeded = "quota_exceeded"
 // ExecRecord is the audit record of one audited execution: written before its container starts,
 // finalised on every outcome. It never holds an environment value, only the keys.
 type ExecRecord struct {
-	ID             string     `json:"exec_id"`
-	Owner          string     `json:"owner"`
-	ProjectID      string     `json:"project_id"`
-	TaskID         string     `json:"task_id,omitempty"`
-	ConversationID string     `json:"conversation_id,omitempty"`
-	SkillID        string     `json:"skill_id,omitempty"`
-	Image          string     `json:"image"`
-	Kind           string     `json:"kind"`
-	Cmd            string     `json:"cmd"`
-	Args           []string   `json:"args"`
-	Cwd            string     `json:"cwd"`
-	EnvKeys        []string   `json:"env_keys"`
-	Policy         ExecPolicy `json:"policy_snapshot"`
-	Status         ExecStatus `json:"status"`
-	ExitCode       *int       `json:"exit_code"`
-	ErrorReason    string     `json:"error_reason,omitempty"`
+	ID             string `json:"exec_id"`
+	Owner          string `json:"owner"`
+	ProjectID      string `json:"project_id"`
+	TaskID         string `json:"task_id,omitempty"`
+	ConversationID string `json:"conversation_id,omitempty"`
+	SkillID        string `json:"skill_id,omitempty"`
+	// SkillVersion is the version of SkillID the exec ran (mounted at /skills/<id>).
+	SkillVersion string     `json:"skill_version,omitempty"`
+	Image        string     `json:"image"`
+	Kind         string     `json:"kind"`
+	Cmd          string     `json:"cmd"`
+	Args         []string   `json:"args"`
+	Cwd          string     `json:"cwd"`
+	EnvKeys      []string   `json:"env_keys"`
+	Policy       ExecPolicy `json:"policy_snapshot"`
+	Status       ExecStatus `json:"status"`
+	ExitCode     *int       `json:"exit_code"`
+	ErrorReason  string     `json:"error_reason,omitempty"`
 	// ArtifactsPath is the execution's artifact directory relative to the workspace root
 	// ("projects/<owner>/<project>/artifacts/<exec_id>").
 	ArtifactsPath   string     `json:"artifacts_path"`

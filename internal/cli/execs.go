@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -64,18 +63,8 @@ code is the script's; 124 when it timed out.`,
 				}
 				req.Exec.Env[k] = v
 			}
-			if policy != "" {
-				if !json.Valid([]byte(policy)) {
-					return usageErr("--policy is not JSON: %s", policy)
-				}
-				req.PolicyOverrides = json.RawMessage(policy)
-			}
-			if taskID != "" || cid != "" {
-				req.TaskRef = &bayapi.TaskRef{TaskID: taskID, ConversationID: cid}
-			}
-			if noWait {
-				wait := false
-				req.Wait = &wait
+			if req.PolicyOverrides, req.TaskRef, req.Wait, err = execOptions(policy, taskID, cid, noWait); err != nil {
+				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				rec, err := c.CreateExec(ctx, req)

@@ -13,9 +13,9 @@ import (
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
-// skillsCmd is `shipyard skills ls|show|cat|upload|validate|rm`.
+// skillsCmd is `shipyard skills ls|show|cat|upload|validate|rm|invoke`.
 func (a *app) skillsCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "skills", Short: "The skill library: list, show, read files, upload, validate, remove"}
+	cmd := &cobra.Command{Use: "skills", Short: "The skill library: list, show, read files, upload, validate, remove, invoke"}
 	ls := &cobra.Command{Use: "ls", Short: "List the library's skills", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
@@ -130,7 +130,7 @@ func (a *app) skillsCmd() *cobra.Command {
 				return c.DeleteSkill(ctx, args[0])
 			})
 		}}
-	cmd.AddCommand(ls, show, cat, upload, validate, rm)
+	cmd.AddCommand(ls, show, cat, upload, validate, rm, a.skillInvokeCmd())
 	return cmd
 }
 
@@ -170,6 +170,9 @@ func (a *app) printProblems(err error) {
 			p.File, _ = m["file"].(string)
 			p.Field, _ = m["field"].(string)
 			p.Message, _ = m["message"].(string)
+			if ptr, ok := m["pointer"].(string); ok { // an invocation's inputs against interface.inputs
+				p.File, p.Field = "inputs", ptr
+			}
 			a.printFindings(strings.TrimSuffix(kind, "s"), []bayapi.SkillProblem{p})
 		}
 	}

@@ -42,6 +42,11 @@ type Options struct {
 	// AllowedTools, when non-empty, are the only tools offered: names or globs (path.Match:
 	// "skill.*", "execute_*"). A malformed glob allows nothing. Empty = every tool.
 	AllowedTools []string
+	// SkillProject is the project (workspace) of the skill tools' invocations.
+	SkillProject string
+	// SkillsPollInterval is how often the skill tools follow the library while the server has
+	// sessions; 0 polls only on tools/list.
+	SkillsPollInterval time.Duration
 }
 
 // DefaultOptions returns the reference's defaults.
@@ -54,6 +59,8 @@ func DefaultOptions() Options {
 		MaxTransferFileBytes: DefaultMaxTransferFileBytes,
 		CallTimeout:          DefaultCallTimeout,
 		Version:              version.Version,
+		SkillProject:         DefaultSkillProject,
+		SkillsPollInterval:   DefaultSkillsPollInterval,
 	}
 }
 
@@ -79,6 +86,14 @@ func OptionsFromEnv() Options {
 	if v := strings.TrimSpace(os.Getenv(EnvAllowedTools)); v != "" {
 		o.AllowedTools = splitList(v)
 	}
+	if v := strings.TrimSpace(os.Getenv(EnvSkillProject)); v != "" {
+		o.SkillProject = v
+	}
+	if v := strings.TrimSpace(os.Getenv(EnvSkillsPollSeconds)); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
+			o.SkillsPollInterval = time.Duration(f * float64(time.Second))
+		}
+	}
 	if v := strings.TrimSpace(os.Getenv("SHIPYARD_SDK_CALL_TIMEOUT")); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil && f > 0 {
 			o.CallTimeout = time.Duration(f * float64(time.Second))
@@ -89,6 +104,13 @@ func OptionsFromEnv() Options {
 
 // EnvAllowedTools is the comma-separated allow-list of tools (Options.AllowedTools).
 const EnvAllowedTools = "SHIPYARD_ALLOWED_TOOLS"
+
+// EnvSkillProject (Options.SkillProject) and EnvSkillsPollSeconds (Options.SkillsPollInterval,
+// in seconds; 0 = poll only on tools/list) configure the skill tools.
+const (
+	EnvSkillProject      = "SHIPYARD_SKILL_PROJECT_ID"
+	EnvSkillsPollSeconds = "SHIPYARD_SKILLS_POLL_SECONDS"
+)
 
 func splitList(v string) []string {
 	var out []string
@@ -144,6 +166,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Version == "" {
 		o.Version = d.Version
+	}
+	if o.SkillProject == "" {
+		o.SkillProject = d.SkillProject
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

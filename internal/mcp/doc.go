@@ -9,11 +9,16 @@
 // execute_browser, execute_browser_batch, list_profiles. Ours, not in the reference:
 // get_sandbox, list_sandboxes, stop_sandbox, extend_ttl, keepalive. Bay's skill library is
 // served as resources (skills.go): every knowledge skill is skill://<name>/SKILL.md in
-// resources/list, and skill://<name>/<path> reads any file of a skill. The reference's skill
-// lifecycle tools: create_skill_payload, get_skill_payload, create_skill_candidate,
-// evaluate_skill_candidate, promote_skill_candidate, list_skill_candidates,
-// list_skill_releases, delete_skill_release, delete_skill_candidate, rollback_skill_release.
-// learn and include_trace of the browser tools are passed on to bay, which keeps the trace.
+// resources/list, and skill://<name>/<path> reads any file of a skill. Every invocable skill
+// is the tool skill.<id> (skilltools.go): its input schema is the manifest's interface.inputs,
+// a call invokes it (waiting) in the project SHIPYARD_SKILL_PROJECT_ID (default "mcp") and
+// returns its outputs as text and structured content; the list follows the library by polling
+// it every SHIPYARD_SKILLS_POLL_SECONDS (10) while sessions exist and on tools/list, and a
+// change sends notifications/tools/list_changed. The reference's skill lifecycle tools:
+// create_skill_payload, get_skill_payload, create_skill_candidate, evaluate_skill_candidate,
+// promote_skill_candidate, list_skill_candidates, list_skill_releases, delete_skill_release,
+// delete_skill_candidate, rollback_skill_release. learn and include_trace of the browser tools
+// are passed on to bay, which keeps the trace.
 //
 // Results are markdown TextContent like the reference's; images produced by python are
 // returned as ImageContent (image/png). Texts longer than Options.MaxToolTextChars are cut

@@ -86,6 +86,7 @@ func (s *server) build(local bool) *mcpsdk.Server {
 		srv.AddTool(t.tool(), s.handler(t))
 	}
 	s.addSkillResources(srv)
+	s.addSkillTools(srv)
 	return srv
 }
 

@@ -290,7 +290,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := jobSvc.Resume(ctx); err != nil {
 		return err
 	}
-	execSvc, err := buildExecs(ctx, cfg, store, drv, dataDir, log)
+	execSvc, err := buildExecs(ctx, cfg, store, drv, lib, dataDir, log)
 	if err != nil {
 		return err
 	}

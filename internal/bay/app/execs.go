@@ -12,11 +12,12 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
 	"github.com/shipyard-dev/shipyard/internal/bay/execs"
+	"github.com/shipyard-dev/shipyard/internal/bay/skills"
 )
 
 // buildExecs makes the audited exec service from the configuration and finishes what a
 // previous run of this bay left open (nil when execs are disabled).
-func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv bay.Driver, dataDir string, log *slog.Logger) (*execs.Service, error) {
+func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv bay.Driver, lib *skills.Library, dataDir string, log *slog.Logger) (*execs.Service, error) {
 	ec := cfg.Execs
 	if !ec.Enabled {
 		return nil, nil
@@ -39,10 +40,14 @@ func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv ba
 	if err != nil {
 		return nil, fmt.Errorf("execs workspace: %w", err)
 	}
+	var library execs.Library
+	if lib != nil {
+		library = lib
+	}
 	svc := execs.New(store, drv, nil, log, execs.Config{
 		Workspace: execs.Workspace{Paths: paths}, Image: ec.Image,
 		MaxConcurrent: ec.MaxConcurrentExecs, QueueSize: ec.QueueSize, Settings: execsSettings(ec.Policy),
-		SkillsRoot: cfg.Skills.RootPath, InstanceID: cfg.InstanceID(), Runtime: rt,
+		Library: library, InstanceID: cfg.InstanceID(), Runtime: rt,
 	})
 	if err := svc.Reconcile(ctx); err != nil {
 		return nil, err

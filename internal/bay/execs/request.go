@@ -1,12 +1,7 @@
 package execs
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"os"
+	"context"
 	"path"
 	"regexp"
 	"slices"
@@ -29,6 +24,10 @@ type Request struct {
 	TaskID         string
 	ConversationID string
 	Wait           bool
+
+	// skill is set by Invoke: the resolved skill whose entrypoint is the command (Kind,
+	// Command and Args are ignored).
+	skill *resolvedSkill
 }
 
 // RawInput is an input as posted: a path relative to inputs/ and its bytes.
@@ -39,23 +38,20 @@ type RawInput struct {
 
 // Bounds on a request beyond the policy's.
 const (
-	MaxArgs       = 256
-	MaxArgBytes   = 256 << 10
-	MaxArgsBytes  = 1 << 20
-	MaxEnv        = 128
-	MaxEnvBytes   = 64 << 10
-	MaxInputs     = 1000
-	MaxRefBytes   = 256
-	defaultCwd    = MountWork
-	kindShell     = "shell"
-	kindPython    = "python"
-	manifestName  = "manifest.json"
-	maxManifestSz = 1 << 20
+	MaxArgs      = 256
+	MaxArgBytes  = 256 << 10
+	MaxArgsBytes = 1 << 20
+	MaxEnv       = 128
+	MaxEnvBytes  = 64 << 10
+	MaxInputs    = 1000
+	MaxRefBytes  = 256
+	defaultCwd   = MountWork
+	kindShell    = "shell"
+	kindPython   = "python"
 )
 
 var (
 	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	skillRE  = regexp.MustCompile(`^[a-z0-9]+(\.[a-z0-9]+)+$`)
 	refRE    = regexp.MustCompile(`^[\x21-\x7e]{1,256}$`)
 )
 
@@ -74,7 +70,7 @@ func invalid(format string, args ...any) error {
 }
 
 // plan validates req and merges its policy; nothing is written. Every refusal is a 4xx.
-func (s *Service) plan(owner string, req Request) (plan, error) {
+func (s *Service) plan(ctx context.Context, owner string, req Request) (plan, error) {
 	if !ValidProjectID(req.ProjectID) {
 		return plan{}, invalid("project_id must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
@@ -83,22 +79,28 @@ func (s *Service) plan(owner string, req Request) (plan, error) {
 			return plan{}, invalid("%s must be 1-256 printable ASCII characters without spaces", name)
 		}
 	}
-	cmds, ok := kindCommands[req.Kind]
-	if !ok {
-		return plan{}, invalid("exec.kind must be shell or python, got %q", req.Kind)
+	kind, cmd, reqArgs := req.Kind, req.Command, req.Args
+	if req.skill != nil {
+		// An invocation: the command is the manifest's entrypoint.
+		ep := req.skill.manifest.Runtime.Entrypoint
+		kind, cmd, reqArgs = KindSkill, ep[0], ep[1:]
+	} else {
+		cmds, ok := kindCommands[req.Kind]
+		if !ok {
+			return plan{}, invalid("exec.kind must be shell or python, got %q", req.Kind)
+		}
+		if cmd == "" {
+			cmd = cmds[0]
+		}
+		if !slices.Contains(cmds, cmd) {
+			return plan{}, invalid("exec.command %q does not match exec.kind %s (want one of %s)", cmd, req.Kind, strings.Join(cmds, ", "))
+		}
 	}
-	cmd := req.Command
-	if cmd == "" {
-		cmd = cmds[0]
-	}
-	if !slices.Contains(cmds, cmd) {
-		return plan{}, invalid("exec.command %q does not match exec.kind %s (want one of %s)", cmd, req.Kind, strings.Join(cmds, ", "))
-	}
-	if len(req.Args) > MaxArgs {
-		return plan{}, invalid("exec.args has %d items, at most %d", len(req.Args), MaxArgs)
+	if len(reqArgs) > MaxArgs {
+		return plan{}, invalid("exec.args has %d items, at most %d", len(reqArgs), MaxArgs)
 	}
 	total := 0
-	for i, a := range req.Args {
+	for i, a := range reqArgs {
 		total += len(a)
 		switch {
 		case strings.ContainsRune(a, 0):
@@ -134,15 +136,16 @@ func (s *Service) plan(owner string, req Request) (plan, error) {
 
 	image := s.cfg.Image
 	var manifest bay.PolicyOverrides
-	if req.SkillID != "" {
-		m, err := s.skillManifest(req.SkillID)
-		if err != nil {
+	skill := req.skill
+	if req.SkillID != "" && skill == nil {
+		var err error
+		if skill, err = s.resolveSkill(ctx, req.SkillID); err != nil {
 			return plan{}, err
 		}
-		manifest = m.policy()
-		if m.Runtime.Image != "" {
-			image = m.Runtime.Image
-		}
+	}
+	if skill != nil {
+		manifest = skill.manifest.policy()
+		image = skill.manifest.Runtime.Image
 	}
 	pol, err := bay.MergeExecPolicy(bay.DefaultExecPolicy(), s.cfg.Settings, manifest, req.Overrides)
 	if err != nil {
@@ -158,9 +161,12 @@ func (s *Service) plan(owner string, req Request) (plan, error) {
 	id := bay.NewID(bay.PrefixExec)
 	rec := &bay.ExecRecord{
 		ID: id, Owner: owner, ProjectID: req.ProjectID, TaskID: req.TaskID, ConversationID: req.ConversationID,
-		SkillID: req.SkillID, Image: image, Kind: req.Kind, Cmd: cmd, Args: slices.Clone(req.Args), Cwd: cwd,
+		SkillID: req.SkillID, Image: image, Kind: kind, Cmd: cmd, Args: slices.Clone(reqArgs), Cwd: cwd,
 		EnvKeys: keys, Policy: pol, Status: bay.ExecQueued, ArtifactsPath: ArtifactsDir(owner, req.ProjectID, id),
 		Instance: bay.ExecInstancePrefix + id, BayInstance: s.cfg.InstanceID, CreatedAt: s.clock.Now().UTC(),
+	}
+	if skill != nil {
+		rec.SkillVersion = skill.skill.Version
 	}
 	if rec.Args == nil {
 		rec.Args = []string{}
@@ -221,60 +227,4 @@ func checkInputs(raw []RawInput, pol bay.ExecPolicy) ([]Input, error) {
 		}
 	}
 	return out, nil
-}
-
-// skillManifest is the part of skills/<id>/manifest.json an exec uses.
-type skillManifest struct {
-	ID      string `json:"id"`
-	Runtime struct {
-		Kind  string `json:"kind"`
-		Image string `json:"image"`
-	} `json:"runtime"`
-	Permissions struct {
-		Net struct {
-			Mode *bay.NetMode `json:"mode"`
-		} `json:"net"`
-	} `json:"permissions"`
-	Limits bay.PolicyOverrides `json:"limits"`
-}
-
-func (m skillManifest) policy() bay.PolicyOverrides {
-	p := m.Limits
-	if m.Permissions.Net.Mode != nil {
-		p.NetMode = m.Permissions.Net.Mode
-	}
-	return p
-}
-
-// skillManifest reads and checks a skill's manifest: its folder is its id, its runtime kind
-// docker.
-func (s *Service) skillManifest(id string) (skillManifest, error) {
-	var m skillManifest
-	if !skillRE.MatchString(id) || len(id) > 128 {
-		return m, invalid("skill_id %q is not a skill id (like shell.run)", id)
-	}
-	if s.cfg.SkillsRoot == "" {
-		return m, bay.Errorf(bay.CodeNotFound, "skill %s not found: no skills are configured", id)
-	}
-	root, err := os.OpenRoot(s.cfg.SkillsRoot)
-	if err != nil {
-		return m, fmt.Errorf("open the skills root: %w", err)
-	}
-	defer root.Close()
-	f, err := root.Open(path.Join(id, manifestName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return m, bay.Errorf(bay.CodeNotFound, "skill %s not found", id)
-	}
-	if err != nil {
-		return m, fmt.Errorf("open the manifest of skill %s: %w", id, err)
-	}
-	defer f.Close()
-	dec := json.NewDecoder(io.LimitReader(f, maxManifestSz))
-	if err := dec.Decode(&m); err != nil {
-		return m, bay.Errorf(bay.CodeValidation, "skill %s: its manifest.json is not valid: %v", id, err)
-	}
-	if m.ID != id || (m.Runtime.Kind != "" && m.Runtime.Kind != "docker") {
-		return m, bay.Errorf(bay.CodeValidation, "skill %s: its manifest names id %q and runtime.kind %q (want its folder name and docker)", id, m.ID, m.Runtime.Kind)
-	}
-	return m, nil
 }

@@ -34,8 +34,8 @@ type Config struct {
 	QueueSize     int
 	// Settings is the operator's layer of the policy merge (the ceilings).
 	Settings bay.PolicyOverrides
-	// SkillsRoot holds skills/<id>/manifest.json ("" = no skills).
-	SkillsRoot string
+	// Library resolves an exec's skill_id to the skill's current version (nil = no skills).
+	Library Library
 	// InstanceID is this bay's instance id, written on records so that its next boot finds them.
 	InstanceID string
 	// Runtime is the detected path runtime, reported by Health.
@@ -108,7 +108,7 @@ func (s *Service) Config() Config { return s.cfg }
 // retry_after_ms), writes the inputs and the queued audit record, and starts or queues the run.
 // With wait it returns once the exec is final or ctx ends (the exec goes on).
 func (s *Service) Create(ctx context.Context, owner string, req Request) (*bay.ExecRecord, error) {
-	plan, err := s.plan(owner, req)
+	plan, err := s.plan(ctx, owner, req)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func (s *Service) Create(ctx context.Context, owner string, req Request) (*bay.E
 			}
 		}
 	}()
-	if err := s.cfg.Workspace.Prepare(owner, rec.ProjectID, rec.ID, plan.inputs); err != nil {
+	if err := s.cfg.Workspace.Prepare(owner, rec.ProjectID, rec.ID, inputsDir(rec), plan.inputs); err != nil {
 		return nil, fmt.Errorf("prepare the workspace of exec %s: %w", rec.ID, err)
 	}
 	if err := s.store.Tx(ctx, func(tx bay.Tx) error { return tx.InsertExecRecord(ctx, rec) }); err != nil {
@@ -425,12 +425,12 @@ func (s *Service) meta(rec *bay.ExecRecord, m Manifest) any {
 		ReadOnly bool   `json:"read_only"`
 	}
 	var mounts []mount
-	for _, mt := range s.cfg.Workspace.Mounts(rec.Owner, rec.ProjectID, rec.ID) {
+	for _, mt := range s.mounts(rec) {
 		mounts = append(mounts, mount{mt.Source, mt.Target, mt.ReadOnly})
 	}
 	return map[string]any{
 		"exec_id": rec.ID, "project_id": rec.ProjectID, "task_id": rec.TaskID, "conversation_id": rec.ConversationID,
-		"skill_id": rec.SkillID, "image": rec.Image, "cmd": rec.Cmd, "args": rec.Args, "cwd": rec.Cwd,
+		"skill_id": rec.SkillID, "skill_version": rec.SkillVersion, "image": rec.Image, "cmd": rec.Cmd, "args": rec.Args, "cwd": rec.Cwd,
 		"env_keys": rec.EnvKeys, "policy_snapshot": rec.Policy, "status": rec.Status, "exit_code": rec.ExitCode,
 		"error_reason": rec.ErrorReason, "stdout_truncated": rec.StdoutTruncated, "stderr_truncated": rec.StderrTruncated,
 		"created_at": rec.CreatedAt, "started_at": rec.StartedAt, "ended_at": rec.EndedAt, "duration_ms": rec.DurationMS,
@@ -440,7 +440,7 @@ func (s *Service) meta(rec *bay.ExecRecord, m Manifest) any {
 }
 
 // instanceSpec is the exec's one-shot container: no network, uid 1000, the policy's limits,
-// the three workspace mounts and nothing else.
+// the three workspace mounts and, for a skill's exec, its version read-only at /skills/<id>.
 func (s *Service) instanceSpec(rec *bay.ExecRecord, env map[string]string) bay.InstanceSpec {
 	return bay.InstanceSpec{
 		Name: rec.Instance,
@@ -456,7 +456,7 @@ func (s *Service) instanceSpec(rec *bay.ExecRecord, env map[string]string) bay.I
 				MemoryBytes: rec.Policy.MemoryMB << 20,
 				PidsLimit:   rec.Policy.Pids,
 			},
-			Mounts: s.cfg.Workspace.Mounts(rec.Owner, rec.ProjectID, rec.ID),
+			Mounts: s.mounts(rec),
 		}},
 	}
 }

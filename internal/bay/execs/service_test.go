@@ -245,7 +245,7 @@ func TestReconcile(t *testing.T) {
 		if status != bay.ExecQueued {
 			rec.StartedAt = &started
 		}
-		if err := svc.cfg.Workspace.Prepare("alice", "p", id, nil); err != nil {
+		if err := svc.cfg.Workspace.Prepare("alice", "p", id, InputsDir("alice", "p", id, false), nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := svc.store.Tx(ctx, func(tx bay.Tx) error { return tx.InsertExecRecord(ctx, rec) }); err != nil {
@@ -302,43 +302,5 @@ func TestAdmissionRollsBack(t *testing.T) {
 	}
 	if n := drv.CallCount(fake.MethodCreateInstance); n != 0 {
 		t.Fatalf("%d containers created", n)
-	}
-}
-
-// TestSkillManifest: a skill's manifest sets the image and tightens the policy; a request may
-// not go above the manifest; unknown, malformed and mismatched skills are refused.
-func TestSkillManifest(t *testing.T) {
-	svc, _, _ := newService(t, 2, 4, nil)
-	skills := t.TempDir()
-	svc.cfg.SkillsRoot = skills
-	write := func(id, body string) {
-		if err := os.MkdirAll(filepath.Join(skills, id), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(skills, id, "manifest.json"), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("shell.run", `{"id": "shell.run", "runtime": {"kind": "docker", "image": "skill-img"},
-		"permissions": {"net": {"mode": "none"}}, "limits": {"timeout_ms": 5000, "memory_mb": 256}}`)
-	write("other.one", `{"id": "not.it"}`)
-	write("bad.json", `{"id": `)
-	req := shell("p", "x")
-	req.SkillID = "shell.run"
-	rec, err := svc.Create(t.Context(), "alice", req)
-	if err != nil || rec.Image != "skill-img" || rec.Policy.TimeoutMS != 5000 || rec.Policy.MemoryMB != 256 || rec.SkillID != "shell.run" {
-		t.Fatalf("exec of skill shell.run: %+v, %v", rec, err)
-	}
-	req.Overrides = bay.PolicyOverrides{TimeoutMS: ptr(int64(6000))}
-	var e *bay.Error
-	if _, err := svc.Create(t.Context(), "alice", req); !errors.As(err, &e) || e.Code != bay.CodePolicyViolation || e.Details["allowed"] != int64(5000) {
-		t.Fatalf("request above the manifest: %v", err)
-	}
-	for id, code := range map[string]string{"no.such": bay.CodeNotFound, "other.one": bay.CodeValidation, "bad.json": bay.CodeValidation, "../etc": bay.CodeValidation, "UPPER.case": bay.CodeValidation} {
-		r := shell("p", "x")
-		r.SkillID = id
-		if _, err := svc.Create(t.Context(), "alice", r); bay.ErrorCode(err) != code {
-			t.Errorf("skill %q: %v, want %s", id, err, code)
-		}
 	}
 }

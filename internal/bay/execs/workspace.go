@@ -137,16 +137,27 @@ type Input struct {
 	Content []byte
 }
 
-// Prepare makes the project's directories and the exec's artifact directory, and writes the
-// inputs (bay's files: owned by bay, readable by the exec).
-func (w Workspace) Prepare(owner, project, execID string, inputs []Input) error {
+// InputsDir is the directory mounted at /workspace/inputs: the project's inputs/, or for a
+// skill invocation a directory of its own (projects/<owner key>/<project>/invocations/<exec_id>),
+// so that concurrent invocations in one project never read each other's inputs.json.
+func InputsDir(owner, project, execID string, invocation bool) string {
+	if invocation {
+		return path.Join(ProjectDir(owner, project), "invocations", execID)
+	}
+	return path.Join(ProjectDir(owner, project), "inputs")
+}
+
+// Prepare makes the project's directories, the inputs directory and the exec's artifact
+// directory, and writes the inputs into inputsDir (bay's files: owned by bay, readable by the
+// exec).
+func (w Workspace) Prepare(owner, project, execID, inputsDir string, inputs []Input) error {
 	r, err := w.open()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	pd := ProjectDir(owner, project)
-	if err := r.MkdirAll(path.Join(pd, "inputs"), 0o755); err != nil {
+	if err := r.MkdirAll(inputsDir, 0o755); err != nil {
 		return fmt.Errorf("prepare inputs/: %w", err)
 	}
 	if err := w.mkdirOwned(r, path.Join(pd, "work")); err != nil {
@@ -159,7 +170,7 @@ func (w Workspace) Prepare(owner, project, execID string, inputs []Input) error 
 		return fmt.Errorf("prepare the output directory: %w", err)
 	}
 	for _, in := range inputs {
-		p := path.Join(pd, "inputs", in.Path)
+		p := path.Join(inputsDir, in.Path)
 		if err := r.MkdirAll(path.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("input %s: %w", in.Path, err)
 		}
@@ -174,22 +185,24 @@ func (w Workspace) Prepare(owner, project, execID string, inputs []Input) error 
 }
 
 // Discard removes what Prepare made for an exec that was not admitted after all (its artifact
-// and output directories; the project's inputs are the project's).
+// and output directories, an invocation's inputs; the project's inputs are the project's).
 func (w Workspace) Discard(owner, project, execID string) error {
 	r, err := w.open()
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	return errors.Join(r.RemoveAll(ArtifactsDir(owner, project, execID)), r.RemoveAll(path.Join(".bay", "out", execID)))
+	return errors.Join(r.RemoveAll(ArtifactsDir(owner, project, execID)), r.RemoveAll(path.Join(".bay", "out", execID)),
+		r.RemoveAll(InputsDir(owner, project, execID, true)))
 }
 
-// Mounts are the exec container's three bind mounts, nothing else.
-func (w Workspace) Mounts(owner, project, execID string) []bay.Mount {
+// Mounts are the exec container's three workspace bind mounts: inputsDir, the project's work/
+// and the exec's artifact directory.
+func (w Workspace) Mounts(owner, project, execID, inputsDir string) []bay.Mount {
 	j := func(rel string) string { return joinMount(w.Paths.Mount, rel) }
 	pd := ProjectDir(owner, project)
 	return []bay.Mount{
-		{Source: j(path.Join(pd, "inputs")), Target: MountInputs, ReadOnly: true},
+		{Source: j(inputsDir), Target: MountInputs, ReadOnly: true},
 		{Source: j(path.Join(pd, "work")), Target: MountWork},
 		{Source: j(ArtifactsDir(owner, project, execID)), Target: MountArtifacts},
 	}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"io"
@@ -72,11 +71,15 @@ func (s *Server) createExec(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if !req.Wait {
-		status = http.StatusAccepted
+	writeJSON(w, waitedStatus(req.Wait), execResponse(rec))
+}
+
+// waitedStatus is the status of a request that waits for its exec (200) or not (202).
+func waitedStatus(wait bool) int {
+	if wait {
+		return http.StatusOK
 	}
-	writeJSON(w, status, execResponse(rec))
+	return http.StatusAccepted
 }
 
 // execRequest turns the wire body into the service's request: inputs decoded, policy
@@ -89,12 +92,8 @@ func execRequest(b bayapi.CreateExecRequest) (execs.Request, error) {
 	if b.TaskRef != nil {
 		req.TaskID, req.ConversationID = b.TaskRef.TaskID, b.TaskRef.ConversationID
 	}
-	if len(b.PolicyOverrides) > 0 && string(b.PolicyOverrides) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(b.PolicyOverrides))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req.Overrides); err != nil {
-			return req, bay.Errorf(bay.CodeValidation, "policy_overrides: %v", err)
-		}
+	if err := strictOverrides(b.PolicyOverrides, &req.Overrides); err != nil {
+		return req, err
 	}
 	if len(b.Inputs) > execs.MaxInputs {
 		return req, bay.Errorf(bay.CodeValidation, "inputs has %d items, at most %d", len(b.Inputs), execs.MaxInputs)
@@ -122,7 +121,7 @@ func execResponse(e *bay.ExecRecord) bayapi.ExecResponse {
 	pol, _ := json.Marshal(e.Policy)
 	return bayapi.ExecResponse{
 		ExecID: e.ID, Status: string(e.Status), ExitCode: e.ExitCode, ErrorReason: e.ErrorReason,
-		ProjectID: e.ProjectID, TaskID: e.TaskID, ConversationID: e.ConversationID, SkillID: e.SkillID,
+		ProjectID: e.ProjectID, TaskID: e.TaskID, ConversationID: e.ConversationID, SkillID: e.SkillID, SkillVersion: e.SkillVersion,
 		Image: e.Image, Kind: e.Kind, Cmd: e.Cmd, Args: e.Args, Cwd: e.Cwd, EnvKeys: e.EnvKeys, PolicySnapshot: pol,
 		ArtifactsDir: e.ArtifactsPath, StdoutPath: path.Join(e.ArtifactsPath, execs.StdoutFile),
 		StderrPath: path.Join(e.ArtifactsPath, execs.StderrFile), StdoutTruncated: e.StdoutTruncated,

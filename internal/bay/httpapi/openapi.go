@@ -210,6 +210,17 @@ func (g *schemaGen) structSchema(t reflect.Type) map[string]any {
 		if name == "-" {
 			continue
 		}
+		if name == "" && f.Anonymous && f.Type.Kind() == reflect.Struct {
+			// An embedded struct's fields are the outer object's, as encoding/json writes them.
+			inner := g.structSchema(f.Type)
+			for k, v := range inner["properties"].(map[string]any) {
+				props[k] = v
+			}
+			if r, ok := inner["required"].([]string); ok {
+				required = append(required, r...)
+			}
+			continue
+		}
 		if name == "" {
 			name = f.Name
 		}

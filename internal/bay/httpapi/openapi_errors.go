@@ -101,6 +101,19 @@ func errorCodes(rt route) map[int][]string {
 		add(503, bayapi.CodeUnavailable)
 	case "ready":
 		add(503, bayapi.CodeUnavailable)
+	case "downloadExecArtifact", "getSkillFile":
+		add(400, bayapi.CodeInvalidPath)
+		add(404, bayapi.CodeFileNotFound)
+		add(413, bayapi.CodePayloadTooLarge)
+	case "uploadSkill", "validateSkill", "deleteSkill":
+		add(403, bayapi.CodeForbidden)
+		add(413, bayapi.CodePayloadTooLarge)
+		add(409, bayapi.CodeConflict)
+	case "createExec", "invokeSkill":
+		add(400, bayapi.CodePolicyViolation, bayapi.CodeCapabilityNotSupported, bayapi.CodeInvalidPath)
+		add(413, bayapi.CodePayloadTooLarge)
+		add(429, bayapi.CodeQuotaExceeded)
+		add(503, bayapi.CodeUnavailable)
 	}
 	for _, codes := range out {
 		sort.Strings(codes)

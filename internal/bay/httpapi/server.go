@@ -198,6 +198,7 @@ func New(opts Options) *Server {
 		skillLife: opts.SkillLife,
 	}
 	s.routes = append(append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...), s.jobRoutes()...)
+	s.routes = append(s.routes, s.invokeRoutes()...)
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handler)
 		if rt.auth {
