@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+
+	"github.com/shipyard-dev/shipyard/internal/bay/docker"
 )
 
 // cleaner remembers everything the benchmark created so that it is removed at the end, even
@@ -118,14 +120,21 @@ func bayLeftovers(ctx context.Context, cli *client.Client, instanceID string, lo
 	for _, id := range cargos {
 		names["bay-cargo-"+id] = true
 	}
+	// Through the driver: a size-bounded cargo also has a loop-mounted file to remove.
+	drv, err := docker.New(docker.DefaultConfig(), log)
+	if err != nil {
+		return n, fmt.Errorf("docker driver for the cleanup: %w", err)
+	}
+	defer drv.Close()
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		_, err := cli.VolumeRemove(ctx, name, client.VolumeRemoveOptions{Force: true})
-		switch {
-		case err == nil:
-			n.Volumes++
-		case !isNotFound(err):
-			log.Warn("cleanup: remove bay volume", "name", name, "err", err)
+		if _, err := cli.VolumeInspect(ctx, name, client.VolumeInspectOptions{}); isNotFound(err) {
+			continue
 		}
+		if err := drv.DeleteVolume(ctx, name); err != nil {
+			log.Warn("cleanup: remove bay volume", "name", name, "err", err)
+			continue
+		}
+		n.Volumes++
 	}
 	return n, nil
 }
