@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -153,18 +154,12 @@ func (j *Job) followOnce(ctx context.Context, offs *[2]int64, fn func(string, ba
 		return false, err
 	}
 	defer resp.release()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-	event := ""
-	for sc.Scan() {
-		line := sc.Text()
-		data, isData := strings.CutPrefix(line, "data: ")
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = line[len("event: "):]
-		case isData && (event == bayapi.JobEventStdout || event == bayapi.JobEventStderr):
+	done := false
+	err = readEvents(resp.Body, func(event string, data []byte) (bool, error) {
+		switch event {
+		case bayapi.JobEventStdout, bayapi.JobEventStderr:
 			var c bayapi.JobChunk
-			if err := json.Unmarshal([]byte(data), &c); err != nil {
+			if err := json.Unmarshal(data, &c); err != nil {
 				return false, fmt.Errorf("sdk: job output event: %w", err)
 			}
 			i := 0
@@ -174,22 +169,47 @@ func (j *Job) followOnce(ctx context.Context, offs *[2]int64, fn func(string, ba
 			offs[i] = c.Next
 			if fn != nil {
 				if err := fn(event, c); err != nil {
+					done = true
 					return true, err
 				}
 			}
-		case isData && event == bayapi.JobEventEnd:
-			if err := json.Unmarshal([]byte(data), &j.JobResponse); err != nil {
+		case bayapi.JobEventEnd:
+			if err := json.Unmarshal(data, &j.JobResponse); err != nil {
 				return false, fmt.Errorf("sdk: job end event: %w", err)
 			}
+			done = true
 			return true, nil
-		case isData && event == "error":
-			return true, decodeError(http.StatusBadGateway, "", []byte(data))
+		case "error":
+			done = true
+			return true, decodeError(http.StatusBadGateway, "", data)
+		}
+		return false, nil
+	})
+	if err == nil && !done {
+		err = errors.New("event stream ended before the job")
+	}
+	return done, err
+}
+
+// readEvents reads a Server-Sent Events stream and calls fn with each event's name and data
+// line until fn says it is done, fn fails, or the stream ends.
+func readEvents(body io.Reader, fn func(event string, data []byte) (done bool, err error)) error {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if name, ok := strings.CutPrefix(line, "event: "); ok {
+			event = name
+			continue
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			if done, err := fn(event, []byte(data)); done || err != nil {
+				return err
+			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return false, err
-	}
-	return false, errors.New("event stream ended before the job")
+	return sc.Err()
 }
 
 // Wait follows the job to its end without looking at its output.
@@ -219,37 +239,33 @@ func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellReques
 		return nil, err
 	}
 	defer resp.release()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 8<<20)
-	event := ""
-	for sc.Scan() {
-		line := sc.Text()
-		data, isData := strings.CutPrefix(line, "data: ")
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = line[len("event: "):]
-		case isData && (event == bayapi.JobEventStdout || event == bayapi.JobEventStderr):
+	var out *bayapi.ShellExecResponse
+	err = readEvents(resp.Body, func(event string, data []byte) (bool, error) {
+		switch event {
+		case bayapi.JobEventStdout, bayapi.JobEventStderr:
 			var ch bayapi.JobChunk
-			if err := json.Unmarshal([]byte(data), &ch); err != nil {
-				return nil, fmt.Errorf("sdk: exec output event: %w", err)
+			if err := json.Unmarshal(data, &ch); err != nil {
+				return false, fmt.Errorf("sdk: exec output event: %w", err)
 			}
 			if fn != nil {
-				if err := fn(event, ch.Data); err != nil {
-					return nil, err
-				}
+				return false, fn(event, ch.Data)
 			}
-		case isData && event == "result":
-			var out bayapi.ShellExecResponse
-			if err := json.Unmarshal([]byte(data), &out); err != nil {
-				return nil, fmt.Errorf("sdk: exec result event: %w", err)
+		case "result":
+			out = new(bayapi.ShellExecResponse)
+			if err := json.Unmarshal(data, out); err != nil {
+				return false, fmt.Errorf("sdk: exec result event: %w", err)
 			}
-			return &out, nil
-		case isData && event == "error":
-			return nil, decodeError(http.StatusBadGateway, "", []byte(data))
+			return true, nil
+		case "error":
+			return true, decodeError(http.StatusBadGateway, "", data)
 		}
-	}
-	if err := sc.Err(); err != nil {
+		return false, nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	return nil, errors.New("sdk: exec event stream ended without a result")
+	if out == nil {
+		return nil, errors.New("sdk: exec event stream ended without a result")
+	}
+	return out, nil
 }
