@@ -4,21 +4,27 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
-// Reconcile finishes what a previous run of this bay (same instance id) left open: an exec
-// still queued is marked lost (it never started); a running one whose container still exists
-// is waited for again (its output is read back from the start, its timeout counts from its
-// start) and finalised as usual; one whose container is gone is marked lost. Call it once at
-// boot, before serving.
+// Reconcile finishes what a previous run of this bay (same instance id) left open. An exec
+// still queued never started: it is queued again, in the order it was admitted (its record
+// and inputs are kept), unless it names env variables, whose values are never stored; then it
+// ends lost. A queued one whose container exists after all (bay died between creating it and
+// recording the start) did start, and is waited for like a running one. A running one whose
+// container still exists is waited for again (its output is read back from the start, its
+// timeout counts from its start) and finalised as usual; one whose container is gone ends
+// lost. Call it once at boot, before serving.
 func (s *Service) Reconcile(ctx context.Context) error {
 	open, _, err := s.store.ListExecRecords(ctx, bay.ExecQuery{Statuses: []bay.ExecStatus{bay.ExecQueued, bay.ExecRunning}})
 	if err != nil {
 		return fmt.Errorf("reconcile execs: %w", err)
 	}
+	// Oldest first, so the queue keeps the admission order.
+	slices.SortStableFunc(open, func(a, b *bay.ExecRecord) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	for _, rec := range open {
 		if rec.BayInstance != s.cfg.InstanceID {
 			continue
@@ -29,24 +35,41 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		if mine {
 			continue // admitted by this process
 		}
-		if rec.Status == bay.ExecRunning && rec.StartedAt != nil {
-			_, err := s.drv.InspectInstance(ctx, rec.Instance)
-			if err == nil {
-				s.log.Info("exec re-attached after a restart", "exec_id", rec.ID)
-				s.mu.Lock()
-				s.launchLocked(&job{rec: rec, reattach: true, done: make(chan struct{})})
-				s.mu.Unlock()
-				continue
-			}
-			if !bay.IsNotFound(err) {
-				return fmt.Errorf("reconcile exec %s: %w", rec.ID, err)
-			}
+		_, err := s.drv.InspectInstance(ctx, rec.Instance)
+		if err != nil && !bay.IsNotFound(err) {
+			return fmt.Errorf("reconcile exec %s: %w", rec.ID, err)
 		}
-		rec.Status, rec.ErrorReason = bay.ExecLost, "bay restarted and the exec's container was gone"
-		if rec.StartedAt == nil {
-			rec.ErrorReason = "bay restarted before the exec started"
+		exists := err == nil
+		switch {
+		case exists:
+			if rec.StartedAt == nil {
+				now := s.clock.Now().UTC()
+				rec.Status, rec.StartedAt = bay.ExecRunning, &now
+				if err := s.store.Tx(ctx, func(tx bay.Tx) error { return tx.UpdateExecRecord(ctx, rec) }); err != nil {
+					return fmt.Errorf("reconcile exec %s: record its start: %w", rec.ID, err)
+				}
+			}
+			s.log.Info("exec re-attached after a restart", "exec_id", rec.ID)
+			s.mu.Lock()
+			s.launchLocked(&job{rec: rec, reattach: true, done: make(chan struct{})})
+			s.mu.Unlock()
+			continue
+		case rec.StartedAt == nil && len(rec.EnvKeys) == 0:
+			s.log.Info("exec queued again after a restart", "exec_id", rec.ID)
+			j := &job{rec: rec, done: make(chan struct{})}
+			s.mu.Lock()
+			s.queued++ // admitted before the restart: may exceed queue_size
+			s.jobs[rec.ID] = j
+			s.mu.Unlock()
+			s.dispatch(j)
+			continue
+		case rec.StartedAt == nil:
+			rec.ErrorReason = "bay restarted before the exec started, and its env values are never stored"
+		default:
+			rec.ErrorReason = "bay restarted and the exec's container was gone"
 		}
-		s.log.Warn("exec lost across a restart", "exec_id", rec.ID)
+		rec.Status = bay.ExecLost
+		s.log.Warn("exec lost across a restart", "exec_id", rec.ID, "reason", rec.ErrorReason)
 		s.finish(ctx, rec, nil)
 	}
 	return s.sweep(ctx)

@@ -291,7 +291,7 @@ func (s *Service) Cancel(ctx context.Context, owner, id string) (*bay.ExecRecord
 }
 
 // Stop stops admitting execs and waits (up to ctx) for the running ones; queued ones stay
-// queued in the store and are marked lost by the next boot's Reconcile.
+// queued in the store and are queued again by the next boot's Reconcile.
 func (s *Service) Stop(ctx context.Context) {
 	s.mu.Lock()
 	s.stopped = true

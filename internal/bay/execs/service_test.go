@@ -231,34 +231,48 @@ func TestCleanInputPath(t *testing.T) {
 	}
 }
 
-// TestReconcile: after a restart, a queued record and a running one whose container is gone
-// end lost; a running one whose container is still there is waited for and succeeds; another
-// bay's record is left alone; a container whose exec is over is removed.
+// TestReconcile: after a restart, a queued record is queued again and runs (several in the
+// order they were admitted), a queued one naming env variables ends lost (their values are
+// never stored), a queued one whose container exists after all is waited for; a running one
+// whose container is gone ends lost, one whose container is still there is waited for and
+// succeeds; another bay's record is left alone; a container whose exec is over is removed.
 func TestReconcile(t *testing.T) {
-	svc, drv, _ := newService(t, 2, 4, nil)
+	g := &gate{release: make(chan struct{})}
+	svc, drv, _ := newService(t, 1, 0, g.run)
 	ctx := t.Context()
-	started := time.Now().UTC()
-	mk := func(id string, status bay.ExecStatus, bayInstance string) *bay.ExecRecord {
+	admitted := time.Now().UTC()
+	mk := func(id string, status bay.ExecStatus, bayInstance string, envKeys ...string) *bay.ExecRecord {
+		admitted = admitted.Add(time.Second)
 		rec := &bay.ExecRecord{ID: id, Owner: "alice", ProjectID: "p", Image: "img", Kind: "shell", Cmd: "bash",
-			Args: []string{}, EnvKeys: []string{}, Policy: bay.DefaultExecPolicy(), Status: status,
-			ArtifactsPath: ArtifactsDir("alice", "p", id), Instance: bay.ExecInstancePrefix + id, BayInstance: bayInstance, CreatedAt: started}
+			Args: []string{id}, EnvKeys: append([]string{}, envKeys...), Policy: bay.DefaultExecPolicy(), Status: status,
+			ArtifactsPath: ArtifactsDir("alice", "p", id), Instance: bay.ExecInstancePrefix + id, BayInstance: bayInstance, CreatedAt: admitted}
 		if status != bay.ExecQueued {
+			started := admitted
 			rec.StartedAt = &started
 		}
 		if err := svc.cfg.Workspace.Prepare("alice", "p", id, InputsDir("alice", "p", id, false), nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := svc.store.Tx(ctx, func(tx bay.Tx) error { return tx.InsertExecRecord(ctx, rec) }); err != nil {
-			t.Fatal(err)
-		}
 		return rec
 	}
-	queued := mk("e-queued", bay.ExecQueued, "bay-test")
-	vanished := mk("e-vanished", bay.ExecRunning, "bay-test")
+	insert := func(recs ...*bay.ExecRecord) {
+		for _, rec := range recs {
+			if err := svc.store.Tx(ctx, func(tx bay.Tx) error { return tx.InsertExecRecord(ctx, rec) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	alive := mk("e-alive", bay.ExecRunning, "bay-test")
+	created := mk("e-created", bay.ExecQueued, "bay-test") // bay died between create and record
+	queued1 := mk("e-queued1", bay.ExecQueued, "bay-test")
+	withEnv := mk("e-env", bay.ExecQueued, "bay-test", "TOKEN")
+	queued2 := mk("e-queued2", bay.ExecQueued, "bay-test")
+	vanished := mk("e-vanished", bay.ExecRunning, "bay-test")
 	other := mk("e-other", bay.ExecRunning, "another-bay")
 	over := mk("e-over", bay.ExecSucceeded, "bay-test")
-	for _, rec := range []*bay.ExecRecord{alive, over} {
+	// Inserted newest first: the queue order must come from the admission times.
+	insert(over, other, vanished, queued2, withEnv, queued1, created, alive)
+	for _, rec := range []*bay.ExecRecord{alive, created, over} {
 		if _, err := drv.CreateInstance(ctx, svc.instanceSpec(rec, nil)); err != nil {
 			t.Fatal(err)
 		}
@@ -266,10 +280,31 @@ func TestReconcile(t *testing.T) {
 	if err := svc.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for id, want := range map[string]bay.ExecStatus{queued.ID: bay.ExecLost, vanished.ID: bay.ExecLost, alive.ID: bay.ExecSucceeded} {
-		if got := waitFinal(t, svc, "alice", id); got.Status != want || got.EndedAt == nil {
-			t.Errorf("%s: %s (ended %v), want %s", id, got.Status, got.EndedAt, want)
+	if got := waitFinal(t, svc, "alice", withEnv.ID); got.Status != bay.ExecLost || got.StartedAt != nil {
+		t.Errorf("queued exec with env: %s (started %v), want lost, never started", got.Status, got.StartedAt)
+	}
+	go func() { // every run may end, the re-attached ones' included
+		for {
+			select {
+			case g.release <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 		}
+	}()
+	for id, want := range map[string]bay.ExecStatus{queued1.ID: bay.ExecSucceeded, queued2.ID: bay.ExecSucceeded,
+		vanished.ID: bay.ExecLost, alive.ID: bay.ExecSucceeded, created.ID: bay.ExecSucceeded} {
+		if got := waitFinal(t, svc, "alice", id); got.Status != want || got.EndedAt == nil {
+			t.Errorf("%s: %s (ended %v, %s), want %s", id, got.Status, got.EndedAt, got.ErrorReason, want)
+		}
+	}
+	// The queued ones ran once each, in admission order; the re-attached ones were not created again.
+	runs := slices.DeleteFunc(g.order(), func(id string) bool { return id == alive.ID || id == created.ID || id == over.ID })
+	if got, want := runs, []string{queued1.ID, queued2.ID}; !slices.Equal(got, want) {
+		t.Errorf("runs after the restart %v, want %v", got, want)
+	}
+	if n := drv.CallCount(fake.MethodCreateInstance); n != 5 {
+		t.Errorf("%d containers created, want the 3 made before the restart and one per queued exec", n)
 	}
 	if got, _ := svc.Get(ctx, "alice", other.ID); got.Status != bay.ExecRunning {
 		t.Errorf("another bay's exec was touched: %s", got.Status)
