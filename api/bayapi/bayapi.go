@@ -364,8 +364,10 @@ type PythonExecResponse struct {
 	KernelRestarted bool   `json:"kernel_restarted" doc:"the kernel was restarted during or since the previous call: its state is gone"`
 	KernelNotice    string `json:"kernel_notice,omitempty" doc:"why the kernel was restarted"`
 	// OutputTruncated and ImagesTruncated say the runtime cut the text or images it returns.
-	OutputTruncated bool `json:"output_truncated" doc:"the text output was longer than the runtime keeps and was cut"`
-	ImagesTruncated bool `json:"images_truncated" doc:"the images were larger than the runtime keeps and some were dropped"`
+	OutputTruncated bool `json:"output_truncated" doc:"the text output was longer than the runtime or limits.stdout_max_bytes keeps and was cut"`
+	ImagesTruncated bool `json:"images_truncated" doc:"the images were larger than the runtime or limits.total_output_max_bytes keeps and some were dropped"`
+	// ErrorTruncated (ours) says the error text was cut at limits.stderr_max_bytes.
+	ErrorTruncated bool `json:"error_truncated" doc:"the error text was longer than limits.stderr_max_bytes and was cut"`
 	// Notice says what the runtime did on its own to run the call (for example that it killed
 	// every process of the sandbox because its process limit was reached).
 	Notice string `json:"notice,omitempty" doc:"what the runtime did on its own to run the call"`
@@ -390,8 +392,8 @@ type ShellExecResponse struct {
 	Command         *string `json:"command"`
 	// StdoutTruncated and StderrTruncated (ours) say that the command's stdout (output) or
 	// stderr (error) was longer than the runtime keeps and was cut.
-	StdoutTruncated bool `json:"stdout_truncated" doc:"the command's stdout was longer than the runtime keeps and output was cut"`
-	StderrTruncated bool `json:"stderr_truncated" doc:"the command's stderr was longer than the runtime keeps and error was cut"`
+	StdoutTruncated bool `json:"stdout_truncated" doc:"the command's stdout was longer than the runtime or limits.stdout_max_bytes keeps and output was cut"`
+	StderrTruncated bool `json:"stderr_truncated" doc:"the command's stderr was longer than the runtime or limits.stderr_max_bytes keeps and error was cut"`
 	// Notice: see PythonExecResponse.Notice.
 	Notice string `json:"notice,omitempty" doc:"what the runtime did on its own to run the call"`
 }

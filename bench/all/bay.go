@@ -64,6 +64,10 @@ func (b *bench) startBay(ctx context.Context) (*bayProc, error) {
   image: %q
   max_concurrent_execs: %d
   queue_size: 256
+limits: # the transfer figure moves up to 1 GiB through bay in one upload and one download
+  input_max_bytes: 2g
+  total_input_max_bytes: 2g
+  output_max_bytes: 2g
 warm_pool:
   enabled: true
   run_on_startup: true

@@ -23,16 +23,12 @@ var netRank = map[NetMode]int{NetNone: 1, NetAllowlist: 2, NetOpen: 3}
 type ExecPolicy struct {
 	NetMode                NetMode `json:"net_mode"`
 	TimeoutMS              int64   `json:"timeout_ms"`
-	MaxStdoutBytes         int64   `json:"max_stdout_bytes"`
-	MaxStderrBytes         int64   `json:"max_stderr_bytes"`
 	MaxArtifactsBytesTotal int64   `json:"max_artifacts_bytes_total"`
 	MemoryMB               int64   `json:"memory_mb"`
 	CPUCores               float64 `json:"cpu_cores"`
 	Pids                   int64   `json:"pids"`
-	MaxInputBytes          int64   `json:"max_input_bytes"`
-	MaxInputsBytesTotal    int64   `json:"max_inputs_bytes_total"`
-	MaxOutputBytes         int64   `json:"max_output_bytes"`
-	MaxOutputsBytesTotal   int64   `json:"max_outputs_bytes_total"`
+	// IOCaps' fields are the policy's own in JSON.
+	IOCaps
 }
 
 // DefaultExecPolicy is the system's policy before any setting: no network, 60 s, 1 MB of
@@ -40,9 +36,9 @@ type ExecPolicy struct {
 // single input or output of at most 20 MiB, 50 MiB of them in all.
 func DefaultExecPolicy() ExecPolicy {
 	return ExecPolicy{
-		NetMode: NetNone, TimeoutMS: 60_000, MaxStdoutBytes: 1_000_000, MaxStderrBytes: 1_000_000,
-		MaxArtifactsBytesTotal: 50_000_000, MemoryMB: 1024, CPUCores: 1, Pids: 256,
-		MaxInputBytes: 20 << 20, MaxInputsBytesTotal: 50 << 20, MaxOutputBytes: 20 << 20, MaxOutputsBytesTotal: 50 << 20,
+		NetMode: NetNone, TimeoutMS: 60_000, MaxArtifactsBytesTotal: 50_000_000, MemoryMB: 1024, CPUCores: 1, Pids: 256,
+		IOCaps: IOCaps{MaxStdoutBytes: 1_000_000, MaxStderrBytes: 1_000_000,
+			MaxInputBytes: 20 << 20, MaxInputsBytesTotal: 50 << 20, MaxOutputBytes: 20 << 20, MaxOutputsBytesTotal: 50 << 20},
 	}
 }
 

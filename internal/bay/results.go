@@ -86,6 +86,7 @@ type PythonResult struct {
 	KernelNotice    string
 	OutputTruncated bool
 	ImagesTruncated bool
+	ErrorTruncated  bool   // the error was cut at the stderr cap
 	Notice          string // what the runtime did on its own to run the call
 }
 

@@ -228,7 +228,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.Tune(&scfg)
 	}
 	svc := sandbox.New(store, drv, ship, nil, log, scfg)
-	caps := capability.New(svc, ship, log, capability.Config{})
+	caps := capability.New(svc, ship, log, capability.Config{Limits: cfg.Limits.CallLimits()})
 	caps.SetGull(gullclient.New(nil, log))
 	lib, err := openSkills(ctx, cfg, store, dataDir, log)
 	if err != nil {

@@ -2,6 +2,7 @@ package capability
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,12 +48,13 @@ func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonPara
 		KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
 		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice,
 	}
+	capPython(res, s.cfg.Limits.IOCaps)
 	if p.IncludeCode {
 		res.Code = &p.Code
 	}
-	out := r.Output.Text
+	out := res.Text
 	e := s.newExecution(sb, sess, bay.ExecPython, p.Code, r.Success, ms, &out, r.Error, p.Description, p.Tags)
-	e.Images = r.Output.Images // a plot stays in the history as the call returned it
+	e.Images = res.Images // a plot stays in the history as the call returned it
 	res.ExecutionID, err = s.insertExecution(ctx, e)
 	if err != nil {
 		return nil, err
@@ -91,6 +93,7 @@ func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams
 		Success: r.ReturnCode == 0 && r.Success, Output: strings.TrimSpace(r.Stdout), Error: errText,
 		ExitCode: r.ReturnCode, ExecutionTimeMS: ms, StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Notice: r.Notice,
 	}
+	capShell(res, s.cfg.Limits.IOCaps)
 	if p.IncludeCode {
 		res.Command = &p.Command
 	}
@@ -100,4 +103,44 @@ func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams
 		return nil, err
 	}
 	return res, nil
+}
+
+// capPython cuts a python result to the caps: the text at MaxStdoutBytes, the error at
+// MaxStderrBytes, then drops the images from the last while text, error and images together
+// are over MaxOutputsBytesTotal. Each cut sets its flag.
+func capPython(r *bay.PythonResult, c bay.IOCaps) {
+	cutStreams(&r.Text, &r.OutputTruncated, &r.Error, &r.ErrorTruncated, c)
+	if c.MaxOutputsBytesTotal <= 0 {
+		return
+	}
+	total := int64(len(r.Text))
+	if r.Error != nil {
+		total += int64(len(*r.Error))
+	}
+	for i, img := range r.Images {
+		for _, v := range img {
+			total += int64(len(v))
+		}
+		if total > c.MaxOutputsBytesTotal {
+			r.Images, r.ImagesTruncated = slices.Clone(r.Images[:i]), true
+			return
+		}
+	}
+}
+
+// capShell cuts a shell result's output at MaxStdoutBytes and its error at MaxStderrBytes.
+func capShell(r *bay.ShellResult, c bay.IOCaps) {
+	cutStreams(&r.Output, &r.StdoutTruncated, &r.Error, &r.StderrTruncated, c)
+}
+
+// cutStreams cuts out at MaxStdoutBytes and *errText at MaxStderrBytes, setting each flag
+// when it cut (a flag already set stays set).
+func cutStreams(out *string, outCut *bool, errText **string, errCut *bool, c bay.IOCaps) {
+	var cut bool
+	*out, cut = bay.CutUTF8(*out, c.MaxStdoutBytes)
+	*outCut = *outCut || cut
+	if *errText != nil {
+		e, cut := bay.CutUTF8(**errText, c.MaxStderrBytes)
+		*errText, *errCut = &e, *errCut || cut
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/gullclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
@@ -24,6 +25,9 @@ type Config struct {
 	// froze (faults.go; defaults 2 s and 2 s).
 	WatchdogDelay time.Duration
 	WatchdogEvery time.Duration
+	// Limits bound exec output and the files written, uploaded, read and downloaded (zero:
+	// bay.DefaultCallLimits). The exec timeouts are checked where requests are decoded.
+	Limits bay.CallLimits
 }
 
 // Service runs capability calls. Create it with New.
@@ -40,6 +44,9 @@ type Service struct {
 	cfg    Config
 }
 
+// Limits are the limits the service applies.
+func (s *Service) Limits() bay.CallLimits { return s.cfg.Limits }
+
 // New returns a service over the lifecycle service lc. ship nil = a default client; log nil =
 // discard.
 func New(lc *sandbox.Service, ship *shipclient.Client, log *slog.Logger, cfg Config) *Service {
@@ -48,6 +55,9 @@ func New(lc *sandbox.Service, ship *shipclient.Client, log *slog.Logger, cfg Con
 	}
 	if cfg.WatchdogEvery <= 0 {
 		cfg.WatchdogEvery = 2 * time.Second
+	}
+	if cfg.Limits == (bay.CallLimits{}) {
+		cfg.Limits = bay.DefaultCallLimits()
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

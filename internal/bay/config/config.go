@@ -43,6 +43,8 @@ type Config struct {
 	Execs ExecsConfig `yaml:"execs"`
 	// Jobs holds the limits of jobs (ours).
 	Jobs JobsConfig `yaml:"jobs"`
+	// Limits bounds the ordinary sandbox calls: exec timeouts, output, input and file sizes (ours).
+	Limits LimitsConfig `yaml:"limits"`
 	// ProfileSpecs is the "profiles" list as written. A list in the file or in BAY_PROFILES
 	// replaces the default profiles entirely.
 	ProfileSpecs []ProfileSpec `yaml:"profiles"`
@@ -485,6 +487,7 @@ func DefaultConfig() *Config {
 		Session:                   SessionConfig{ReadinessTimeout: 60 * time.Second},
 		Execs:                     defaultExecs(),
 		Jobs:                      JobsConfig{MaxDuration: 24 * time.Hour, PollInterval: 2 * time.Second},
+		Limits:                    defaultLimits(),
 		ProfileSpecs:              DefaultProfileSpecs(),
 	}
 	if err := c.Validate(); err != nil {

@@ -336,6 +336,7 @@ func (c *Config) Validate() error {
 	checkSkills(&c.Skills, add)
 
 	c.Execs.validate(add)
+	c.Limits.validate(add)
 
 	// profiles
 	profiles := normalizeProfiles(c.ProfileSpecs, c.Proxy, c.Skills.RootPath, add)

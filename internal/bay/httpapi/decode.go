@@ -25,7 +25,13 @@ var intType = reflect.TypeFor[bayapi.Int]()
 // reported as a FastAPI-style issue with its location (422). required lists JSON names that
 // must be present and non-null.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required ...string) error {
-	raw, err := readBody(w, r)
+	return decodeBodyMax(w, r, maxJSONBody, "", dst, required...)
+}
+
+// decodeBodyMax is decodeBody for a body of at most max bytes; setting names where max comes
+// from in the 413 ("" = bay's own bound of JSON bodies).
+func decodeBodyMax(w http.ResponseWriter, r *http.Request, max int64, setting string, dst any, required ...string) error {
+	raw, err := readBody(w, r, max, setting)
 	if err != nil {
 		return err
 	}
@@ -91,13 +97,20 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any, required ...str
 	return is.err()
 }
 
-// readBody reads a JSON request body of at most maxJSONBody bytes (413 beyond).
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
+// readBody reads a JSON request body of at most max bytes (413 beyond, naming setting when
+// the bound is configured).
+func readBody(w http.ResponseWriter, r *http.Request, max int64, setting string) ([]byte, error) {
+	if setting != "" && r.ContentLength > max {
+		return nil, bay.TooLarge("request body", r.ContentLength, max, setting)
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
 		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) && setting != "" {
+			return nil, bay.TooLarge("request body", -1, max, setting)
+		}
 		if errors.As(err, &mbe) {
-			return nil, bay.Errorf(bay.CodePayloadTooLarge, "Request body exceeds %d bytes", maxJSONBody)
+			return nil, bay.Errorf(bay.CodePayloadTooLarge, "Request body exceeds %d bytes", max)
 		}
 		return nil, bay.Errorf(bay.CodeValidation, "Request body could not be read").WithCause(err)
 	}

@@ -23,6 +23,18 @@ func (e *schemaError) Error() string {
 	return fmt.Sprintf("request validation failed: %d issue(s)", len(e.issues))
 }
 
+// message is the envelope's message: the first issue over a configured limit (its ctx names
+// the setting under "limit") is spelled out with the setting and the value asked; else the
+// generic one.
+func (e *schemaError) message() string {
+	for _, is := range e.issues {
+		if key, ok := is.Ctx["limit"].(string); ok && len(is.Loc) > 0 {
+			return fmt.Sprintf("%v: %s (%s), got %v", is.Loc[len(is.Loc)-1], is.Msg, key, is.Input)
+		}
+	}
+	return "Request validation failed"
+}
+
 // issues collects validation issues.
 type issues []bayapi.ValidationIssue
 
@@ -64,7 +76,7 @@ func statusOf(err error) (int, bayapi.ErrorEnvelope) {
 	var se *schemaError
 	if errors.As(err, &se) {
 		return http.StatusUnprocessableEntity, bayapi.ErrorEnvelope{
-			Error:  bayapi.ErrorBody{Code: bayapi.CodeValidation, Message: "Request validation failed"},
+			Error:  bayapi.ErrorBody{Code: bayapi.CodeValidation, Message: se.message()},
 			Detail: se.issues,
 		}
 	}

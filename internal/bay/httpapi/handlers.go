@@ -210,12 +210,28 @@ func annotationLens(is *issues, desc, tags *string) {
 	is.strLen(tags, bayapi.MaxTagsLen, "body", "tags")
 }
 
-// execTimeout validates an optional timeout (default 30, 1..300).
+// execTimeout validates the optional timeout of a browser command (default 30, 1..300).
 func execTimeout(t *bayapi.Int, is *issues) int {
 	if t == nil {
 		return bayapi.DefaultExecTimeout
 	}
 	is.intRange(int64(*t), 1, bayapi.MaxExecTimeout, "body", "timeout")
+	return int(*t)
+}
+
+// codeTimeout validates the optional timeout of a python or shell exec: the configured
+// default when absent, 1..the configured ceiling (above it the issue names the setting).
+func (s *Server) codeTimeout(t *bayapi.Int, is *issues) int {
+	l := s.caps.Limits()
+	if t == nil {
+		return l.DefaultTimeout
+	}
+	if v := int64(*t); v > int64(l.MaxTimeout) {
+		is.add("less_than_equal", []any{"body", "timeout"}, fmt.Sprintf("Input should be less than or equal to %d", l.MaxTimeout), v,
+			map[string]any{"le": l.MaxTimeout, "limit": bay.LimitsKey + "timeout_sec_max"})
+		return l.MaxTimeout
+	}
+	is.intRange(int64(*t), 1, int64(l.MaxTimeout), "body", "timeout")
 	return int(*t)
 }
 
@@ -226,7 +242,7 @@ func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var is issues
-	timeout := execTimeout(req.Timeout, &is)
+	timeout := s.codeTimeout(req.Timeout, &is)
 	annotationLens(&is, req.Description, req.Tags)
 	if err := is.err(); err != nil {
 		s.fail(w, r, err)
@@ -245,7 +261,7 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var is issues
-	timeout := execTimeout(req.Timeout, &is)
+	timeout := s.codeTimeout(req.Timeout, &is)
 	annotationLens(&is, req.Description, req.Tags)
 	if err := is.err(); err != nil {
 		s.fail(w, r, err)
@@ -362,7 +378,11 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 	var req bayapi.WriteFileRequest
-	if err := decodeBody(w, r, &req, "path", "content"); err != nil {
+	total := s.caps.Limits().MaxInputsBytesTotal
+	if total <= 0 {
+		total = maxJSONBody
+	}
+	if err := decodeBodyMax(w, r, total, bay.LimitsKey+"total_input_max_bytes", &req, "path", "content"); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -404,9 +424,24 @@ const maxFormField = 8 << 10
 // must precede the file part) or the ?path= query parameter.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	max := s.opts.MaxUploadBytes
-	if max > 0 && r.ContentLength > max+1<<20 {
-		s.fail(w, r, capability.ErrTooLarge(max))
+	limit, key := s.caps.UploadLimit(max)
+	total := s.caps.Limits().MaxInputsBytesTotal
+	if limit > 0 && r.ContentLength > limit+1<<20 {
+		s.fail(w, r, bay.TooLarge("upload", -1, limit, key))
 		return
+	}
+	if err := bay.CheckSize("upload request body", r.ContentLength, total, bay.LimitsKey+"total_input_max_bytes"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if total > 0 {
+		// A body without a length is cut there: the part being read fails with the error.
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{&capability.CapReader{R: r.Body, Limit: total, TooLarge: func() error {
+			return bay.TooLarge("upload request body", -1, total, bay.LimitsKey+"total_input_max_bytes")
+		}}, r.Body}
 	}
 	// The multipart reader reads in 4 KiB pieces; a larger buffer under it cuts the reads of
 	// the request body (and their hand-offs) by 64 (upload through bay: ~100 -> ~260 MB/s).
@@ -429,6 +464,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 		part, err := mr.NextPart()
 		if err == io.EOF {
 			break
+		}
+		if bay.ErrorCode(err) == bay.CodePayloadTooLarge {
+			s.fail(w, r, err)
+			return
 		}
 		if err != nil {
 			var is issues
@@ -503,6 +542,9 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.log.WarnContext(r.Context(), "download interrupted", "request_id", requestID(r.Context()), "err", err)
+		// The status is sent: reset the connection so that the client never takes what it got
+		// for the whole file (a chunked answer would otherwise end cleanly).
+		panic(http.ErrAbortHandler)
 	}
 }
 

@@ -52,7 +52,13 @@ func newHarness(t *testing.T) *harness {
 // newHarnessWith is newHarness with the server's logger.
 func newHarnessWith(t *testing.T, log *slog.Logger) *harness {
 	t.Helper()
-	e := sandboxtest.New(t, sandboxtest.Options{})
+	return newHarnessOpts(t, log, sandboxtest.Options{})
+}
+
+// newHarnessOpts is newHarness with the server's logger and the services' options.
+func newHarnessOpts(t *testing.T, log *slog.Logger, o sandboxtest.Options) *harness {
+	t.Helper()
+	e := sandboxtest.New(t, o)
 	api := httpapi.New(httpapi.Options{
 		Service: e.Svc, Capabilities: e.Caps, History: e.Hist, Auth: tokens{}, Version: "test", MaxUploadBytes: 1 << 20, Log: log,
 		Idempotency: idempotency.New(e.Store, nil, idempotency.Config{Enabled: true}, nil),

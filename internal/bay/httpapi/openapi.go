@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"regexp"
 	"sort"
@@ -102,6 +103,7 @@ func (s *Server) buildOpenAPI() []byte {
 		}
 		paths[key][strings.ToLower(rt.method)] = op
 	}
+	s.documentLimits(g.defs)
 	if _, ok := s.mounted[bayapi.PathMCP]; ok {
 		paths[bayapi.PathMCP] = mcpPath(bayapi.PathMCP)
 	}
@@ -267,3 +269,20 @@ func openAPIPath(pattern string) string { return strings.ReplaceAll(pattern, "..
 
 // OpenAPI returns the served OpenAPI document.
 func (s *Server) OpenAPI() []byte { return s.openapi }
+
+// documentLimits states the configured bounds of the python and shell exec timeout in their
+// request schemas (the struct tags hold the contract's defaults).
+func (s *Server) documentLimits(defs map[string]any) {
+	if s.caps == nil {
+		return
+	}
+	l := s.caps.Limits()
+	for _, name := range []string{"PythonExecRequest", "ShellExecRequest"} {
+		def, _ := defs[name].(map[string]any)
+		props, _ := def["properties"].(map[string]any)
+		if t, ok := props["timeout"].(map[string]any); ok {
+			t["minimum"], t["maximum"], t["default"] = 1, l.MaxTimeout, l.DefaultTimeout
+			t["description"] = fmt.Sprintf("seconds, default %d (limits.timeout_sec_default), at most %d (limits.timeout_sec_max)", l.DefaultTimeout, l.MaxTimeout)
+		}
+	}
+}

@@ -115,7 +115,7 @@ func renderPython(r *bay.PythonResult) *bayapi.PythonExecResponse {
 		ExecutionID:     r.ExecutionID,
 		ExecutionTimeMS: r.ExecutionTimeMS, Code: r.Code,
 		KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
-		OutputTruncated: r.OutputTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice,
+		OutputTruncated: r.OutputTruncated, ImagesTruncated: r.ImagesTruncated, ErrorTruncated: r.ErrorTruncated, Notice: r.Notice,
 	}
 }
 

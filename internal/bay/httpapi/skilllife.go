@@ -128,7 +128,7 @@ func skillByID[T, W any](s *Server, w http.ResponseWriter, r *http.Request, name
 
 // decodeOptionalBody decodes a JSON object body into dst when there is one.
 func decodeOptionalBody(w http.ResponseWriter, r *http.Request, dst any) error {
-	raw, err := readBody(w, r)
+	raw, err := readBody(w, r, maxJSONBody, "")
 	if err != nil {
 		return err
 	}
