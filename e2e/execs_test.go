@@ -364,6 +364,52 @@ func TestExecSurvivesBayKill(t *testing.T) {
 	}
 }
 
+// TestExecQueuedSurvivesBayKill: bay is killed (SIGKILL) while execs wait in the
+// max_concurrent_execs queue; the restarted bay queues them again and runs them (nothing of
+// them had started), except one naming env variables (their values are never stored), which
+// ends lost; the running exec whose container vanished meanwhile ends lost.
+func TestExecQueuedSurvivesBayKill(t *testing.T) {
+	b, ws, cli := execBay(t, 1, 4)
+	nowait := map[string]any{"wait": false}
+	run := expect(t, b.do("POST", "/v1/sandbox/execs", shellExec("qk", "sleep 60", nowait), nil), 202, "running")
+	b.waitExec(run.Str("exec_id"), 30*time.Second, "running")
+	waitContainerRunning(t, cli, "bay-exec-"+run.Str("exec_id"))
+	var queued []Response
+	for _, word := range []string{"one", "two"} {
+		q := expect(t, b.do("POST", "/v1/sandbox/execs", shellExec("qk", "echo "+word, nowait), nil), 202, "queued "+word)
+		if q.Str("status") != "queued" {
+			t.Fatalf("exec %s: %s", word, q)
+		}
+		queued = append(queued, q)
+	}
+	withEnv := shellExec("qk", "echo $TOKEN", nowait)
+	withEnv["exec"].(map[string]any)["env"] = map[string]string{"TOKEN": "secret"}
+	env := expect(t, b.do("POST", "/v1/sandbox/execs", withEnv, nil), 202, "queued with env")
+	b.kill()
+	name := "bay-exec-" + run.Str("exec_id")
+	if _, err := cli.ContainerRemove(context.Background(), name, client.ContainerRemoveOptions{Force: true}); err != nil {
+		t.Fatalf("remove %s behind bay's back: %v", name, err)
+	}
+	b.launch()
+	for i, word := range []string{"one", "two"} {
+		r := b.waitExec(queued[i].Str("exec_id"), 60*time.Second, "succeeded", "failed", "lost", "timed_out")
+		out, _ := os.ReadFile(filepath.Join(ws, r.Str("stdout_path")))
+		if r.Str("status") != "succeeded" || string(out) != word+"\n" || r.Get("started_at") == nil {
+			t.Fatalf("queued exec %s after the restart: %s (stdout %q)", word, r, out)
+		}
+	}
+	if r := b.waitExec(env.Str("exec_id"), 10*time.Second, "lost"); r.Get("started_at") != nil || !strings.Contains(r.Str("error_reason"), "env") {
+		t.Fatalf("queued exec with env after the restart: %s", r)
+	}
+	if r := b.waitExec(run.Str("exec_id"), 10*time.Second, "lost"); r.Get("ended_at") == nil {
+		t.Fatalf("running exec whose container vanished: %s", r)
+	}
+	left := expect(t, b.do("GET", "/v1/sandbox/execs?status=queued", nil, nil), 200, "queued")
+	if left.Get("total") != float64(0) {
+		t.Fatalf("records still queued: %s", left)
+	}
+}
+
 // TestExecHealth reports the runtime, the workspace, the engine and writability.
 func TestExecHealth(t *testing.T) {
 	b, ws, _ := execBay(t, 2, 4)
