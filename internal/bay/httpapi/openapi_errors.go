@@ -80,6 +80,10 @@ func errorCodes(rt route) map[int][]string {
 		add(400, bayapi.CodeInvalidPath, bayapi.CodeIsADirectory, bayapi.CodeNotADirectory)
 		add(404, bayapi.CodeFileNotFound)
 	}
+	if rt.doc.tag == "filesystem" {
+		// A file written, uploaded, read or downloaded is bounded (the limits settings).
+		add(413, bayapi.CodePayloadTooLarge)
+	}
 	switch rt.doc.id {
 	case "createSandbox":
 		add(404, bayapi.CodeNotFound) // cargo_id names no cargo of the caller
