@@ -123,6 +123,8 @@ func TestLimits(t *testing.T) {
 		expectLimit(t, b.do("PUT", base+"/filesystem/files", map[string]any{"path": "in/w.txt", "content": big}, nil),
 			413, "payload_too_large", "write past the cap", "limits.input_max_bytes", "65536", "65537")
 		b.writeFile(id, "in/at.txt", big[:64<<10])
+		expectLimit(t, exec("python", map[string]any{"code": "#" + strings.Repeat("c", 1<<20)}), 413, "payload_too_large",
+			"code past the body cap", "limits.total_input_max_bytes", "1048576")
 		if got := b.readFile(id, "in/w.txt"); got != "kept" {
 			t.Fatalf("the file after a refused write: %q", got)
 		}

@@ -15,7 +15,8 @@ type LimitsConfig struct {
 	StdoutMaxBytes ByteSize `yaml:"stdout_max_bytes"`
 	StderrMaxBytes ByteSize `yaml:"stderr_max_bytes"`
 	// InputMaxBytes bounds one file written or uploaded (20 MiB); TotalInputMaxBytes the
-	// whole request body that carries it (50 MiB). Larger: 413, nothing written.
+	// whole request body that carries it, or code or a command (50 MiB). Larger: 413,
+	// nothing written.
 	InputMaxBytes      ByteSize `yaml:"input_max_bytes"`
 	TotalInputMaxBytes ByteSize `yaml:"total_input_max_bytes"`
 	// OutputMaxBytes bounds one file read or downloaded (20 MiB; larger: 413);

@@ -219,6 +219,16 @@ func execTimeout(t *bayapi.Int, is *issues) int {
 	return int(*t)
 }
 
+// decodeInput is decodeBody for the bodies that carry the client's input to a sandbox (code,
+// a command, a file's content): bounded by limits.total_input_max_bytes.
+func (s *Server) decodeInput(w http.ResponseWriter, r *http.Request, dst any, required ...string) error {
+	total := s.caps.Limits().MaxInputsBytesTotal
+	if total <= 0 {
+		return decodeBody(w, r, dst, required...)
+	}
+	return decodeBodyMax(w, r, total, bay.LimitsKey+"total_input_max_bytes", dst, required...)
+}
+
 // codeTimeout validates the optional timeout of a python or shell exec: the configured
 // default when absent, 1..the configured ceiling (above it the issue names the setting).
 func (s *Server) codeTimeout(t *bayapi.Int, is *issues) int {
@@ -237,7 +247,7 @@ func (s *Server) codeTimeout(t *bayapi.Int, is *issues) int {
 
 func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
 	var req bayapi.PythonExecRequest
-	if err := decodeBody(w, r, &req, "code"); err != nil {
+	if err := s.decodeInput(w, r, &req, "code"); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -256,7 +266,7 @@ func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 	var req bayapi.ShellExecRequest
-	if err := decodeBody(w, r, &req, "command"); err != nil {
+	if err := s.decodeInput(w, r, &req, "command"); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -378,11 +388,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 	var req bayapi.WriteFileRequest
-	total := s.caps.Limits().MaxInputsBytesTotal
-	if total <= 0 {
-		total = maxJSONBody
-	}
-	if err := decodeBodyMax(w, r, total, bay.LimitsKey+"total_input_max_bytes", &req, "path", "content"); err != nil {
+	if err := s.decodeInput(w, r, &req, "path", "content"); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -97,6 +97,11 @@ func TestExecTimeoutLimits(t *testing.T) {
 	if want := []int{5, 20}; !equalInts(pyAsked, want) {
 		t.Errorf("python timeouts sent %v, want %v", pyAsked, want)
 	}
+	// The body carrying code or a command is bounded by total_input_max_bytes (1024).
+	for _, path := range []string{"/python/exec", "/shell/exec"} {
+		big := `{"code":"` + strings.Repeat("x", 1024) + `","command":"x"}`
+		limitMessage(t, h.do("POST", sb+path, "alice", big), 413, bayapi.CodePayloadTooLarge, "limits.total_input_max_bytes", "1024")
+	}
 	// The OpenAPI document states the configured bounds.
 	var doc map[string]any
 	h.expect(h.do("GET", "/openapi.json", "", nil), 200, "")

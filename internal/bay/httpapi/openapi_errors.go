@@ -80,8 +80,9 @@ func errorCodes(rt route) map[int][]string {
 		add(400, bayapi.CodeInvalidPath, bayapi.CodeIsADirectory, bayapi.CodeNotADirectory)
 		add(404, bayapi.CodeFileNotFound)
 	}
-	if rt.doc.tag == "filesystem" {
-		// A file written, uploaded, read or downloaded is bounded (the limits settings).
+	if rt.doc.tag == "filesystem" || rt.doc.tag == "capabilities" {
+		// Code, commands and files written, uploaded, read or downloaded are bounded (the
+		// limits settings).
 		add(413, bayapi.CodePayloadTooLarge)
 	}
 	switch rt.doc.id {
