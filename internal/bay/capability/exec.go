@@ -53,7 +53,7 @@ func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonPara
 		res.Code = &p.Code
 	}
 	out := res.Text
-	e := s.newExecution(sb, sess, bay.ExecPython, p.Code, r.Success, ms, &out, r.Error, p.Description, p.Tags)
+	e := s.newExecution(sb, sess, bay.ExecPython, p.Code, r.Success, ms, &out, res.Error, p.Description, p.Tags)
 	e.Images = res.Images // a plot stays in the history as the call returned it
 	res.ExecutionID, err = s.insertExecution(ctx, e)
 	if err != nil {

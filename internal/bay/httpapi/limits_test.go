@@ -182,6 +182,10 @@ func TestOutputCaps(t *testing.T) {
 		len(py.Data.Output.Images) != 2 || !py.ImagesTruncated {
 		t.Fatalf("python answer: %s", r.body)
 	}
+	rec := h.do("GET", sb+"/history/"+py.ExecutionID, "alice", nil).json(t)
+	if rec["output"] != "01234567" || rec["error"] != "Tracebac" {
+		t.Fatalf("python history keeps %v / %v, want the cut output and error", rec["output"], rec["error"])
+	}
 }
 
 // TestFileSizeLimits: a write, an upload, a read and a download each at their cap pass and
