@@ -80,3 +80,24 @@ func TestCapPython(t *testing.T) {
 		}
 	}
 }
+
+// TestUploadLimit: an upload passes both the input cap and cargo.max_upload_bytes; the
+// smaller names itself.
+func TestUploadLimit(t *testing.T) {
+	for _, c := range []struct {
+		input, cargo, want int64
+		key                string
+	}{
+		{20 << 20, 10 << 30, 20 << 20, "limits.input_max_bytes"},
+		{20 << 20, 1 << 20, 1 << 20, "cargo.max_upload_bytes"},
+		{20 << 20, 20 << 20, 20 << 20, "limits.input_max_bytes"},
+		{20 << 20, 0, 20 << 20, "limits.input_max_bytes"}, // no cargo bound
+		{0, 5, 5, "cargo.max_upload_bytes"},               // no input cap
+		{0, 0, 0, "limits.input_max_bytes"},               // none: unlimited
+	} {
+		s := &Service{cfg: Config{Limits: bay.CallLimits{IOCaps: bay.IOCaps{MaxInputBytes: c.input}}}}
+		if got, key := s.UploadLimit(c.cargo); got != c.want || key != c.key {
+			t.Errorf("UploadLimit(input %d, cargo %d) = %d %s, want %d %s", c.input, c.cargo, got, key, c.want, c.key)
+		}
+	}
+}
