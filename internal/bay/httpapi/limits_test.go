@@ -219,6 +219,25 @@ func TestFileSizeLimits(t *testing.T) {
 	h.expect(upload("u.bin", 16), 200, "")
 	limitMessage(t, upload("u.bin", 17), 413, bayapi.CodePayloadTooLarge, "upload", "limits.input_max_bytes", "16")
 	limitMessage(t, upload("u.bin", 4096), 413, bayapi.CodePayloadTooLarge, "limits.total_input_max_bytes", "1024")
+	// A body without a length is counted as it streams: past 1024 bytes (here in a field bay
+	// skips) it is refused too.
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	mw.WriteField("junk", strings.Repeat("j", 4096))
+	mw.WriteField("path", "u.bin")
+	fw, _ := mw.CreateFormFile("file", "data.bin")
+	fw.Write([]byte("c"))
+	mw.Close()
+	req, _ := http.NewRequest("POST", h.srv.URL+fs+"/upload", io.MultiReader(&buf)) // no length: chunked
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	limitMessage(t, resp{status: res.StatusCode, header: res.Header, body: raw}, 413, bayapi.CodePayloadTooLarge, "limits.total_input_max_bytes", "1024")
 	if b, _ := h.ship.File("u.bin"); len(b) != 16 {
 		t.Fatalf("the upload after refused ones: %d bytes", len(b))
 	}
@@ -237,9 +256,9 @@ func TestFileSizeLimits(t *testing.T) {
 	// A download whose size the runtime does not announce (a chunked answer) is cut at the
 	// cap and the connection reset: the client never receives it as whole.
 	h.ship.SetFile("big.bin", bytes.Repeat([]byte("z"), 64<<10))
-	req, _ := http.NewRequest("GET", h.srv.URL+fs+"/download?path=big.bin", nil)
+	req, _ = http.NewRequest("GET", h.srv.URL+fs+"/download?path=big.bin", nil)
 	req.Header.Set("Authorization", "Bearer alice-key")
-	res, err := http.DefaultClient.Do(req)
+	res, err = http.DefaultClient.Do(req)
 	if err != nil {
 		return // reset before the headers: nothing taken for a file
 	}
