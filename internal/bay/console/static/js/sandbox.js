@@ -1,6 +1,6 @@
 // One sandbox: overview (containers, versions, health), terminal, files, execution history
 // and the pages of features a bay may not have yet (metrics, jobs, network policy).
-import { call, get, blob, upload, saveBlob, qs, sandboxPath, terminalSocket } from './api.js';
+import { call, get, blob, upload, saveBlob, qs, sandboxPath, terminalSocket, events } from './api.js';
 import { h, clear, fill, badge, fmtIn, fmtTime, fmtBytes, notify, showError, errText, confirmButton, busy, table, unavailable, generic } from './ui.js';
 import { Terminal } from './term.js';
 
@@ -293,11 +293,10 @@ async function optionalTab(body, title, path) {
   }
 }
 
-// jobsTab lists the sandbox's jobs, starts one, and follows a job's output live by reading on
-// from its byte offsets (an EventSource cannot send the Authorization header, so it polls).
+// jobsTab lists the sandbox's jobs, starts one, and follows a job's output live.
 function jobsTab(body, id) {
   const base = sandboxPath(id, '/jobs');
-  let alive = true, listTimer = 0, outTimer = 0, following = '';
+  let alive = true, listTimer = 0, stream = null;
   const list = h('div', { id: 'job-list' }, h('p', { class: 'muted' }, 'loading…'));
   const out = h('div', { id: 'job-output', 'aria-live': 'polite' });
   const kind = h('select', { id: 'job-kind' }, h('option', { value: 'shell' }, 'Shell'), h('option', { value: 'python' }, 'Python'));
@@ -338,36 +337,56 @@ function jobsTab(body, id) {
     }
   }
 
+  // follow shows a job's output live from its Server-Sent Events, read with fetch (the key
+  // goes in the Authorization header, never in the URL). A dropped stream is resumed from the
+  // last event's id (Last-Event-ID), so nothing is shown twice or lost.
   function follow(jobId) {
-    clearTimeout(outTimer);
-    following = jobId;
+    if (stream) stream.abort();
+    const ctl = new AbortController();
+    stream = ctl;
     const stdout = h('pre', { class: 'out', tabIndex: 0, 'aria-label': 'Standard output of ' + jobId });
     const stderr = h('pre', { class: 'out err', tabIndex: 0, 'aria-label': 'Standard error of ' + jobId, hidden: true });
-    const state = h('p', { class: 'muted' }, 'following…');
+    const state = h('p', { class: 'muted', id: 'job-state' }, 'following…');
     fill(out, h('h3', {}, 'Output of ', h('span', { class: 'mono' }, jobId)), state, stdout, stderr);
-    let so = 0, se = 0;
-    const tick = async () => {
-      if (!alive || following !== jobId) return;
-      try {
-        const r = await get(base + '/' + encodeURIComponent(jobId) + '/output' + qs({ stdout_offset: so, stderr_offset: se }));
-        if (!alive || following !== jobId) return;
-        if (r.stdout.data) stdout.append(r.stdout.data);
-        if (r.stderr.data) { stderr.hidden = false; stderr.append(stripANSI(r.stderr.data)); }
-        so = r.stdout.next; se = r.stderr.next;
-        const j = r.job;
-        state.replaceChildren(badge(j.status), j.exit_code !== null && j.exit_code !== undefined ? ' exit ' + j.exit_code : '', j.reason ? ' · ' + j.reason : '');
-        const more = r.stdout.next > r.stdout.offset || r.stderr.next > r.stderr.offset;
-        if (j.status === 'running' || more) outTimer = setTimeout(tick, more ? 50 : 1000);
-        else if (j.created_artifacts && j.created_artifacts.length) {
-          out.append(h('h4', {}, 'Created files'), table('Created files', ['Path', 'Size', 'Change'], j.created_artifacts.map((a) => [h('span', { class: 'mono' }, a.path), fmtBytes(a.size), a.change])));
+    const path = base + '/' + encodeURIComponent(jobId) + '/output?follow=true';
+    const show = (j) => state.replaceChildren(badge(j.status), j.exit_code !== null && j.exit_code !== undefined ? ' exit ' + j.exit_code : '', j.reason ? ' · ' + j.reason : '');
+    let lastId = '', ended = false, failures = 0;
+    const onEvent = (type, data, id) => {
+      if (ctl.signal.aborted) return;
+      lastId = id;
+      const v = JSON.parse(data);
+      if (type === 'stdout') stdout.append(v.data);
+      else if (type === 'stderr') { stderr.hidden = false; stderr.append(stripANSI(v.data)); }
+      else if (type === 'end') {
+        ended = true;
+        show(v);
+        if (v.created_artifacts && v.created_artifacts.length) {
+          out.append(h('h4', {}, 'Created files'), table('Created files', ['Path', 'Size', 'Change'], v.created_artifacts.map((a) => [h('span', { class: 'mono' }, a.path), fmtBytes(a.size), a.change])));
         }
-      } catch (e) { if (alive) state.textContent = errText(e); }
+        load();
+      }
     };
-    tick();
+    (async () => {
+      state.replaceChildren(badge('running'), ' live');
+      while (!ended && !ctl.signal.aborted) {
+        try {
+          await events(path, lastId, onEvent, ctl.signal);
+          failures = 0;
+        } catch (e) {
+          if (ctl.signal.aborted) return;
+          if (e.status) { state.textContent = errText(e); return; } // bay refused: no retry
+          failures++;
+        }
+        if (!ended && !ctl.signal.aborted) {
+          state.replaceChildren(badge('running'), ' reconnecting…');
+          await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** failures, 10000)));
+        }
+      }
+    })();
   }
 
   load();
-  return () => { alive = false; clearTimeout(listTimer); clearTimeout(outTimer); };
+  return () => { alive = false; clearTimeout(listTimer); if (stream) stream.abort(); };
 }
 
 function metricsTab(body, id) {
