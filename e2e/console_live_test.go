@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +95,52 @@ func TestConsoleJobs(t *testing.T) {
 		t.Errorf("resumed stream from 12:0 = %+v", resumed)
 	}
 
+}
+
+// TestConsoleBrowser drives the browser tab in headless Chromium on a sandbox with ship and
+// the gull browser runtime: it opens a page served from the workspace, takes a screenshot
+// through the public browser exec API into /workspace/screenshots and shows it through the
+// files API; the browser's own PNG is kept next to the console's screenshots, wide and narrow,
+// with no console error, CSP violation or overflow and a name on every control.
+func TestConsoleBrowser(t *testing.T) {
+	shots := consoleShots(t)
+	b, id, p := consoleSandbox(t, browserProfiles, "browser-python", "overview")
+	b.writeFile(id, "site/index.html", formPage)
+	serveSite(t, b, id)
+	clean := func(where string) { t.Helper(); p.check(t, where, nil) }
+
+	p.waitFor("the browser tab link", `!document.getElementById('tablink-browser').hidden`, 20*time.Second)
+	p.navigate(b.URL + "/console/#/sandboxes/" + id + "/browser")
+	p.waitFor("the screenshot form", `document.querySelector('form[aria-label="Take a browser screenshot"]') && document.querySelector('#shot-list .empty')`, 20*time.Second)
+	p.eval(`document.getElementById('shot-url').value = 'http://ship:8000/index.html';
+		document.querySelector('form[aria-label="Take a browser screenshot"]').requestSubmit()`, nil)
+	p.waitFor("the screenshot shown", `document.querySelector('#shot-view img.shot') && document.querySelector('#shot-view img.shot').complete && document.querySelector('#shot-view img.shot').naturalWidth > 0`, 90*time.Second)
+	p.waitFor("the screenshot listed", `document.querySelector('#shot-list table')`, 10*time.Second)
+	var saved string
+	p.eval(`document.getElementById('shot-status').textContent.replace('Saved to /workspace/', '')`, &saved)
+	if !strings.HasPrefix(saved, "screenshots/console-") || !strings.HasSuffix(saved, ".png") {
+		t.Fatalf("screenshot status: %q", saved)
+	}
+	png := expect(t, b.download(id, saved), 200, "the browser's screenshot")
+	if !bytes.HasPrefix(png.Body, []byte("\x89PNG\r\n\x1a\n")) || len(png.Body) < 1000 {
+		t.Fatalf("the browser's screenshot is not a PNG: %d bytes", len(png.Body))
+	}
+	if err := os.WriteFile(filepath.Join(shots, "browser-screenshot.png"), png.Body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var history string
+	p.eval(`fetch('/v1/sandboxes/`+id+`/history?exec_type=browser&limit=5', {headers: {Authorization: 'Bearer ' + sessionStorage.getItem('shipyard.apiKey')}}).then((r) => r.text())`, &history)
+	if !strings.Contains(history, "screenshot screenshots/console-") || !strings.Contains(history, "open 'http://ship:8000/index.html'") {
+		t.Errorf("the console's browser commands are not in the history: %s", history)
+	}
+	for _, width := range []int{1280, 390} {
+		p.viewport(width, 800)
+		name := "sandbox-browser"
+		if width < 1280 {
+			name += "-narrow"
+		}
+		time.Sleep(300 * time.Millisecond)
+		p.screenshot(shots, name)
+		clean(name)
+	}
 }

@@ -5,7 +5,7 @@ import { h, clear, fill, badge, fmtIn, fmtTime, fmtBytes, notify, showError, err
 import { Terminal } from './term.js';
 
 const TABS = [['overview', 'Overview'], ['terminal', 'Terminal'], ['files', 'Files'], ['history', 'History'],
-  ['jobs', 'Jobs'], ['metrics', 'Usage'], ['network', 'Network']];
+  ['jobs', 'Jobs'], ['browser', 'Browser'], ['metrics', 'Usage'], ['network', 'Network']];
 
 export function sandboxPage(main, id, tab) {
   document.title = id + ' · Shipyard console';
@@ -13,7 +13,8 @@ export function sandboxPage(main, id, tab) {
   const head = h('div', { class: 'page-head' });
   const body = h('section', { id: 'tab-' + tab, class: 'tab-body', 'aria-labelledby': 'tablink-' + tab });
   const tabs = h('nav', { class: 'tabs', 'aria-label': 'Sandbox sections' }, TABS.map(([k, label]) =>
-    h('a', { id: 'tablink-' + k, href: '#/sandboxes/' + encodeURIComponent(id) + '/' + k, 'aria-current': k === tab ? 'page' : null }, label)));
+    h('a', { id: 'tablink-' + k, href: '#/sandboxes/' + encodeURIComponent(id) + '/' + k, 'aria-current': k === tab ? 'page' : null,
+      hidden: k === 'browser' && tab !== 'browser' }, label)));
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/sandboxes' }, 'Sandboxes'), ' / ', h('span', { class: 'mono' }, id)), head, tabs, body);
 
   let sb = null;
@@ -33,6 +34,8 @@ export function sandboxPage(main, id, tab) {
   }
 
   function drawHead() {
+    // The browser tab is for sandboxes with a browser runtime (gull).
+    tabs.querySelector('#tablink-browser').hidden = !(sb.capabilities || []).includes('browser');
     fill(head, 
       h('h1', { class: 'mono' }, sb.id), badge(sb.status),
       h('span', { class: 'muted' }, sb.profile + ' · expires ' + fmtIn(sb.expires_at)),
@@ -49,6 +52,7 @@ export function sandboxPage(main, id, tab) {
     case 'files': sub = filesTab(body, id); break;
     case 'history': sub = historyTab(body, id); break;
     case 'jobs': sub = jobsTab(body, id); break;
+    case 'browser': sub = browserTab(body, id); break;
     case 'metrics': sub = metricsTab(body, id); break;
     case 'network': networkTab(body, id); break;
   }
@@ -387,6 +391,74 @@ function jobsTab(body, id) {
 
   load();
   return () => { alive = false; clearTimeout(listTimer); if (stream) stream.abort(); };
+}
+
+// browserTab takes screenshots with the sandbox's browser through the public browser exec
+// API: the browser saves them under /workspace/screenshots, and the page shows them through
+// the files API (downloaded with the key, shown from a blob: URL).
+function browserTab(body, id) {
+  let alive = true, shown = '';
+  const url = h('input', { id: 'shot-url', type: 'url', placeholder: 'https://example.org/ (optional: the current page otherwise)', autocomplete: 'off', spellcheck: false });
+  const full = h('input', { id: 'shot-full', type: 'checkbox' });
+  const take = h('button', { type: 'submit', class: 'primary' }, 'Take screenshot');
+  const status = h('p', { id: 'shot-status', class: 'muted', 'aria-live': 'polite' });
+  const view = h('figure', { id: 'shot-view', hidden: true });
+  const list = h('div', { id: 'shot-list' }, h('p', { class: 'muted' }, 'loading…'));
+  const exec = async (cmd) => {
+    const r = await call('POST', sandboxPath(id, '/browser/exec'), { cmd, timeout: 60 });
+    if (!r.success) throw new Error((r.error || r.output || 'the browser command failed').trim());
+    return r;
+  };
+  const form = h('form', {
+    class: 'card row-form', 'aria-label': 'Take a browser screenshot',
+    onsubmit: (e) => {
+      e.preventDefault();
+      busy(take, async () => {
+        const u = url.value.trim();
+        if (u) {
+          if (!/^https?:\/\/\S+$/.test(u)) { status.textContent = 'Give an http:// or https:// address without spaces.'; return; }
+          status.textContent = 'opening ' + u + '…';
+          await exec("open '" + u.replace(/'/g, "'\\''") + "'");
+        }
+        const path = 'screenshots/console-' + new Date().toISOString().replace(/[:.]/g, '-') + '.png';
+        status.textContent = 'taking the screenshot…';
+        await exec('screenshot ' + path + (full.checked ? ' --full' : ''));
+        status.textContent = 'Saved to /workspace/' + path;
+        await show(path);
+        load();
+      }).catch(() => {});
+    },
+  }, h('div', { class: 'field full' }, h('label', { for: 'shot-url' }, 'Open this address first'), url),
+  h('div', { class: 'field check' }, full, h('label', { for: 'shot-full' }, 'whole page')), take, h('div', { class: 'full' }, status));
+  body.append(form, view, h('h2', {}, 'Screenshots in /workspace/screenshots'), list);
+
+  async function show(path) {
+    const b = await blob(sandboxPath(id, '/filesystem/download') + qs({ path }));
+    if (!alive) return;
+    if (shown) URL.revokeObjectURL(shown);
+    shown = URL.createObjectURL(b);
+    fill(view, h('img', { src: shown, alt: 'Browser screenshot ' + path, class: 'shot' }), h('figcaption', { class: 'mono' }, '/workspace/' + path + ' · ' + fmtBytes(b.size)));
+    view.hidden = false;
+  }
+  async function load() {
+    try {
+      // The directory appears with the first screenshot: look for it first, so that a
+      // sandbox without one does not meet a 404.
+      const root = await get(sandboxPath(id, '/filesystem/directories') + qs({ path: '.' }));
+      if (!alive) return;
+      if (!(root.entries || []).some((e) => e.is_dir && e.name === 'screenshots')) { fill(list, h('p', { class: 'empty' }, 'No screenshots yet.')); return; }
+      const r = await get(sandboxPath(id, '/filesystem/directories') + qs({ path: 'screenshots' }));
+      if (!alive) return;
+      const shots = (r.entries || []).filter((e) => !e.is_dir && /\.png$/i.test(e.name)).sort((a, b) => (a.name < b.name ? 1 : -1));
+      fill(list, table('Screenshots', ['File', 'Size', ''], shots.map((e) => [h('span', { class: 'mono' }, e.name), fmtBytes(e.size),
+        h('button', { type: 'button', 'aria-label': 'Show ' + e.name, onclick: (ev) => busy(ev.currentTarget, () => show('screenshots/' + e.name)) }, 'Show')]), 'No screenshots yet.'));
+    } catch (e) {
+      if (!alive) return;
+      fill(list, h('p', { class: 'error-text' }, errText(e)));
+    }
+  }
+  load();
+  return () => { alive = false; if (shown) URL.revokeObjectURL(shown); };
 }
 
 function metricsTab(body, id) {
