@@ -10,7 +10,8 @@ import (
 // TestConsoleAdmin drives the console's admin page in headless Chromium against the real bay
 // and engine: an admin creates an API key (the secret is shown once and works at once), sees
 // it with its owner in the lists, revokes it (refused at once), and reads the warm pool of a
-// profile that keeps one; a key that is not an admin key sees the admin sections refused.
+// profile that keeps one (ready, then a create counted as a hit); a key that is not an admin
+// key sees the admin sections refused.
 // Wide and narrow, with no console error, CSP violation or overflow, a name on every control,
 // and screenshots.
 func TestConsoleAdmin(t *testing.T) {
@@ -89,6 +90,11 @@ func TestConsoleAdmin(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	// A create of the profile is served from the pool: a hit on this bay.
+	b.create(map[string]any{"profile": "warm"}, nil)
+	p.navigate(b.URL + "/console/#/sandboxes")
+	p.navigate(b.URL + "/console/#/admin")
+	p.waitFor("the hit", warmRow+` && `+warmRow+`.children[5].textContent === '1' && `+warmRow+`.children[6].textContent === '0'`, 20*time.Second)
 
 	// Every section, wide and narrow.
 	for _, width := range []int{1280, 390} {
