@@ -183,7 +183,7 @@ func (p *page) watch(events <-chan cdp.Event) {
 
 // optionalEndpoints are the endpoints of features this bay may not have yet: the console asks
 // for them and shows a notice on 404, which the browser logs as a failed request.
-var optionalEndpoints = []string{"/metrics", "/jobs", "/network", "/network/events", "/v1/sandbox/execs", "/v1/skills", "/v1/admin/api_keys", "/v1/admin/warm_pool", "/readyz"}
+var optionalEndpoints = []string{"/metrics", "/jobs", "/network", "/network/events", "/v1/sandbox/execs", "/v1/skills", "/readyz"}
 
 func allowed404(url, text string) bool {
 	if !strings.Contains(text, "404") {

@@ -263,6 +263,14 @@ type APIKey struct {
 	Owner     string
 	Active    bool
 	CreatedAt time.Time
+	// Name is what the admin called the key when it was created through the API ("" for keys
+	// from the configuration and the generated first-boot key).
+	Name string
+	// LastUsedAt is when a bay last accepted the key (nil: never since it was stored); bays
+	// write it at most about once a minute per key.
+	LastUsedAt *time.Time
+	// RevokedAt is when the key was revoked (then Active is false).
+	RevokedAt *time.Time
 }
 
 // Clock is the time source; tests inject a fake or run inside testing/synctest.

@@ -76,6 +76,8 @@ type Reader interface {
 	ListExecutions(ctx context.Context, q ExecutionQuery) ([]*Execution, int, error)
 	GetIdempotency(ctx context.Context, owner, key string) (*IdempotencyRecord, error)
 	ListAPIKeys(ctx context.Context) ([]*APIKey, error) // active keys only
+	// ListAllAPIKeys returns every stored key, revoked ones included, by created_at, id.
+	ListAllAPIKeys(ctx context.Context) ([]*APIKey, error)
 
 	// The skill library (internal/bay/skills). GetSkill returns the current version of a
 	// name, ListSkills every current version by name, GetSkillVersion any stored version.
@@ -119,6 +121,11 @@ type Tx interface {
 	DeleteExpiredIdempotency(ctx context.Context, now time.Time) (int, error)
 
 	InsertAPIKey(ctx context.Context, k *APIKey) error
+	// RevokeAPIKey deactivates a key and sets its RevokedAt to at (a key already revoked
+	// keeps its first time); a missing id wraps ErrNotFound.
+	RevokeAPIKey(ctx context.Context, id string, at time.Time) error
+	// TouchAPIKey moves a key's LastUsedAt forward to at (never back); a missing id is no error.
+	TouchAPIKey(ctx context.Context, id string, at time.Time) error
 
 	// PutSkill stores the version s (kept when already stored) and makes it the current one
 	// of s.Name at now; false when it already was current. A current skill whose name

@@ -303,6 +303,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Execs: execSvc, Jobs: jobSvc, SkillLife: skillLife,
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 		Observer: met, Readiness: readiness(rawStore, rawDrv),
+		Keys: authn, WarmPool: warmPoolReport{pool: pool, met: met},
 	}
 	if u := usage.New(store, drv); u != nil {
 		opts.Usage = u
@@ -340,7 +341,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run,
-		"deathwatch": svc.WatchDeaths, "learning": learn,
+		"deathwatch": svc.WatchDeaths, "learning": learn, "apikeys": authn.Run,
 		"instance": func(ctx context.Context) error {
 			return lease.HoldInstance(ctx, store, instanceID, svc.BootID(), utcNow, log)
 		}}
@@ -502,4 +503,26 @@ func k8sDriver(ctx context.Context, cfg *config.Config, log *slog.Logger) (*k8s.
 		return nil, fmt.Errorf("kubernetes cluster is not reachable: %w", err)
 	}
 	return d, nil
+}
+
+// warmPoolReport answers GET /v1/admin/warmpool: the pools' states from the store (every
+// bay's warm sandboxes) with this bay's claim counters.
+type warmPoolReport struct {
+	pool *warmpool.Pool
+	met  *metrics.Metrics
+}
+
+func (w warmPoolReport) WarmPoolStatus(ctx context.Context) (bayapi.WarmPoolStatus, error) {
+	cfg := w.pool.Config()
+	out := bayapi.WarmPoolStatus{Enabled: cfg.Enabled, IntervalSeconds: int(cfg.Interval / time.Second), Profiles: []bayapi.WarmPoolProfile{}}
+	st, err := w.pool.Status(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, p := range st {
+		hits, misses := w.met.WarmClaims(p.ProfileID)
+		out.Profiles = append(out.Profiles, bayapi.WarmPoolProfile{Profile: p.ProfileID, Target: p.Target, Ready: p.Ready,
+			Starting: p.Starting, Retiring: p.Retiring, Hits: hits, Misses: misses})
+	}
+	return out, nil
 }

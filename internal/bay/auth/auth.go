@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
@@ -32,6 +33,7 @@ var compare = subtle.ConstantTimeCompare
 
 type keyEntry struct {
 	sum   [32]byte
+	id    string
 	owner string
 	admin bool
 }
@@ -55,6 +57,11 @@ type Authenticator struct {
 	mu        sync.RWMutex
 	keys      []keyEntry
 	keyOwners map[string]bool // owners that have at least one key (reserved for X-Owner)
+
+	// useMu guards the last uses: pending are waiting for flushUses, written were stored.
+	useMu   sync.Mutex
+	pending map[string]time.Time
+	written map[string]time.Time
 }
 
 // Options configures an Authenticator built with New.
@@ -125,7 +132,7 @@ func (a *Authenticator) Reload(ctx context.Context) error {
 		}
 		var e keyEntry
 		copy(e.sum[:], b)
-		e.owner = owner
+		e.id, e.owner = k.ID, owner
 		e.admin = owner == bay.OwnerDefault || a.adminHashes[h]
 		keys = append(keys, e)
 		owners[owner] = true
@@ -183,6 +190,7 @@ func (a *Authenticator) Principal(r *http.Request) (owner string, admin bool, er
 			return "", false, errAuthRequired()
 		}
 		if k, ok := match(keys, h[len(bearerPrefix):]); ok {
+			a.noteUse(k.id, time.Now())
 			return k.owner, k.admin, nil
 		}
 		return "", false, bay.Errorf(bay.CodeUnauthorized, "Invalid API key")

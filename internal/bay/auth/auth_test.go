@@ -37,6 +37,17 @@ type memTx struct {
 }
 
 func (s *memStore) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
+	all, err := s.ListAllAPIKeys(ctx)
+	var out []*bay.APIKey
+	for _, k := range all {
+		if k.Active {
+			out = append(out, k)
+		}
+	}
+	return out, err
+}
+
+func (s *memStore) ListAllAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failList != nil {
@@ -44,10 +55,8 @@ func (s *memStore) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
 	}
 	var out []*bay.APIKey
 	for _, k := range s.keys {
-		if k.Active {
-			c := *k
-			out = append(out, &c)
-		}
+		c := *k
+		out = append(out, &c)
 	}
 	return out, nil
 }
@@ -68,6 +77,11 @@ func (s *memStore) Tx(ctx context.Context, fn func(bay.Tx) error) error {
 
 func (t *memTx) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
 	out, err := t.s.ListAPIKeys(ctx)
+	return append(out, t.staged...), err
+}
+
+func (t *memTx) ListAllAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
+	out, err := t.s.ListAllAPIKeys(ctx)
 	return append(out, t.staged...), err
 }
 

@@ -93,7 +93,8 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 	var inserted int
 	err = store.Tx(ctx, func(tx bay.Tx) error {
 		inserted, wroteCredentials = 0, false
-		stored, err := tx.ListAPIKeys(ctx)
+		// Revoked keys count too: their hashes can never be stored again.
+		stored, err := tx.ListAllAPIKeys(ctx)
 		if err != nil {
 			return fmt.Errorf("list api keys: %w", err)
 		}
@@ -104,6 +105,11 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 		now := time.Now().UTC()
 		for _, k := range keys {
 			if s, ok := byHash[k.hash]; ok {
+				if !s.Active {
+					log.Error("configured api key was revoked through the admin API and stays revoked; remove it from the configuration",
+						"source", k.source, "key_id", s.ID)
+					continue
+				}
 				if s.Owner != k.owner {
 					log.Warn("configured api key is stored with another owner; the configured owner is used",
 						"source", k.source, "stored_owner", s.Owner, "owner", k.owner)

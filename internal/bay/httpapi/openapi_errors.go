@@ -110,6 +110,14 @@ func errorCodes(rt route) map[int][]string {
 		add(400, bayapi.CodeInvalidPath)
 		add(404, bayapi.CodeFileNotFound)
 		add(413, bayapi.CodePayloadTooLarge)
+	case "createAPIKey", "listAPIKeys", "revokeAPIKey", "listOwners", "warmPoolStatus":
+		// Admin keys only; a configured or the last admin key cannot be revoked, and the
+		// number of stored keys is bounded.
+		add(403, bayapi.CodeForbidden)
+		add(503, bayapi.CodeUnavailable)
+		if rt.doc.id == "createAPIKey" || rt.doc.id == "revokeAPIKey" {
+			add(409, bayapi.CodeConflict)
+		}
 	case "uploadSkill", "validateSkill", "deleteSkill":
 		add(403, bayapi.CodeForbidden)
 		add(413, bayapi.CodePayloadTooLarge)

@@ -66,6 +66,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/auth"
 	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/cargo"
 	"github.com/shipyard-dev/shipyard/internal/bay/execs"
@@ -127,6 +128,10 @@ type Options struct {
 	Readiness map[string]func(ctx context.Context) error
 	// Usage serves GET /v1/sandboxes/{id}/metrics; nil answers 503 unavailable.
 	Usage UsageReporter
+	// Keys serves the key and owner administration (nil: those endpoints answer 503).
+	Keys *auth.Authenticator
+	// WarmPool serves GET /v1/admin/warmpool (nil: 503 unavailable).
+	WarmPool WarmPoolReporter
 }
 
 // Server is the HTTP API. Create it with New and serve Handler().
@@ -197,7 +202,7 @@ func New(opts Options) *Server {
 		log: logctx.Wrap(opts.Log).With("component", "httpapi"), mux: http.NewServeMux(), mounted: map[string]http.Handler{},
 		skillLife: opts.SkillLife,
 	}
-	s.routes = append(append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...), s.jobRoutes()...)
+	s.routes = append(append(append(append(s.routeTable(), s.skillRoutes()...), s.execRoutes()...), s.jobRoutes()...), s.adminRoutes()...)
 	s.routes = append(s.routes, s.invokeRoutes()...)
 	for _, rt := range s.routes {
 		h := http.Handler(rt.handler)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
@@ -192,3 +193,21 @@ func (m *Metrics) ObserveGC(tr gc.TaskResult) {
 }
 
 func since(t time.Time) float64 { return time.Since(t).Seconds() }
+
+// WarmClaims returns how many creates of profile this bay served from the warm pool (hits)
+// and how many found no warm sandbox (misses) since it started: the values of
+// bay_warmpool_claims_total.
+func (m *Metrics) WarmClaims(profile string) (hits, misses int64) {
+	read := func(result string) int64 {
+		c, err := m.warmClaims.GetMetricWithLabelValues(profile, result)
+		if err != nil {
+			return 0
+		}
+		var d dto.Metric
+		if c.Write(&d) != nil || d.Counter == nil {
+			return 0
+		}
+		return int64(d.Counter.GetValue())
+	}
+	return read("hit"), read("miss")
+}

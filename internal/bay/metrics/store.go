@@ -186,6 +186,21 @@ func (t *timedTx) DeleteExpiredIdempotency(ctx context.Context, now time.Time) (
 	return t.tx.DeleteExpiredIdempotency(ctx, now)
 }
 
+func (t *timedReader) ListAllAPIKeys(ctx context.Context) (v []*bay.APIKey, err error) {
+	defer func(b time.Time) { t.observe("ListAllAPIKeys", b, err) }(time.Now())
+	return t.r.ListAllAPIKeys(ctx)
+}
+
+func (t *timedTx) RevokeAPIKey(ctx context.Context, id string, at time.Time) (err error) {
+	defer func(b time.Time) { t.observe("RevokeAPIKey", b, err) }(time.Now())
+	return t.tx.RevokeAPIKey(ctx, id, at)
+}
+
+func (t *timedTx) TouchAPIKey(ctx context.Context, id string, at time.Time) (err error) {
+	defer func(b time.Time) { t.observe("TouchAPIKey", b, err) }(time.Now())
+	return t.tx.TouchAPIKey(ctx, id, at)
+}
+
 func (t *timedTx) InsertAPIKey(ctx context.Context, k *bay.APIKey) (err error) {
 	defer func(b time.Time) { t.observe("InsertAPIKey", b, err) }(time.Now())
 	return t.tx.InsertAPIKey(ctx, k)

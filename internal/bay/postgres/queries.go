@@ -536,12 +536,32 @@ func (q *txn) DeleteExpiredIdempotency(ctx context.Context, now time.Time) (int,
 
 // ---- API keys -------------------------------------------------------------------------------
 
+// apiKeyCols are the columns of api_keys in the order the queries read and write them.
+const apiKeyCols = `id, key_hash, key_prefix, owner, active, created_at, name, last_used_at, revoked_at`
+
 // ListAPIKeys returns the active keys ordered by created_at, id.
 func (q queries) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
-	rows, err := q.q.Query(ctx, qListAPIKeys)
+	return q.listAPIKeys(ctx, qListAPIKeys)
+}
+
+// ListAllAPIKeys returns every key, revoked ones included, ordered by created_at, id.
+func (q queries) ListAllAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
+	return q.listAPIKeys(ctx, qListAllAPIKeys)
+}
+
+func (q queries) listAPIKeys(ctx context.Context, query string) ([]*bay.APIKey, error) {
+	rows, err := q.q.Query(ctx, query)
 	out, err := collect(rows, err, func(r pgx.Row) (*bay.APIKey, error) {
 		var k bay.APIKey
-		return &k, r.Scan(&k.ID, &k.KeyHash, &k.KeyPrefix, &k.Owner, &k.Active, &k.CreatedAt)
+		err := r.Scan(&k.ID, &k.KeyHash, &k.KeyPrefix, &k.Owner, &k.Active, &k.CreatedAt, &k.Name, &k.LastUsedAt, &k.RevokedAt)
+		k.CreatedAt = k.CreatedAt.UTC()
+		if k.LastUsedAt != nil {
+			*k.LastUsedAt = k.LastUsedAt.UTC()
+		}
+		if k.RevokedAt != nil {
+			*k.RevokedAt = k.RevokedAt.UTC()
+		}
+		return &k, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
@@ -551,8 +571,23 @@ func (q queries) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
 
 // InsertAPIKey inserts k; an existing id or key hash wraps ErrConflict.
 func (q *txn) InsertAPIKey(ctx context.Context, k *bay.APIKey) error {
-	tag, err := q.q.Exec(ctx, qInsertAPIKey, k.ID, k.KeyHash, k.KeyPrefix, k.Owner, k.Active, ts(k.CreatedAt))
+	tag, err := q.q.Exec(ctx, qInsertAPIKey, k.ID, k.KeyHash, k.KeyPrefix, k.Owner, k.Active, ts(k.CreatedAt),
+		k.Name, nullTS(k.LastUsedAt), nullTS(k.RevokedAt))
 	return mustInsert(tag, err, "insert api key %s", k.ID)
+}
+
+// RevokeAPIKey deactivates key id; a missing id wraps ErrNotFound.
+func (q *txn) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
+	tag, err := q.q.Exec(ctx, qRevokeAPIKey, ts(at), id)
+	return mustAffect(tag, err, "revoke api key %s", id)
+}
+
+// TouchAPIKey moves key id's last use forward to at.
+func (q *txn) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
+	if _, err := q.q.Exec(ctx, qTouchAPIKey, ts(at), id); err != nil {
+		return fmt.Errorf("touch api key %s: %w", id, err)
+	}
+	return nil
 }
 
 // ---- leases ---------------------------------------------------------------------------------
@@ -642,10 +677,12 @@ const (
 		WHERE idempotency_keys.expires_at < excluded.created_at`
 	qDeleteIdempotency        = `DELETE FROM idempotency_keys WHERE owner = $1 AND key = $2`
 	qDeleteExpiredIdempotency = `DELETE FROM idempotency_keys WHERE expires_at < $1`
-	qListAPIKeys              = `SELECT id, key_hash, key_prefix, owner, active, created_at
-		FROM api_keys WHERE active ORDER BY created_at, id`
-	qInsertAPIKey = `INSERT INTO api_keys (id, key_hash, key_prefix, owner, active, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`
+	qListAPIKeys              = `SELECT ` + apiKeyCols + ` FROM api_keys WHERE active ORDER BY created_at, id`
+	qListAllAPIKeys           = `SELECT ` + apiKeyCols + ` FROM api_keys ORDER BY created_at, id`
+	qInsertAPIKey             = `INSERT INTO api_keys (` + apiKeyCols + `)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`
+	qRevokeAPIKey = `UPDATE api_keys SET active = false, revoked_at = coalesce(revoked_at, $1) WHERE id = $2`
+	qTouchAPIKey  = `UPDATE api_keys SET last_used_at = $1 WHERE id = $2 AND (last_used_at IS NULL OR last_used_at < $1)`
 	qAcquireLease = `INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, $3)
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE leases.holder = excluded.holder OR leases.expires_at <= $4`

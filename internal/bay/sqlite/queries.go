@@ -695,9 +695,21 @@ func (q *txn) DeleteExpiredIdempotency(ctx context.Context, now time.Time) (int,
 
 // ---- API keys -------------------------------------------------------------------------------
 
+// apiKeyCols are the columns of api_keys in the order the queries read and write them.
+const apiKeyCols = `id, key_hash, key_prefix, owner, active, created_at, name, last_used_at, revoked_at`
+
 // ListAPIKeys returns the active keys ordered by created_at, id.
 func (q queries) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
-	rows, err := q.query(ctx, qListAPIKeys)
+	return q.listAPIKeys(ctx, qListAPIKeys)
+}
+
+// ListAllAPIKeys returns every key, revoked ones included, ordered by created_at, id.
+func (q queries) ListAllAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
+	return q.listAPIKeys(ctx, qListAllAPIKeys)
+}
+
+func (q queries) listAPIKeys(ctx context.Context, query string) ([]*bay.APIKey, error) {
+	rows, err := q.query(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
@@ -706,10 +718,11 @@ func (q queries) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
 	for rows.Next() {
 		var k bay.APIKey
 		var created int64
-		if err := rows.Scan(&k.ID, &k.KeyHash, &k.KeyPrefix, &k.Owner, &k.Active, &created); err != nil {
+		var used, revoked sql.NullInt64
+		if err := rows.Scan(&k.ID, &k.KeyHash, &k.KeyPrefix, &k.Owner, &k.Active, &created, &k.Name, &used, &revoked); err != nil {
 			return nil, fmt.Errorf("list api keys: %w", err)
 		}
-		k.CreatedAt = fromMicros(created)
+		k.CreatedAt, k.LastUsedAt, k.RevokedAt = fromMicros(created), ptrTime(used), ptrTime(revoked)
 		out = append(out, &k)
 	}
 	if err := rows.Err(); err != nil {
@@ -720,9 +733,24 @@ func (q queries) ListAPIKeys(ctx context.Context) ([]*bay.APIKey, error) {
 
 // InsertAPIKey inserts k; an existing id or key hash wraps ErrConflict.
 func (q *txn) InsertAPIKey(ctx context.Context, k *bay.APIKey) error {
-	_, err := q.exec(ctx, qInsertAPIKey, k.ID, k.KeyHash, k.KeyPrefix, k.Owner, boolInt(k.Active), micros(k.CreatedAt))
+	_, err := q.exec(ctx, qInsertAPIKey, k.ID, k.KeyHash, k.KeyPrefix, k.Owner, boolInt(k.Active), micros(k.CreatedAt),
+		k.Name, nullMicros(k.LastUsedAt), nullMicros(k.RevokedAt))
 	if err != nil {
 		return classify(err, "insert api key %s", k.ID)
+	}
+	return nil
+}
+
+// RevokeAPIKey deactivates key id; a missing id wraps ErrNotFound.
+func (q *txn) RevokeAPIKey(ctx context.Context, id string, at time.Time) error {
+	res, err := q.exec(ctx, qRevokeAPIKey, micros(at), id)
+	return mustAffect(res, err, "revoke api key %s", id)
+}
+
+// TouchAPIKey moves key id's last use forward to at.
+func (q *txn) TouchAPIKey(ctx context.Context, id string, at time.Time) error {
+	if _, err := q.exec(ctx, qTouchAPIKey, micros(at), id); err != nil {
+		return fmt.Errorf("touch api key %s: %w", id, err)
 	}
 	return nil
 }
@@ -802,11 +830,12 @@ var (
 		WHERE idempotency_keys.expires_at < excluded.created_at`)
 	qDeleteIdempotency        = prepared(`DELETE FROM idempotency_keys WHERE owner = ? AND key = ?`)
 	qDeleteExpiredIdempotency = prepared(`DELETE FROM idempotency_keys WHERE expires_at < ?`)
-	qListAPIKeys              = prepared(`SELECT id, key_hash, key_prefix, owner, active, created_at
-		FROM api_keys WHERE active = 1 ORDER BY created_at, id`)
-	qInsertAPIKey = prepared(`INSERT INTO api_keys (id, key_hash, key_prefix, owner, active, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`)
-	qAcquireLease = prepared(`INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?)
+	qListAPIKeys              = prepared(`SELECT ` + apiKeyCols + ` FROM api_keys WHERE active = 1 ORDER BY created_at, id`)
+	qListAllAPIKeys           = prepared(`SELECT ` + apiKeyCols + ` FROM api_keys ORDER BY created_at, id`)
+	qInsertAPIKey             = prepared(`INSERT INTO api_keys (` + apiKeyCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	qRevokeAPIKey             = prepared(`UPDATE api_keys SET active = 0, revoked_at = coalesce(revoked_at, ?) WHERE id = ?`)
+	qTouchAPIKey              = prepared(`UPDATE api_keys SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)`)
+	qAcquireLease             = prepared(`INSERT INTO leases (name, holder, expires_at) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
 		WHERE leases.holder = excluded.holder OR leases.expires_at <= ?`)
 	qReleaseLease = prepared(`DELETE FROM leases WHERE name = ? AND holder = ?`)

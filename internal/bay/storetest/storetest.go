@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -901,6 +902,61 @@ func testAPIKeys(t *testing.T, s bay.Store) {
 		return tx.InsertAPIKey(ctx, &bay.APIKey{ID: "k4", KeyHash: "h1", KeyPrefix: "x", Owner: "default", Active: true, CreatedAt: at(4)})
 	})
 	wantCode(t, err, bay.ErrConflict)
+
+	// A key created through the admin API: its name round-trips; revocation keeps the row,
+	// takes it out of the active list and keeps the first revocation time.
+	named := &bay.APIKey{ID: "k5", KeyHash: "h5", KeyPrefix: "sk-bay-55555", Owner: "alice", Active: true, CreatedAt: at(5), Name: "ci runner"}
+	mustTx(t, s, func(tx bay.Tx) error { return tx.InsertAPIKey(ctx, named) })
+	mustTx(t, s, func(tx bay.Tx) error {
+		if err := tx.TouchAPIKey(ctx, "k5", at(7)); err != nil {
+			return err
+		}
+		if err := tx.TouchAPIKey(ctx, "k5", at(6)); err != nil { // never moves back
+			return err
+		}
+		return tx.TouchAPIKey(ctx, "missing", at(6))
+	})
+	all, err := s.ListAllAPIKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := apiKeyIDs(all); ids != "k1,k2,k3,k5" {
+		t.Fatalf("all keys: %s, want k1,k2,k3,k5", ids)
+	}
+	k5 := all[3]
+	if k5.Name != "ci runner" || k5.Owner != "alice" || k5.LastUsedAt == nil || !k5.LastUsedAt.Equal(at(7)) || k5.RevokedAt != nil || !k5.Active {
+		t.Fatalf("k5 after touches: %+v", k5)
+	}
+	if all[0].LastUsedAt != nil || all[0].Name != "" {
+		t.Fatalf("untouched key k1: %+v", all[0])
+	}
+	mustTx(t, s, func(tx bay.Tx) error { return tx.RevokeAPIKey(ctx, "k5", at(8)) })
+	mustTx(t, s, func(tx bay.Tx) error { return tx.RevokeAPIKey(ctx, "k5", at(9)) }) // revoking again is no error
+	err = s.Tx(ctx, func(tx bay.Tx) error { return tx.RevokeAPIKey(ctx, "missing", at(8)) })
+	wantCode(t, err, bay.ErrNotFound)
+	if active, err := s.ListAPIKeys(ctx); err != nil || apiKeyIDs(active) != "k1,k2" {
+		t.Fatalf("active keys after revocation: %s, %v", apiKeyIDs(active), err)
+	}
+	all, err = s.ListAllAPIKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := all[3]; k.Active || k.RevokedAt == nil || !k.RevokedAt.Equal(at(8)) || k.Name != "ci runner" {
+		t.Fatalf("k5 after revocation: %+v", k)
+	}
+	// The hash of a revoked key can never be stored again.
+	err = s.Tx(ctx, func(tx bay.Tx) error {
+		return tx.InsertAPIKey(ctx, &bay.APIKey{ID: "k6", KeyHash: "h5", KeyPrefix: "x", Owner: "bob", Active: true, CreatedAt: at(9)})
+	})
+	wantCode(t, err, bay.ErrConflict)
+}
+
+func apiKeyIDs(keys []*bay.APIKey) string {
+	ids := make([]string, len(keys))
+	for i, k := range keys {
+		ids[i] = k.ID
+	}
+	return strings.Join(ids, ",")
 }
 
 // ---- warm pool ------------------------------------------------------------------------------

@@ -550,3 +550,44 @@ func (p *Pool) cleanup(ctx context.Context) {
 		p.reclaim(dctx, bay.Pin{SandboxID: sb.ID, Version: sb.Version, Reason: bay.ReasonShutdown})
 	}
 }
+
+// ProfileStatus is one profile's pool as the store holds it now.
+type ProfileStatus struct {
+	ProfileID string
+	Target    int // Size
+	Ready     int // available
+	Starting  int // pending (being warmed)
+	Retiring  int
+}
+
+// Status counts the warm sandboxes of every configured pool by state, in profile order, from
+// the store: so it covers the sandboxes of every bay on the same database. With the pool
+// disabled it is empty.
+func (p *Pool) Status(ctx context.Context) ([]ProfileStatus, error) {
+	ids := make([]string, 0, len(p.profiles))
+	for id := range p.profiles {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]ProfileStatus, 0, len(ids))
+	warm := true
+	for _, id := range ids {
+		list, err := p.store.ListSandboxes(ctx, bay.SandboxQuery{Warm: &warm, ProfileID: id})
+		if err != nil {
+			return nil, fmt.Errorf("warm pool status of %s: %w", id, err)
+		}
+		st := ProfileStatus{ProfileID: id, Target: p.profiles[id].Size}
+		for _, sb := range list {
+			switch sb.WarmState {
+			case bay.WarmAvailable:
+				st.Ready++
+			case bay.WarmPending:
+				st.Starting++
+			case bay.WarmRetiring:
+				st.Retiring++
+			}
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}

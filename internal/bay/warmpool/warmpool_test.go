@@ -400,3 +400,24 @@ func TestPrime(t *testing.T) {
 		}
 	})
 }
+
+// TestStatus counts the pool's sandboxes by state for GET /v1/admin/warmpool.
+func TestStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t)
+		p := e.pool(nil)
+		if st, err := p.Status(e.ctx); err != nil || len(st) != 1 || st[0] != (warmpool.ProfileStatus{ProfileID: profile, Target: 2}) {
+			t.Fatalf("empty pool: %+v %v", st, err)
+		}
+		e.start(p)
+		synctest.Wait()
+		st, err := p.Status(e.ctx)
+		if err != nil || len(st) != 1 || st[0] != (warmpool.ProfileStatus{ProfileID: profile, Target: 2, Ready: 2}) {
+			t.Fatalf("filled pool: %+v %v", st, err)
+		}
+		off := e.pool(func(c *warmpool.Config) { c.Enabled = false })
+		if st, err := off.Status(e.ctx); err != nil || len(st) != 0 {
+			t.Fatalf("disabled pool: %+v %v", st, err)
+		}
+	})
+}

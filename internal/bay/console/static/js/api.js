@@ -132,3 +132,49 @@ export function terminalSocket(id, cols, rows) {
   const url = scheme + '//' + location.host + sandboxPath(id, '/terminal') + qs({ cols, rows });
   return new WebSocket(url, ['shipyard.terminal.v1', 'shipyard.bearer.' + enc]);
 }
+
+// events reads a text/event-stream answer of path with fetch, since an EventSource cannot send
+// the Authorization header and the key must never travel in a URL. It calls onEvent(type, data,
+// id) for every event and resolves with the id of the last one when the server ends the stream.
+// lastId resumes a stream (Last-Event-ID); signal aborts it.
+export async function events(path, lastId, onEvent, signal) {
+  const extra = { Accept: 'text/event-stream' };
+  if (lastId) extra['Last-Event-ID'] = lastId;
+  const resp = await fetch(path, { headers: headers(extra), cache: 'no-store', signal });
+  if (!resp.ok) {
+    const err = await errorOf(resp);
+    if (resp.status === 401) onUnauthorized(err);
+    throw err;
+  }
+  const reader = resp.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '', type = '', data = [], id = lastId || '';
+  // One line of the stream, as the HTML standard's event-stream interpretation reads it.
+  const line = (l) => {
+    if (l === '') {
+      if (data.length) onEvent(type || 'message', data.join('\n'), id);
+      type = ''; data = [];
+      return;
+    }
+    if (l[0] === ':') return; // a comment (keep-alive)
+    const i = l.indexOf(':');
+    const field = i < 0 ? l : l.slice(0, i);
+    let value = i < 0 ? '' : l.slice(i + 1);
+    if (value[0] === ' ') value = value.slice(1);
+    if (field === 'event') type = value;
+    else if (field === 'data') data.push(value);
+    else if (field === 'id' && !value.includes('\0')) id = value;
+  };
+  for (;;) {
+    const { value, done } = await reader.read();
+    buf += dec.decode(value || new Uint8Array(), { stream: !done });
+    let m;
+    while ((m = /\r\n|\r|\n/.exec(buf)) !== null) {
+      // A lone \r at the end of the buffer may be the first half of \r\n: wait for more.
+      if (m[0] === '\r' && m.index === buf.length - 1 && !done) break;
+      line(buf.slice(0, m.index));
+      buf = buf.slice(m.index + m[0].length);
+    }
+    if (done) return id;
+  }
+}

@@ -4,7 +4,8 @@ import { apiKey, setAPIKey, clearAPIKey, call, setUnauthorizedHandler } from './
 import { h, clear, notify, errText } from './ui.js';
 import { sandboxesPage } from './sandboxes.js';
 import { sandboxPage } from './sandbox.js';
-import { cargosPage, adminPage, skillsPage, execsPage } from './others.js';
+import { cargosPage, skillsPage, execsPage } from './others.js';
+import { adminPage } from './admin.js';
 
 const main = document.getElementById('main');
 let cleanup = null;

@@ -1,23 +1,27 @@
-// Cargos, admin (GC, API keys, warm pool), audited executions and the skill library. The last
+// Cargos, audited executions and the skill library. The last
 // ones degrade to a notice while this bay does not offer their endpoints.
 import { call, get, qs, blob, upload, saveBlob } from './api.js';
 import { h, clear, fill, badge, fmtTime, fmtBytes, notify, errText, confirmButton, busy, table, unavailable, generic } from './ui.js';
 
-function head(title) {
+export function head(title) {
   document.title = title + ' · Shipyard console';
   return h('div', { class: 'page-head' }, h('h1', {}, title));
 }
 
-async function section(box, title, path, render) {
+// section loads path into box; a 404 is a feature this bay lacks, a 403 one this key may not
+// see (the admin pages).
+export async function section(box, title, path, render) {
   try {
     const v = await get(path);
     fill(box, render ? render(v) : generic(title, v));
   } catch (e) {
-    fill(box, e.status === 404 ? unavailable(title, path) : h('p', { class: 'error-text' }, errText(e)));
+    fill(box, e.status === 404 ? unavailable(title, path)
+      : e.status === 403 ? h('p', { class: 'muted forbidden' }, title + ' needs an admin API key.')
+        : h('p', { class: 'error-text' }, errText(e)));
   }
 }
 
-function boxed(title, level) {
+export function boxed(title, level) {
   const box = h('div', {}, h('p', { class: 'muted' }, 'loading…'));
   return [h(level || 'h2', {}, title), box];
 }
@@ -50,36 +54,6 @@ export function cargosPage(main) {
           { class: 'danger', 'aria-label': 'Delete ' + c.id })]), 'No cargos.'));
   }
   load();
-}
-
-export function adminPage(main) {
-  const [gt, gbox] = boxed('Garbage collection');
-  const [kt, kbox] = boxed('API keys');
-  const [wt, wbox] = boxed('Warm pool');
-  const [mt, mbox] = boxed('Readiness');
-  const result = h('div', { id: 'gc-result', 'aria-live': 'polite' });
-  const run = (dry) => async (e) => busy(e.currentTarget, async () => {
-    const r = await call('POST', '/v1/admin/gc/run', { dry_run: dry });
-    fill(result, h('p', {}, (dry ? 'Dry run: ' : 'Ran: ') + r.total_cleaned + ' cleaned, ' + r.total_errors + ' errors, ' + r.duration_ms + ' ms'),
-      table('GC results', ['Task', 'Cleaned', 'Skipped', 'Would clean', 'Errors'], r.results.map((t) => [t.task_name, String(t.cleaned_count), String(t.skipped_count), (t.would_clean || []).join(', ') || '—', (t.errors || []).join('; ') || '—'])));
-    loadGC();
-  });
-  main.append(head('Admin'), gt,
-    h('div', { class: 'actions' }, h('button', { type: 'button', onclick: run(true) }, 'Dry run GC'), h('button', { type: 'button', class: 'primary', onclick: run(false) }, 'Run GC now')),
-    gbox, result, kt, kbox, wt, wbox, mt, mbox);
-  function loadGC() {
-    section(gbox, 'GC status', '/v1/admin/gc/status', (s) => h('dl', { class: 'facts' },
-      h('dt', {}, 'Enabled'), h('dd', {}, s.enabled ? 'yes' : 'no'),
-      h('dt', {}, 'Running now'), h('dd', {}, s.is_running ? 'yes' : 'no'),
-      h('dt', {}, 'Instance'), h('dd', { class: 'mono' }, s.instance_id),
-      h('dt', {}, 'Interval'), h('dd', {}, s.interval_seconds + ' s'),
-      h('dt', {}, 'Last run'), h('dd', {}, fmtTime(s.last_run_at)),
-      h('dt', {}, 'Tasks'), h('dd', {}, Object.entries(s.tasks || {}).map(([k, v]) => k + (v.enabled ? '' : ' (off)')).join(', '))));
-  }
-  loadGC();
-  section(kbox, 'API keys', '/v1/admin/api_keys');
-  section(wbox, 'Warm pool', '/v1/admin/warm_pool');
-  section(mbox, 'Readiness', '/readyz');
 }
 
 export function execsPage(main) {

@@ -1,11 +1,11 @@
 // One sandbox: overview (containers, versions, health), terminal, files, execution history
 // and the pages of features a bay may not have yet (metrics, jobs, network policy).
-import { call, get, blob, upload, saveBlob, qs, sandboxPath, terminalSocket } from './api.js';
+import { call, get, blob, upload, saveBlob, qs, sandboxPath, terminalSocket, events } from './api.js';
 import { h, clear, fill, badge, fmtIn, fmtTime, fmtBytes, notify, showError, errText, confirmButton, busy, table, unavailable, generic } from './ui.js';
 import { Terminal } from './term.js';
 
 const TABS = [['overview', 'Overview'], ['terminal', 'Terminal'], ['files', 'Files'], ['history', 'History'],
-  ['jobs', 'Jobs'], ['metrics', 'Usage'], ['network', 'Network']];
+  ['jobs', 'Jobs'], ['browser', 'Browser'], ['metrics', 'Usage'], ['network', 'Network']];
 
 export function sandboxPage(main, id, tab) {
   document.title = id + ' · Shipyard console';
@@ -13,7 +13,8 @@ export function sandboxPage(main, id, tab) {
   const head = h('div', { class: 'page-head' });
   const body = h('section', { id: 'tab-' + tab, class: 'tab-body', 'aria-labelledby': 'tablink-' + tab });
   const tabs = h('nav', { class: 'tabs', 'aria-label': 'Sandbox sections' }, TABS.map(([k, label]) =>
-    h('a', { id: 'tablink-' + k, href: '#/sandboxes/' + encodeURIComponent(id) + '/' + k, 'aria-current': k === tab ? 'page' : null }, label)));
+    h('a', { id: 'tablink-' + k, href: '#/sandboxes/' + encodeURIComponent(id) + '/' + k, 'aria-current': k === tab ? 'page' : null,
+      hidden: k === 'browser' && tab !== 'browser' }, label)));
   main.append(h('p', { class: 'crumbs' }, h('a', { href: '#/sandboxes' }, 'Sandboxes'), ' / ', h('span', { class: 'mono' }, id)), head, tabs, body);
 
   let sb = null;
@@ -33,6 +34,8 @@ export function sandboxPage(main, id, tab) {
   }
 
   function drawHead() {
+    // The browser tab is for sandboxes with a browser runtime (gull).
+    tabs.querySelector('#tablink-browser').hidden = !(sb.capabilities || []).includes('browser');
     fill(head, 
       h('h1', { class: 'mono' }, sb.id), badge(sb.status),
       h('span', { class: 'muted' }, sb.profile + ' · expires ' + fmtIn(sb.expires_at)),
@@ -49,6 +52,7 @@ export function sandboxPage(main, id, tab) {
     case 'files': sub = filesTab(body, id); break;
     case 'history': sub = historyTab(body, id); break;
     case 'jobs': sub = jobsTab(body, id); break;
+    case 'browser': sub = browserTab(body, id); break;
     case 'metrics': sub = metricsTab(body, id); break;
     case 'network': networkTab(body, id); break;
   }
@@ -293,11 +297,10 @@ async function optionalTab(body, title, path) {
   }
 }
 
-// jobsTab lists the sandbox's jobs, starts one, and follows a job's output live by reading on
-// from its byte offsets (an EventSource cannot send the Authorization header, so it polls).
+// jobsTab lists the sandbox's jobs, starts one, and follows a job's output live.
 function jobsTab(body, id) {
   const base = sandboxPath(id, '/jobs');
-  let alive = true, listTimer = 0, outTimer = 0, following = '';
+  let alive = true, listTimer = 0, stream = null;
   const list = h('div', { id: 'job-list' }, h('p', { class: 'muted' }, 'loading…'));
   const out = h('div', { id: 'job-output', 'aria-live': 'polite' });
   const kind = h('select', { id: 'job-kind' }, h('option', { value: 'shell' }, 'Shell'), h('option', { value: 'python' }, 'Python'));
@@ -338,36 +341,124 @@ function jobsTab(body, id) {
     }
   }
 
+  // follow shows a job's output live from its Server-Sent Events, read with fetch (the key
+  // goes in the Authorization header, never in the URL). A dropped stream is resumed from the
+  // last event's id (Last-Event-ID), so nothing is shown twice or lost.
   function follow(jobId) {
-    clearTimeout(outTimer);
-    following = jobId;
+    if (stream) stream.abort();
+    const ctl = new AbortController();
+    stream = ctl;
     const stdout = h('pre', { class: 'out', tabIndex: 0, 'aria-label': 'Standard output of ' + jobId });
     const stderr = h('pre', { class: 'out err', tabIndex: 0, 'aria-label': 'Standard error of ' + jobId, hidden: true });
-    const state = h('p', { class: 'muted' }, 'following…');
+    const state = h('p', { class: 'muted', id: 'job-state' }, 'following…');
     fill(out, h('h3', {}, 'Output of ', h('span', { class: 'mono' }, jobId)), state, stdout, stderr);
-    let so = 0, se = 0;
-    const tick = async () => {
-      if (!alive || following !== jobId) return;
-      try {
-        const r = await get(base + '/' + encodeURIComponent(jobId) + '/output' + qs({ stdout_offset: so, stderr_offset: se }));
-        if (!alive || following !== jobId) return;
-        if (r.stdout.data) stdout.append(r.stdout.data);
-        if (r.stderr.data) { stderr.hidden = false; stderr.append(stripANSI(r.stderr.data)); }
-        so = r.stdout.next; se = r.stderr.next;
-        const j = r.job;
-        state.replaceChildren(badge(j.status), j.exit_code !== null && j.exit_code !== undefined ? ' exit ' + j.exit_code : '', j.reason ? ' · ' + j.reason : '');
-        const more = r.stdout.next > r.stdout.offset || r.stderr.next > r.stderr.offset;
-        if (j.status === 'running' || more) outTimer = setTimeout(tick, more ? 50 : 1000);
-        else if (j.created_artifacts && j.created_artifacts.length) {
-          out.append(h('h4', {}, 'Created files'), table('Created files', ['Path', 'Size', 'Change'], j.created_artifacts.map((a) => [h('span', { class: 'mono' }, a.path), fmtBytes(a.size), a.change])));
+    const path = base + '/' + encodeURIComponent(jobId) + '/output?follow=true';
+    const show = (j) => state.replaceChildren(badge(j.status), j.exit_code !== null && j.exit_code !== undefined ? ' exit ' + j.exit_code : '', j.reason ? ' · ' + j.reason : '');
+    let lastId = '', ended = false, failures = 0;
+    const onEvent = (type, data, id) => {
+      if (ctl.signal.aborted) return;
+      lastId = id;
+      const v = JSON.parse(data);
+      if (type === 'stdout') stdout.append(v.data);
+      else if (type === 'stderr') { stderr.hidden = false; stderr.append(stripANSI(v.data)); }
+      else if (type === 'end') {
+        ended = true;
+        show(v);
+        if (v.created_artifacts && v.created_artifacts.length) {
+          out.append(h('h4', {}, 'Created files'), table('Created files', ['Path', 'Size', 'Change'], v.created_artifacts.map((a) => [h('span', { class: 'mono' }, a.path), fmtBytes(a.size), a.change])));
         }
-      } catch (e) { if (alive) state.textContent = errText(e); }
+        load();
+      }
     };
-    tick();
+    (async () => {
+      state.replaceChildren(badge('running'), ' live');
+      while (!ended && !ctl.signal.aborted) {
+        try {
+          await events(path, lastId, onEvent, ctl.signal);
+          failures = 0;
+        } catch (e) {
+          if (ctl.signal.aborted) return;
+          if (e.status) { state.textContent = errText(e); return; } // bay refused: no retry
+          failures++;
+        }
+        if (!ended && !ctl.signal.aborted) {
+          state.replaceChildren(badge('running'), ' reconnecting…');
+          await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** failures, 10000)));
+        }
+      }
+    })();
   }
 
   load();
-  return () => { alive = false; clearTimeout(listTimer); clearTimeout(outTimer); };
+  return () => { alive = false; clearTimeout(listTimer); if (stream) stream.abort(); };
+}
+
+// browserTab takes screenshots with the sandbox's browser through the public browser exec
+// API: the browser saves them under /workspace/screenshots, and the page shows them through
+// the files API (downloaded with the key, shown from a blob: URL).
+function browserTab(body, id) {
+  let alive = true, shown = '';
+  const url = h('input', { id: 'shot-url', type: 'url', placeholder: 'https://example.org/ (optional: the current page otherwise)', autocomplete: 'off', spellcheck: false });
+  const full = h('input', { id: 'shot-full', type: 'checkbox' });
+  const take = h('button', { type: 'submit', class: 'primary' }, 'Take screenshot');
+  const status = h('p', { id: 'shot-status', class: 'muted', 'aria-live': 'polite' });
+  const view = h('figure', { id: 'shot-view', hidden: true });
+  const list = h('div', { id: 'shot-list' }, h('p', { class: 'muted' }, 'loading…'));
+  const exec = async (cmd) => {
+    const r = await call('POST', sandboxPath(id, '/browser/exec'), { cmd, timeout: 60 });
+    if (!r.success) throw new Error((r.error || r.output || 'the browser command failed').trim());
+    return r;
+  };
+  const form = h('form', {
+    class: 'card row-form', 'aria-label': 'Take a browser screenshot',
+    onsubmit: (e) => {
+      e.preventDefault();
+      busy(take, async () => {
+        const u = url.value.trim();
+        if (u) {
+          if (!/^https?:\/\/\S+$/.test(u)) { status.textContent = 'Give an http:// or https:// address without spaces.'; return; }
+          status.textContent = 'opening ' + u + '…';
+          await exec("open '" + u.replace(/'/g, "'\\''") + "'");
+        }
+        const path = 'screenshots/console-' + new Date().toISOString().replace(/[:.]/g, '-') + '.png';
+        status.textContent = 'taking the screenshot…';
+        await exec('screenshot ' + path + (full.checked ? ' --full' : ''));
+        status.textContent = 'Saved to /workspace/' + path;
+        await show(path);
+        load();
+      }).catch(() => {});
+    },
+  }, h('div', { class: 'field full' }, h('label', { for: 'shot-url' }, 'Open this address first'), url),
+  h('div', { class: 'field check' }, full, h('label', { for: 'shot-full' }, 'whole page')), take, h('div', { class: 'full' }, status));
+  body.append(form, view, h('h2', {}, 'Screenshots in /workspace/screenshots'), list);
+
+  async function show(path) {
+    const b = await blob(sandboxPath(id, '/filesystem/download') + qs({ path }));
+    if (!alive) return;
+    if (shown) URL.revokeObjectURL(shown);
+    shown = URL.createObjectURL(b);
+    fill(view, h('img', { src: shown, alt: 'Browser screenshot ' + path, class: 'shot' }), h('figcaption', { class: 'mono' }, '/workspace/' + path + ' · ' + fmtBytes(b.size)));
+    view.hidden = false;
+  }
+  async function load() {
+    try {
+      // The directory appears with the first screenshot: look for it first, so that a
+      // sandbox without one does not meet a 404.
+      const root = await get(sandboxPath(id, '/filesystem/directories') + qs({ path: '.' }));
+      if (!alive) return;
+      if (!(root.entries || []).some((e) => e.is_dir && e.name === 'screenshots')) { fill(list, h('p', { class: 'empty' }, 'No screenshots yet.')); return; }
+      const r = await get(sandboxPath(id, '/filesystem/directories') + qs({ path: 'screenshots' }));
+      if (!alive) return;
+      const shots = (r.entries || []).filter((e) => !e.is_dir && /\.png$/i.test(e.name)).sort((a, b) => (a.name < b.name ? 1 : -1));
+      fill(list, table('Screenshots', ['File', 'Size', ''], shots.map((e) => [h('span', { class: 'mono' }, e.name), fmtBytes(e.size),
+        h('button', { type: 'button', 'aria-label': 'Show ' + e.name, onclick: (ev) => busy(ev.currentTarget, () => show('screenshots/' + e.name)) }, 'Show')]), 'No screenshots yet.'));
+    } catch (e) {
+      if (!alive) return;
+      fill(list, h('p', { class: 'error-text' }, errText(e)));
+    }
+  }
+  load();
+  return () => { alive = false; if (shown) URL.revokeObjectURL(shown); };
 }
 
 function metricsTab(body, id) {
