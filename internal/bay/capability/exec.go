@@ -7,6 +7,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
 // PythonParams are the inputs of ExecPython (timeout already validated 1..300).
@@ -41,12 +42,8 @@ func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonPara
 	if err != nil {
 		return nil, err
 	}
-	res := &bay.PythonResult{
-		Success: r.Success, Text: r.Output.Text, Images: r.Output.Images, Error: r.Error,
-		ExecutionCount: r.ExecutionCount, ExecutionTimeMS: ms,
-		KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
-		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice,
-	}
+	res := shipclient.PythonResult(r)
+	res.ExecutionTimeMS = ms
 	if p.IncludeCode {
 		res.Code = &p.Code
 	}

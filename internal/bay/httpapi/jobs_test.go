@@ -29,12 +29,20 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
 	"github.com/shipyard-dev/shipyard/internal/ship"
+	"github.com/shipyard-dev/shipyard/internal/ship/shiptest"
 )
 
 func newJobsHarness(t *testing.T) *harness { return newJobsHarnessIdle(t, 30*time.Minute) }
 
 // newJobsHarnessIdle is newJobsHarness with the profile's idle timeout.
 func newJobsHarnessIdle(t *testing.T, idle time.Duration) *harness {
+	t.Helper()
+	return newJobsHarnessWith(t, idle, false)
+}
+
+// newJobsHarnessWith is newJobsHarness with the profile's idle timeout and, with kernel, ship's
+// real Python kernel.
+func newJobsHarnessWith(t *testing.T, idle time.Duration, kernel bool) *harness {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
@@ -43,7 +51,10 @@ func newJobsHarnessIdle(t *testing.T, idle time.Duration) *harness {
 	}
 	t.Cleanup(func() { st.Close() })
 	cfg := ship.DefaultConfig()
-	cfg.Listen, cfg.Workspace, cfg.SkillsDir, cfg.NoKernel, cfg.AuthToken = "127.0.0.1:0", t.TempDir(), t.TempDir(), true, ""
+	cfg.Listen, cfg.Workspace, cfg.SkillsDir, cfg.NoKernel, cfg.AuthToken = "127.0.0.1:0", t.TempDir(), t.TempDir(), !kernel, ""
+	if kernel {
+		cfg.Python = shiptest.Python(t)
+	}
 	cfg.Log = slog.New(slog.DiscardHandler)
 	md := ship.New(cfg)
 	sctx, stop := context.WithCancel(context.Background())
@@ -279,4 +290,130 @@ func TestRunningJobPinsIdle(t *testing.T) {
 	if d := deadline(h.ok(h.do("GET", "/v1/sandboxes/"+sb, "alice", nil), 200)); d.After(time.Now().UTC()) {
 		t.Fatalf("idle deadline %s still ahead after the job ended", d)
 	}
+}
+
+// TestStreamedPythonExec: with Accept: text/event-stream a python exec streams stdout line by
+// line as the cell prints, stderr apart and rich outputs as display events, in the kernel a
+// plain exec uses; then the plain exec's answer, recorded in the history.
+func TestStreamedPythonExec(t *testing.T) {
+	h := newJobsHarnessWith(t, 30*time.Minute, true)
+	sb := h.sandbox("alice")
+	path := "/v1/sandboxes/" + sb + "/python/exec"
+	h.ok(h.do("POST", path, "alice", `{"code":"state = 'kept'","timeout":60}`), 200)
+	code := "import sys, time\nfor i in range(4):\n    print('line', i, state, flush=True)\n    time.sleep(0.5)\n" +
+		"print('bad', file=sys.stderr)\ndisplay({'a': 1})\n6 * 7"
+	body, _ := json.Marshal(map[string]any{"code": code, "include_code": true})
+	req, _ := http.NewRequest("POST", h.srv.URL+path, strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	// Each stdout line arrives on its own, about when it was printed.
+	var lines []time.Time
+	var events []string
+	var result map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	ev := ""
+	for sc.Scan() {
+		switch l := sc.Text(); {
+		case strings.HasPrefix(l, "event: "):
+			ev = l[7:]
+		case strings.HasPrefix(l, "data: "):
+			var d map[string]any
+			if err := json.Unmarshal([]byte(l[6:]), &d); err != nil {
+				t.Fatalf("event %s: %q", ev, l)
+			}
+			switch ev {
+			case "result":
+				result = d
+			case "display":
+				events = append(events, fmt.Sprintf("display=%v %v", d["type"], d["data"].(map[string]any)["text/plain"]))
+			default:
+				events = append(events, ev+"="+d["data"].(string))
+				if ev == "stdout" {
+					lines = append(lines, time.Now())
+				}
+			}
+		}
+	}
+	want := []string{"stdout=line 0 kept\n", "stdout=line 1 kept\n", "stdout=line 2 kept\n", "stdout=line 3 kept\n",
+		"stderr=bad\n", "display=display_data {'a': 1}", "display=execute_result 42"}
+	if !slices.Equal(events, want) {
+		t.Fatalf("events %q", events)
+	}
+	if gap := lines[3].Sub(lines[0]); gap < 1200*time.Millisecond {
+		t.Fatalf("the four lines came within %v: not as printed", gap)
+	}
+	if result["success"] != true || result["stdout"] != "line 0 kept\nline 1 kept\nline 2 kept\nline 3 kept\n" || result["stderr"] != "bad\n" ||
+		!strings.HasSuffix(result["output"].(string), "42") || result["code"] != code || result["execution_id"] == "" {
+		t.Fatalf("result %v", result)
+	}
+	// A failing cell: the plain answer's error, streamed as the result.
+	r := h.do("POST", path, "alice", `{"code":"1/0"}`, "Accept", "text/event-stream")
+	_, result = readEvents(strings.NewReader(string(r.body)), "result")
+	if result["success"] != false || !strings.Contains(fmt.Sprint(result["error"]), "ZeroDivisionError") {
+		t.Fatalf("error result %v", result)
+	}
+	h.expect(h.do("POST", path, "bob", `{"code":"1"}`, "Accept", "text/event-stream"), 404, "not_found")
+	hist := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/history?exec_type=python", "alice", nil), 200)
+	if hist["total"].(float64) != 3 {
+		t.Fatalf("history %v", hist)
+	}
+}
+
+// TestIdempotentPythonExec: retries of a keyed python exec (concurrent, streamed or not, and
+// after the end) run the cell once and all get its answer; one history entry.
+func TestIdempotentPythonExec(t *testing.T) {
+	h := newJobsHarnessWith(t, 30*time.Minute, true)
+	sb := h.sandbox("alice")
+	path := "/v1/sandboxes/" + sb + "/python/exec"
+	body := `{"code":"import time\nwith open('runs.txt', 'a') as f:\n    f.write('ran\\n')\ntime.sleep(0.5)\nprint(len(open('runs.txt').readlines()))","timeout":60}`
+	outs := make(chan string, 3)
+	for i := range 3 {
+		go func() {
+			hdr := []string{"Idempotency-Key", "py-once"}
+			if i == 0 {
+				hdr = append(hdr, "Accept", "text/event-stream")
+			}
+			r := h.do("POST", path, "alice", body, hdr...)
+			if r.status != 200 {
+				outs <- fmt.Sprintf("%d %s", r.status, r.body)
+				return
+			}
+			res := map[string]any{}
+			if i == 0 {
+				_, res = readEvents(strings.NewReader(string(r.body)), "result")
+			} else {
+				res = r.json(t)
+			}
+			outs <- fmt.Sprint(res["stdout"])
+		}()
+	}
+	for range 3 {
+		if o := <-outs; o != "1\n" {
+			t.Fatalf("keyed exec answered %q", o)
+		}
+	}
+	r := h.ok(h.do("POST", path, "alice", body, "Idempotency-Key", "py-once"), 200)
+	if r["stdout"] != "1\n" {
+		t.Fatalf("retry after the end: %v", r)
+	}
+	if o := h.ok(h.do("POST", path, "alice", `{"code":"print(len(open('runs.txt').readlines()))"}`), 200)["stdout"]; o != "1\n" {
+		t.Fatalf("the keyed cell ran %q times", o)
+	}
+	// A shell exec under the same key is another execution.
+	if o := h.ok(h.do("POST", "/v1/sandboxes/"+sb+"/shell/exec", "alice", `{"command":"echo shell"}`, "Idempotency-Key", "py-once"), 200)["output"]; o != "shell" {
+		t.Fatalf("shell under the python key: %v", o)
+	}
+	hist := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/history?exec_type=python", "alice", nil), 200)
+	if hist["total"].(float64) != 2 {
+		t.Fatalf("history: %v", hist)
+	}
+	h.expect(h.do("POST", path, "alice", body, "Idempotency-Key", "bad key!"), 400, "validation_error")
 }

@@ -39,7 +39,7 @@ type Ship interface {
 	StartJob(ctx context.Context, endpoint string, req shipapi.StartJobRequest) (*shipapi.JobInfo, error)
 	GetJob(ctx context.Context, endpoint, id string) (*shipapi.JobInfo, error)
 	CancelJob(ctx context.Context, endpoint, id string) (*shipapi.JobInfo, error)
-	JobOutput(ctx context.Context, endpoint, id string, stdoutOff, stderrOff int64, wait time.Duration, maxBytes int) (*shipapi.JobOutputResponse, error)
+	JobOutput(ctx context.Context, endpoint, id string, offs [3]int64, wait time.Duration, maxBytes int) (*shipapi.JobOutputResponse, error)
 }
 
 // Config configures a Service.
@@ -324,7 +324,7 @@ func (s *Service) output(ctx context.Context, owner, sandboxID, jobID string, of
 	}
 	sessID, err := s.rt.CallRuntime(ctx, owner, sandboxID, capability(j.Kind), func(ctx context.Context, ep string) (err error) {
 		endpoint = ep
-		out, err = s.ship.JobOutput(ctx, ep, j.ID, offsets[0], offsets[1], wait, 0)
+		out, err = s.ship.JobOutput(ctx, ep, j.ID, [3]int64{offsets[0], offsets[1]}, wait, 0)
 		return err
 	})
 	switch {
@@ -367,7 +367,7 @@ func (s *Service) Follower(owner, sandboxID, jobID string) *Follower {
 // Read is Service.Output.
 func (f *Follower) Read(ctx context.Context, offsets [2]int64, wait time.Duration) (*bay.Job, *shipapi.JobOutputResponse, error) {
 	if f.endpoint != "" && f.job != nil && !bay.JobFinal(f.job.Status) {
-		out, err := f.s.ship.JobOutput(ctx, f.endpoint, f.jobID, offsets[0], offsets[1], wait, 0)
+		out, err := f.s.ship.JobOutput(ctx, f.endpoint, f.jobID, [3]int64{offsets[0], offsets[1]}, wait, 0)
 		if err == nil {
 			j, err := f.s.observed(ctx, f.job, out)
 			if err == nil {
