@@ -285,7 +285,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	pool := warmpool.New(store, drv, svc, nil, log, wpc)
 	svc.SetWarmClaimer(pool)
 
-	jobSvc := jobs.New(caps, ship, store, jobs.Config{MaxDuration: cfg.Jobs.MaxDuration, PollInterval: cfg.Jobs.PollInterval, Log: log})
+	jobSvc := jobs.New(caps, ship, store, jobs.Config{MaxDuration: cfg.Jobs.MaxDuration, PollInterval: cfg.Jobs.PollInterval, Holder: svc.BootID(), Log: log})
 	defer jobSvc.Close()
 	if err := jobSvc.Resume(ctx); err != nil {
 		return err

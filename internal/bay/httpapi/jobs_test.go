@@ -17,9 +17,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
@@ -78,7 +80,12 @@ func newJobsHarnessWith(t *testing.T, idle time.Duration, kernel bool) *harness 
 	api := httpapi.New(httpapi.Options{Service: svc, Capabilities: caps, Auth: tokens{}, Version: "test", Jobs: js})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &harness{t: t, srv: srv, api: api, drv: drv}
+	newJobs := func(ship jobs.Ship, cfg jobs.Config) *jobs.Service {
+		js := jobs.New(caps, ship, st, cfg)
+		t.Cleanup(js.Close)
+		return js
+	}
+	return &harness{t: t, srv: srv, api: api, drv: drv, newJobs: newJobs, jobs: js}
 }
 
 func TestJobsOwnersAndValidation(t *testing.T) {
@@ -416,4 +423,53 @@ func TestIdempotentPythonExec(t *testing.T) {
 		t.Fatalf("history: %v", hist)
 	}
 	h.expect(h.do("POST", path, "alice", body, "Idempotency-Key", "bad key!"), 400, "validation_error")
+}
+
+// countingShip counts the job polls of a watcher.
+type countingShip struct {
+	jobs.Ship
+	gets atomic.Int64
+}
+
+func (c *countingShip) GetJob(ctx context.Context, endpoint, id string) (*shipapi.JobInfo, error) {
+	c.gets.Add(1)
+	return c.Ship.GetJob(ctx, endpoint, id)
+}
+
+// TestOneBayWatchesEachJob: of the bays sharing a database, only the one holding a job's watch
+// lease polls it; when that bay dies (its watchers stop without releasing the lease), exactly
+// one other takes the job over and records its end.
+func TestOneBayWatchesEachJob(t *testing.T) {
+	h := newJobsHarness(t)
+	sb := h.sandbox("alice")
+	// The API's service (bay A) starts the job, watches it and holds its lease.
+	job := h.ok(h.do("POST", "/v1/sandboxes/"+sb+"/jobs", "alice", `{"kind":"shell","command":"sleep 4; echo done"}`), 202)["job_id"].(string)
+	others := []*countingShip{{Ship: shipclient.New(nil, nil)}, {Ship: shipclient.New(nil, nil)}}
+	for i, c := range others {
+		svc := h.newJobs(c, jobs.Config{PollInterval: 100 * time.Millisecond, Holder: fmt.Sprintf("bay-%d", i)})
+		if err := svc.Resume(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if n := others[0].gets.Load() + others[1].gets.Load(); n != 0 {
+		t.Fatalf("the other bays polled the job %d times while bay A held its lease", n)
+	}
+	// Bay A dies: its watchers stop and its lease stays until it lapses.
+	h.jobs.Close()
+	deadline := time.Now().Add(30 * time.Second) // two lease TTLs and the job's end
+	for {
+		j := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/jobs/"+job, "alice", nil), 200)
+		if j["status"] == "succeeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job not recorded ended: %v", j)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, c := others[0].gets.Load(), others[1].gets.Load()
+	if b+c == 0 || b > 0 && c > 0 {
+		t.Fatalf("polls after bay A died: %d and %d; want one bay", b, c)
+	}
 }
