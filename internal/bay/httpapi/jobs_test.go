@@ -473,3 +473,33 @@ func TestOneBayWatchesEachJob(t *testing.T) {
 		t.Fatalf("polls after bay A died: %d and %d; want one bay", b, c)
 	}
 }
+
+// TestStreamedPythonExecCallerLeaves: a caller hanging up a streamed python exec without a key
+// interrupts its cell, as a plain exec's would be, so the kernel is free at once; its state
+// stays.
+func TestStreamedPythonExecCallerLeaves(t *testing.T) {
+	h := newJobsHarnessWith(t, 30*time.Minute, true)
+	sb := h.sandbox("alice")
+	path := "/v1/sandboxes/" + sb + "/python/exec"
+	h.ok(h.do("POST", path, "alice", `{"code":"kept = 1","timeout":60}`), 200)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+path,
+		strings.NewReader(`{"code":"import time\nprint('go', flush=True)\ntime.sleep(120)","timeout":300}`))
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && sc.Text() != "event: stdout" {
+	}
+	cancel()
+	resp.Body.Close()
+	began := time.Now()
+	r := h.ok(h.do("POST", path, "alice", `{"code":"print(kept)","timeout":60}`), 200)
+	if r["stdout"] != "1\n" || time.Since(began) > 30*time.Second {
+		t.Fatalf("after the caller left: %v in %v", r, time.Since(began))
+	}
+}
