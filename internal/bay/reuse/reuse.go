@@ -36,7 +36,9 @@ const lockTTL = 30 * time.Second
 // in the store, so calls on every bay sharing the database queue for it. unlock releases it
 // (on a context of its own: a caller that left must not keep the key locked).
 func Lock(ctx context.Context, store bay.Store, owner, key string, now func() time.Time, timeout time.Duration, log *slog.Logger) (unlock func(), err error) {
-	name := "reuse/" + owner + "\x00" + key
+	// A key holds no "/", so the name is unambiguous whatever the owner (and free of NUL bytes,
+	// which PostgreSQL text refuses).
+	name := "reuse/" + key + "/" + owner
 	holder := bay.NewID("reuse-call")
 	deadline := time.Now().Add(timeout)
 	wait := 20 * time.Millisecond
