@@ -23,36 +23,27 @@ var quiet = slog.New(slog.DiscardHandler)
 // timeout; other keys and owners are free; a lock whose call died lapses after its TTL. On
 // SQLite and on PostgreSQL.
 func TestLockAcrossHandles(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) [2]bay.Store{
-		"sqlite": func(t *testing.T) [2]bay.Store {
+	for name, open := range map[string]func(t *testing.T) func() (bay.Store, error){
+		"sqlite": func(t *testing.T) func() (bay.Store, error) {
 			path := filepath.Join(t.TempDir(), "bay.db")
-			var out [2]bay.Store
-			for i := range out {
-				st, err := sqlite.Open(t.Context(), sqlite.Options{Path: path, Logger: quiet})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { st.Close() })
-				out[i] = st
-			}
-			return out
+			return func() (bay.Store, error) { return sqlite.Open(t.Context(), sqlite.Options{Path: path, Logger: quiet}) }
 		},
-		"postgres": func(t *testing.T) [2]bay.Store {
+		"postgres": func(t *testing.T) func() (bay.Store, error) {
 			url := pgtest.NewDatabase(t)
-			var out [2]bay.Store
-			for i := range out {
-				st, err := postgres.Open(t.Context(), postgres.Options{URL: url, Logger: quiet})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { st.Close() })
-				out[i] = st
-			}
-			return out
+			return func() (bay.Store, error) { return postgres.Open(t.Context(), postgres.Options{URL: url, Logger: quiet}) }
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			st := open(t)
+			var st [2]bay.Store
+			handle := open(t)
+			for i := range st {
+				h, err := handle()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { h.Close() })
+				st[i] = h
+			}
 			ctx := t.Context()
 			unlock, err := reuse.Lock(ctx, st[0], "alice", "proj:agent.1", time.Now, time.Second, quiet)
 			if err != nil {
