@@ -30,7 +30,9 @@ func TestLockAcrossHandles(t *testing.T) {
 		},
 		"postgres": func(t *testing.T) func() (bay.Store, error) {
 			url := pgtest.NewDatabase(t)
-			return func() (bay.Store, error) { return postgres.Open(t.Context(), postgres.Options{URL: url, Logger: quiet}) }
+			return func() (bay.Store, error) {
+				return postgres.Open(t.Context(), postgres.Options{URL: url, Logger: quiet})
+			}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
