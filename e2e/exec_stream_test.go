@@ -83,6 +83,28 @@ func TestPythonExecStreamedAndIdempotent(t *testing.T) {
 		}
 	})
 
+	t.Run("a plot arrives as a display event with its image", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		code := "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()"
+		var png string
+		var result map[string]any
+		for ev := range b.execEvents(ctx, path, map[string]any{"code": code, "timeout": 120}, nil) {
+			switch ev.event {
+			case "display":
+				if d, ok := ev.data["data"].(map[string]any)["image/png"].(string); ok {
+					png = d
+				}
+			case "result":
+				result = ev.data
+			}
+		}
+		images, _ := result["data"].(map[string]any)["output"].(map[string]any)["images"].([]any)
+		if len(png) < 1000 || result["success"] != true || len(images) != 1 || images[0].(map[string]any)["image/png"] != png {
+			t.Fatalf("plot: %d base64 bytes streamed; result %v", len(png), result["success"])
+		}
+	})
+
 	t.Run("an idempotent retry of code appending to a file runs it once", func(t *testing.T) {
 		key := map[string]string{"Idempotency-Key": "py-append-" + randHex(t)}
 		body := map[string]any{"code": "import time\nwith open('appended.txt', 'a') as f:\n    f.write('ran\\n')\n" +
