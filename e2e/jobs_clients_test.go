@@ -123,5 +123,13 @@ func TestJobClients(t *testing.T) {
 		if out != "s1\n" || errOut != "e1\n" {
 			t.Fatalf("shell --stream: %q %q", out, errOut)
 		}
+		out, errOut = run(0, "python", "--stream", sb, "import sys\nprint('p1')\nprint('e2', file=sys.stderr)\n6 * 7")
+		if out != "p1\n42\n" || errOut != "e2\n" {
+			t.Fatalf("python --stream: %q %q", out, errOut)
+		}
+		out, errOut = run(1, "python", "--stream", sb, "print('before')\n1/0")
+		if out != "before\n" || !strings.Contains(errOut, "ZeroDivisionError") {
+			t.Fatalf("python --stream of a failing cell: %q %q", out, errOut)
+		}
 	})
 }

@@ -33,18 +33,30 @@ func (b *Bay) follow(ctx context.Context, sandboxID, jobID, lastID string) <-cha
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
+	return b.events(ctx, req)
+}
+
+// events sends req with bay's key, expects an event stream, and reads it as readSSE does.
+func (b *Bay) events(ctx context.Context, req *http.Request) <-chan sseEvent {
+	b.t.Helper()
+	req.Header.Set("Authorization", "Bearer "+apiKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		resp.Body.Close()
-		b.t.Fatalf("follow: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		b.t.Fatalf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
+	return readSSE(ctx, resp)
+}
+
+// readSSE sends every event of resp's body on the returned channel, with its arrival time,
+// until the stream ends or ctx is done; it closes the body.
+func readSSE(ctx context.Context, resp *http.Response) <-chan sseEvent {
 	ch := make(chan sseEvent, 64)
 	go func() {
 		defer close(ch)

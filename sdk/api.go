@@ -75,6 +75,18 @@ type CreateSandboxRequest struct {
 	// Skills are library skills mounted read-only at /skills/<name> on top of the profile's
 	// (an unknown name is validation_error).
 	Skills []string
+	// Reuse asks for the caller's sandbox of a key instead of a new one (nil: a new one).
+	Reuse *Reuse
+}
+
+// Reuse names the sandbox of a key (seed 002's reuse by project and agent, e.g.
+// "<project>:<agent>"): bay returns the caller's live sandbox of the key, or creates it once
+// however many calls race, on any bay. IdleTTL and HardTTL (seconds; 0: bay's defaults,
+// reuse.idle_ttl_sec and hard_ttl_sec) retire a sandbox idle or alive longer: it is deleted
+// and replaced.
+type Reuse struct {
+	Key              string
+	IdleTTL, HardTTL int
 }
 
 // CreateSandbox calls POST /v1/sandboxes with an Idempotency-Key (generated unless
@@ -93,6 +105,9 @@ func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest, op
 		body.TTL = bayapi.IntPtr(int64(req.TTL))
 	}
 	body.Skills = req.Skills
+	if r := req.Reuse; r != nil {
+		body.Reuse = &bayapi.ReuseSpec{Key: r.Key, IdleTTL: optInt(r.IdleTTL), HardTTL: optInt(r.HardTTL)}
+	}
 	var out bayapi.SandboxResponse
 	err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathSandboxes, jsonBody: body,
 		idemKey: keyOr(o.idemKey), requestID: o.requestID}, &out)

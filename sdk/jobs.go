@@ -227,19 +227,48 @@ func (s *Sandbox) StartJob(ctx context.Context, req JobRequest, opts ...CallOpti
 // WithIdempotencyKey a retry attaches to the execution or returns its answer, and never runs
 // the command twice.
 func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellRequest, fn func(stream string, data string) error, opts ...CallOption) (*bayapi.ShellExecResponse, error) {
+	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optInt(req.Timeout), Cwd: optStr(req.Cwd),
+		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
+	return execStream[bayapi.ShellExecResponse](ctx, c, id, bayapi.PathShellExec, body, func(ev ExecEvent) error {
+		if fn == nil || ev.Display != nil {
+			return nil
+		}
+		return fn(ev.Stream, ev.Text)
+	}, opts)
+}
+
+// ExecEvent is one event of a streamed exec: a chunk of Text printed on Stream ("stdout" or
+// "stderr"), or (python) a rich output the kernel published, Display.
+type ExecEvent struct {
+	Stream  string
+	Text    string
+	Display *bayapi.ExecDisplayEvent
+}
+
+// ExecPythonStream runs code like ExecPython (in the sandbox's kernel, with its state), but
+// calls fn with its stdout, stderr and rich outputs as the kernel publishes them, then returns
+// the same answer. With WithIdempotencyKey a retry attaches to the execution or returns its
+// answer, and never runs the code twice.
+func (c *Client) ExecPythonStream(ctx context.Context, id string, req PythonRequest, fn func(ExecEvent) error, opts ...CallOption) (*bayapi.PythonExecResponse, error) {
+	body := bayapi.PythonExecRequest{Code: &req.Code, Timeout: optInt(req.Timeout), IncludeCode: req.IncludeCode,
+		Description: optStr(req.Description), Tags: optStr(req.Tags)}
+	return execStream[bayapi.PythonExecResponse](ctx, c, id, bayapi.PathPythonExec, body, fn, opts)
+}
+
+// execStream posts body to the exec path of sandbox id asking for Server-Sent Events, hands
+// each output event to fn and returns the result event's answer.
+func execStream[T any](ctx context.Context, c *Client, id, path string, body any, fn func(ExecEvent) error, opts []CallOption) (*T, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
 	o := applyCallOptions(opts)
-	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optInt(req.Timeout), Cwd: optStr(req.Cwd),
-		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
-	resp, err := c.send(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathShellExec, id), jsonBody: body,
+	resp, err := c.send(ctx, &request{method: http.MethodPost, path: sbPath(path, id), jsonBody: body,
 		header: http.Header{"Accept": {"text/event-stream"}}, idemKey: o.idemKey, requestID: o.requestID, stream: true})
 	if err != nil {
 		return nil, err
 	}
 	defer resp.release()
-	var out *bayapi.ShellExecResponse
+	var out *T
 	err = readEvents(resp.Body, func(event string, data []byte) (bool, error) {
 		switch event {
 		case bayapi.JobEventStdout, bayapi.JobEventStderr:
@@ -248,15 +277,23 @@ func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellReques
 				return false, fmt.Errorf("sdk: exec output event: %w", err)
 			}
 			if fn != nil {
-				return false, fn(event, ch.Data)
+				return false, fn(ExecEvent{Stream: event, Text: ch.Data})
 			}
-		case "result":
-			out = new(bayapi.ShellExecResponse)
+		case bayapi.ExecEventDisplay:
+			var d bayapi.ExecDisplayEvent
+			if err := json.Unmarshal(data, &d); err != nil {
+				return false, fmt.Errorf("sdk: exec display event: %w", err)
+			}
+			if fn != nil {
+				return false, fn(ExecEvent{Display: &d})
+			}
+		case bayapi.ExecEventResult:
+			out = new(T)
 			if err := json.Unmarshal(data, out); err != nil {
 				return false, fmt.Errorf("sdk: exec result event: %w", err)
 			}
 			return true, nil
-		case "error":
+		case bayapi.ExecEventError:
 			return true, decodeError(http.StatusBadGateway, "", data)
 		}
 		return false, nil

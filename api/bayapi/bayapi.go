@@ -351,8 +351,12 @@ type PythonExecData struct {
 }
 
 type PythonExecResponse struct {
-	Success         bool           `json:"success"`
-	Output          string         `json:"output"`
+	Success bool   `json:"success"`
+	Output  string `json:"output"`
+	// Ours. Stdout and Stderr are the cell's two streams apart; output has both, with the text
+	// of its rich outputs.
+	Stdout          string         `json:"stdout" doc:"what the cell printed to stdout"`
+	Stderr          string         `json:"stderr" doc:"what the cell printed to stderr"`
 	Error           *string        `json:"error"`
 	Data            PythonExecData `json:"data"`
 	ExecutionID     string         `json:"execution_id"`

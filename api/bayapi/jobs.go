@@ -129,3 +129,20 @@ const (
 	JobEventStderr = "stderr"
 	JobEventEnd    = "end"
 )
+
+// Server-Sent Events of a streamed exec (POST .../shell/exec or .../python/exec with Accept:
+// text/event-stream): "stdout" and "stderr" carry a JobChunk as the code prints, "display" (python)
+// an ExecDisplayEvent per rich output as the kernel publishes it, and "result" the JSON a
+// plain exec answers; "error" carries the error envelope of a failure after the first event.
+const (
+	ExecEventDisplay = "display"
+	ExecEventResult  = "result"
+	ExecEventError   = "error"
+)
+
+// ExecDisplayEvent is one rich output of a Python cell (display() or the cell's value): the
+// string-valued MIME types of its bundle, such as text/plain, text/html and image/png (base64).
+type ExecDisplayEvent struct {
+	Type string            `json:"type"` // display_data or execute_result
+	Data map[string]string `json:"data"`
+}

@@ -20,6 +20,13 @@ const (
 const (
 	JobKindShell  = "shell"
 	JobKindPython = "python"
+	// JobKindKernel runs Code as a cell of the sandbox's Python kernel, the one a python exec
+	// uses (its variables and imports), serialised with every other cell. Its stdout and stderr
+	// are the cell's stream messages, its display stream the rich outputs (DisplayEvent, one
+	// JSON line each), and once it ended its output read carries the answer a python exec
+	// gives (Python) or the error one would fail with (Error). A cancel interrupts the cell;
+	// cwd, env and output paths do not apply.
+	JobKindKernel = "kernel"
 )
 
 // Job statuses. Running is the only one that is not final.
@@ -85,6 +92,8 @@ type JobInfo struct {
 	Notice    string   `json:"notice,omitempty"`    // e.g. the pids-limit clean-up before the start
 	Stdout    Stream   `json:"stdout"`
 	Stderr    Stream   `json:"stderr"`
+	// Display is the stream of a kernel job's rich outputs (nil for other kinds).
+	Display *Stream `json:"display,omitempty"`
 	// CreatedArtifacts are the files created or changed under the output paths, set once the
 	// job ended (ArtifactsNote says why they are missing or incomplete).
 	CreatedArtifacts []Artifact `json:"created_artifacts,omitempty"`
@@ -105,7 +114,7 @@ type ListJobsResponse struct {
 	Jobs []JobInfo `json:"jobs"`
 }
 
-// JobOutputResponse is GET /jobs/{id}/output?stdout_offset=N&stderr_offset=M&wait_ms=W&max_bytes=B.
+// JobOutputResponse is GET /jobs/{id}/output?stdout_offset=N&stderr_offset=M&display_offset=D&wait_ms=W&max_bytes=B.
 // Each stream's Data starts at the offset asked for (clamped to what exists) and ends before
 // Next; Data never ends inside a UTF-8 sequence while the job runs, and is text with invalid
 // UTF-8 shown as U+FFFD (offsets count the stored bytes). With wait_ms the answer waits until
@@ -114,6 +123,21 @@ type JobOutputResponse struct {
 	Job    JobInfo     `json:"job"`
 	Stdout StreamChunk `json:"stdout"`
 	Stderr StreamChunk `json:"stderr"`
+	// Display (kernel jobs) holds whole DisplayEvent lines only while the job runs.
+	Display *StreamChunk `json:"display,omitempty"`
+	// Python is a kernel job's answer once it ended, as a python exec answers; Error instead
+	// when the cell could not run to an answer (the kernel died, could not start, ...), as a
+	// python exec would fail.
+	Python *ExecPythonResponse `json:"python,omitempty"`
+	Error  *ErrorResponse      `json:"error,omitempty"`
+}
+
+// DisplayEvent is one rich output of a kernel cell: a display_data or execute_result message,
+// with the string-valued MIME types of its bundle (text/plain, image/png in base64,
+// text/html, ...).
+type DisplayEvent struct {
+	Type string            `json:"type"` // display_data or execute_result
+	Data map[string]string `json:"data"`
 }
 
 // StreamChunk is a slice of one stream: bytes [Offset, Next).

@@ -91,6 +91,22 @@ const (
 	CodeResourcesExhausted = "resources_exhausted"
 )
 
+// statusOf is the one code -> HTTP status table.
+var statusOf = map[string]int{
+	CodeBadRequest: 400, CodeNotFound: 404, CodeAccessDenied: 403, CodeIsDirectory: 400,
+	CodeInvalidPath: 400, CodeFileTooLarge: 413, CodeResourcesExhausted: 503, CodeNotDirectory: 400,
+	CodeInvalidUTF8: 400, CodeTooLarge: 413, CodeConflict: 400, CodeKernelDied: 500,
+	CodeKernelStartup: 503, CodeInternal: 500, CodeUnauthorized: 401,
+}
+
+// StatusOf is the HTTP status ship answers an error code with (500 for a code it does not know).
+func StatusOf(code string) int {
+	if st, ok := statusOf[code]; ok {
+		return st
+	}
+	return 500
+}
+
 // HealthResponse is GET /health.
 type HealthResponse struct {
 	Status  string `json:"status"` // "healthy"
@@ -270,7 +286,11 @@ type ExecPythonResponse struct {
 	Success        bool         `json:"success"`
 	ExecutionCount *int         `json:"execution_count"`
 	Output         PythonOutput `json:"output"`
-	Error          *string      `json:"error"`
+	// Stdout and Stderr are the cell's two streams apart (Output.Text has both, in the order
+	// printed, with the rich outputs' text), each bounded as Output.Text is.
+	Stdout string  `json:"stdout"`
+	Stderr string  `json:"stderr"`
+	Error  *string `json:"error"`
 	// TimedOut is set when the cell was interrupted after its timeout (kernel state kept,
 	// unless KernelRestarted).
 	TimedOut bool `json:"timed_out,omitempty"`

@@ -6,6 +6,9 @@
 //     host's clock). Target p50 <= 20 ms.
 //   - the same with 100 followers of one job at once (every follower must get every line).
 //   - job start (POST .../jobs, 202) against a plain exec (POST .../shell/exec `true`).
+//   - a streamed python exec (POST .../python/exec, Accept: text/event-stream) whose cell prints
+//     its clock every 100 ms: print -> client latency against a streamed shell exec doing the
+//     same in bash.
 //
 // Usage: go run ./bench/jobs -out DIR [-image ship:latest] [-lines 100] [-followers 100] [-n 30]
 //
@@ -173,6 +176,26 @@ profiles:
 	f3.Note("a job start answers once ship has started the process; the exec answers once `true` has run")
 	rep.Figures = append(rep.Figures, f3)
 
+	// Streamed execs: python in the kernel against shell.
+	pyCode := fmt.Sprintf("import time\nfor i in range(%d):\n    print(time.time_ns(), flush=True)\n    time.sleep(0.1)\n", *lines)
+	pyLags, err := c.execStream(ctx, sb.ID, bayapi.PathPythonExec, bayapi.PythonExecRequest{Code: &pyCode, Timeout: bayapi.IntPtr(120)})
+	if err != nil {
+		return err
+	}
+	shCmd := fmt.Sprintf("for i in $(seq %d); do date +%%s%%N; sleep 0.1; done", *lines)
+	shLags, err := c.execStream(ctx, sb.ID, bayapi.PathShellExec, bayapi.ShellExecRequest{Command: &shCmd, Timeout: bayapi.IntPtr(120)})
+	if err != nil {
+		return err
+	}
+	if len(pyLags) != *lines || len(shLags) != *lines {
+		return fmt.Errorf("streamed execs got %d and %d of %d lines", len(pyLags), len(shLags), *lines)
+	}
+	f4 := &benchlib.Figure{ID: "exec-stream", Title: "Streamed exec: print in the sandbox -> event at the client, python (kernel) against shell",
+		Measured: benchlib.Latency("python exec, streamed", pyLags)}
+	f4.AddBaseline(benchlib.Latency("shell exec, streamed", shLags))
+	f4.Note("the cell prints time.time_ns() every 100 ms, %d lines; the shell loop prints date +%%s%%N as often; POST .../exec with Accept: text/event-stream", *lines)
+	rep.Figures = append(rep.Figures, f4)
+
 	rep.Duration = time.Since(began).Round(time.Second).String()
 	md, err := rep.Write(*out, "jobs")
 	if err != nil {
@@ -254,13 +277,36 @@ func (c *client) follow(ctx context.Context, id, job string) ([]time.Duration, e
 	if err != nil {
 		return nil, err
 	}
+	return c.lags(req, bayapi.JobEventEnd)
+}
+
+// execStream posts body to an exec path asking for events and returns, per line printed, the
+// time from its print to its arrival.
+func (c *client) execStream(ctx context.Context, id, path string, body any) ([]time.Duration, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", c.base+bayapi.SandboxPath(path, id), bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	return c.lags(req, bayapi.ExecEventResult)
+}
+
+// lags sends req, reads its stdout events (each line a Unix time in ns) until the event end,
+// and returns each line's time from print to arrival.
+func (c *client) lags(req *http.Request, end string) ([]time.Duration, error) {
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("follow: %d", resp.StatusCode)
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, b)
 	}
 	var lags []time.Duration
 	var partial string // a line whose end has not arrived (print writes the text, then "\n")
@@ -289,7 +335,7 @@ func (c *client) follow(ctx context.Context, id, job string) ([]time.Duration, e
 				}
 				lags = append(lags, now.Sub(time.Unix(0, ns)))
 			}
-		case strings.HasPrefix(l, "data: ") && event == bayapi.JobEventEnd:
+		case strings.HasPrefix(l, "data: ") && event == end:
 			return lags, nil
 		}
 	}

@@ -77,6 +77,7 @@ type PythonResult struct {
 	ExecutionID     string
 	Success         bool
 	Text            string              // the cell's text output
+	Stdout, Stderr  string              // the cell's streams apart
 	Images          []map[string]string // [{"image/png": "<base64>"}]
 	Error           *string
 	ExecutionCount  *int

@@ -387,3 +387,22 @@ func TestEnvFallbacks(t *testing.T) {
 		t.Fatalf("BAY_* fallback: %v %s", err, out)
 	}
 }
+
+// TestSandboxCreateReuse: --reuse-key prints the key's sandbox, created once.
+func TestSandboxCreateReuse(t *testing.T) {
+	fake := newFake(t)
+	var ids [2]string
+	for i := range ids {
+		r := run(t, fake.URL, "", "sandbox", "create", "--reuse-key", "proj:agent", "--reuse-hard-ttl", "2h")
+		if r.code != 0 {
+			t.Fatalf("create: %+v", r)
+		}
+		ids[i] = strings.TrimSpace(r.stdout)
+	}
+	if ids[0] != ids[1] || !strings.HasPrefix(ids[0], "sandbox-") {
+		t.Fatalf("reuse-key ids %v", ids)
+	}
+	if r := run(t, fake.URL, "", "sandbox", "create", "--reuse-key", "other"); r.code != 0 || strings.TrimSpace(r.stdout) == ids[0] {
+		t.Fatalf("another key: %+v", r)
+	}
+}

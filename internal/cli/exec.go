@@ -83,6 +83,7 @@ func withNewline(s string) string {
 
 func (a *app) pythonCmd() *cobra.Command {
 	var f execFlags
+	var stream bool
 	cmd := &cobra.Command{Use: "python <sandbox> [code | -]", Aliases: []string{"py"},
 		Short: "Run Python in the sandbox's persistent kernel",
 		Long: `Run Python code in the sandbox's persistent IPython kernel. The code comes from the
@@ -95,7 +96,11 @@ raises, the traceback goes to stderr and the exit code is 1.`,
 				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				res, err := c.ExecPython(ctx, args[0], sdk.PythonRequest{Code: code, ExecOptions: f.options()})
+				req := sdk.PythonRequest{Code: code, ExecOptions: f.options()}
+				if stream && !a.json() {
+					return a.streamPython(ctx, c, args[0], req)
+				}
+				res, err := c.ExecPython(ctx, args[0], req)
 				if err != nil {
 					return err
 				}
@@ -120,6 +125,7 @@ raises, the traceback goes to stderr and the exit code is 1.`,
 			})
 		}}
 	f.register(cmd, "code")
+	cmd.Flags().BoolVar(&stream, "stream", false, "print stdout, stderr and rich outputs' text as the cell prints them (text output only)")
 	return cmd
 }
 

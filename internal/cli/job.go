@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -232,6 +233,45 @@ func (a *app) jobCancelCmd() *cobra.Command {
 				return a.show(j.JobResponse, func() { fmt.Fprintf(a.stdout, "job %s %s\n", j.JobID, j.Status) })
 			})
 		}}
+}
+
+// streamPython runs a cell with its output printed as the kernel publishes it (python
+// --stream): stdout and stderr as they are, a rich output's text/plain on stdout (others are
+// noted on stderr); then the traceback, and exit 1 when the cell failed.
+func (a *app) streamPython(ctx context.Context, c *sdk.Client, id string, req sdk.PythonRequest) error {
+	res, err := c.ExecPythonStream(ctx, id, req, func(ev sdk.ExecEvent) error {
+		switch {
+		case ev.Display != nil:
+			img := false
+			for mime := range ev.Display.Data {
+				if strings.HasPrefix(mime, "image/") {
+					img = true
+					fmt.Fprintf(a.stderr, "[%s output; use --output json to get it]\n", mime)
+				}
+			}
+			if t, ok := ev.Display.Data["text/plain"]; ok && !img {
+				_, err := io.WriteString(a.stdout, withNewline(t))
+				return err
+			}
+		case ev.Stream == bayapi.JobEventStderr:
+			_, err := io.WriteString(a.stderr, ev.Text)
+			return err
+		default:
+			_, err := io.WriteString(a.stdout, ev.Text)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !res.Success {
+		if res.Error != nil {
+			io.WriteString(a.stderr, withNewline(*res.Error))
+		}
+		return exitCode(ExitFailure)
+	}
+	return nil
 }
 
 // streamShell runs a shell command with its output printed as it comes (shell --stream) and

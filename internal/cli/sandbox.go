@@ -65,7 +65,8 @@ func (a *app) printSandbox(sb *bayapi.SandboxResponse) error {
 func (a *app) sandboxCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "sandbox", Aliases: []string{"sb"}, Short: "Create, inspect and remove sandboxes"}
 
-	var profile, cargo, idemKey string
+	var profile, cargo, idemKey, reuseKey string
+	var reuseIdle, reuseHard int
 	ttl := int(DefaultTTL / time.Second)
 	var skills []string
 	create := &cobra.Command{Use: "create", Short: "Create a sandbox (prints its id)", Args: exactArgs(0),
@@ -75,7 +76,14 @@ func (a *app) sandboxCmd() *cobra.Command {
 				if idemKey != "" {
 					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
 				}
-				sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl, Skills: skills}, opts...)
+				req := sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl, Skills: skills}
+				if reuseKey != "" {
+					req.Reuse = &sdk.Reuse{Key: reuseKey, IdleTTL: reuseIdle, HardTTL: reuseHard}
+					if !cmd.Flags().Changed("ttl") {
+						req.TTL = 0 // the key's hard TTL (bay's default unless --reuse-hard-ttl)
+					}
+				}
+				sb, err := c.CreateSandbox(ctx, req, opts...)
 				if err != nil {
 					return err
 				}
@@ -91,6 +99,9 @@ func (a *app) sandboxCmd() *cobra.Command {
 	create.Flags().StringVar(&cargo, "cargo", "", "attach an existing cargo as /workspace")
 	create.Flags().StringSliceVar(&skills, "skill", nil, "library skill to mount at /skills/<name> (repeatable)")
 	create.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
+	create.Flags().StringVar(&reuseKey, "reuse-key", "", "print the id of your sandbox of this key (e.g. project:agent), created only when there is none")
+	create.Flags().Var(secondsValue{&reuseIdle}, "reuse-idle-ttl", "with --reuse-key: replace the key's sandbox when idle longer (default: bay's reuse.idle_ttl_sec)")
+	create.Flags().Var(secondsValue{&reuseHard}, "reuse-hard-ttl", "with --reuse-key: replace the key's sandbox when older (default: bay's reuse.hard_ttl_sec)")
 
 	var status, cursor string
 	var limit int

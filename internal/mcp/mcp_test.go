@@ -151,7 +151,7 @@ func checkToolList(t *testing.T, s *mcpsdk.ClientSession, local bool) {
 		return out
 	}
 	for tool, args := range map[string][]string{
-		"create_sandbox":        {"profile", "ttl"},
+		"create_sandbox":        {"profile", "ttl", "reuse_key", "reuse_idle_ttl", "reuse_hard_ttl"},
 		"execute_python":        {"sandbox_id", "code", "timeout", "include_code", "description", "tags"},
 		"execute_shell":         {"sandbox_id", "command", "cwd", "timeout", "include_code", "description", "tags"},
 		"write_file":            {"sandbox_id", "path", "content"},
@@ -205,6 +205,16 @@ func exercise(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server, local
 		t.Fatalf("no id in %q", text)
 	}
 	id := m[1]
+	// A reuse key names one sandbox: the second call returns the first's.
+	var reused [2]string
+	for i := range reused {
+		text := ok(t, s, "create_sandbox", map[string]any{"reuse_key": "proj:agent", "reuse_hard_ttl": 3600}, `Sandbox of reuse key "proj:agent"`)
+		reused[i] = idRE.FindStringSubmatch(text)[1]
+	}
+	if reused[0] != reused[1] || reused[0] == id {
+		t.Fatalf("reuse_key sandboxes %v (first sandbox %s)", reused, id)
+	}
+	ok(t, s, "delete_sandbox", map[string]any{"sandbox_id": reused[0]})
 	sid := map[string]any{"sandbox_id": id}
 	with := func(kv ...any) map[string]any {
 		out := map[string]any{"sandbox_id": id}

@@ -37,7 +37,10 @@ func (s *server) tools() []toolDef {
 		{name: "create_sandbox", desc: "Create a new sandbox environment for executing code. Returns the sandbox ID which must be used for subsequent operations.",
 			props: []prop{
 				{name: "profile", typ: "string", desc: fmt.Sprintf("Runtime profile (e.g., 'python-default'). Defaults to '%s'.", s.opts.DefaultProfile)},
-				{name: "ttl", typ: "integer", desc: fmt.Sprintf("Time-to-live in seconds. Defaults to %d. Use 0 for no expiration.", s.opts.DefaultTTL), min: f64(0)},
+				{name: "ttl", typ: "integer", desc: fmt.Sprintf("Time-to-live in seconds. Defaults to %d (with reuse_key: the key's hard TTL). Use 0 for no expiration.", s.opts.DefaultTTL), min: f64(0)},
+				{name: "reuse_key", typ: "string", desc: "Return your sandbox of this key (e.g. 'project:agent') if it is alive, creating it only when there is none; 1-128 of A-Z a-z 0-9 _ - : . (Shipyard extension.)"},
+				{name: "reuse_idle_ttl", typ: "integer", desc: "With reuse_key: seconds; the key's sandbox idle longer is replaced (default: the server's).", min: f64(1)},
+				{name: "reuse_hard_ttl", typ: "integer", desc: "With reuse_key: seconds; the key's sandbox older is replaced (default: the server's).", min: f64(1)},
 			}, run: s.createSandbox},
 		{name: "delete_sandbox", desc: "Delete a sandbox and clean up all resources.", destructive: true, idempotent: true,
 			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: onSandbox(s.deleteSandbox)},
@@ -160,12 +163,35 @@ func (s *server) createSandbox(ctx context.Context, c *sdk.Client, a args) (*mcp
 	if err != nil {
 		return nil, err
 	}
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, TTL: int(ttl)})
+	req := sdk.CreateSandboxRequest{Profile: profile, TTL: int(ttl)}
+	key, err := a.optStr("reuse_key")
+	if err != nil {
+		return nil, err
+	}
+	if key != "" {
+		idle, err := a.integer("reuse_idle_ttl", 0, 1, -1)
+		if err != nil {
+			return nil, err
+		}
+		hard, err := a.integer("reuse_hard_ttl", 0, 1, -1)
+		if err != nil {
+			return nil, err
+		}
+		req.Reuse = &sdk.Reuse{Key: key, IdleTTL: int(idle), HardTTL: int(hard)}
+		if !a.has("ttl") {
+			req.TTL = 0 // the key's hard TTL
+		}
+	}
+	sb, err := c.CreateSandbox(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	var b strings.Builder
-	b.WriteString("Sandbox created successfully.\n\n")
+	if key != "" {
+		fmt.Fprintf(&b, "Sandbox of reuse key %q (an existing one when it was alive).\n\n", key)
+	} else {
+		b.WriteString("Sandbox created successfully.\n\n")
+	}
 	fmt.Fprintf(&b, "**Sandbox ID:** `%s`\n**Profile:** %s\n**Status:** %s\n**Capabilities:** %s\n**TTL:** %d seconds\n",
 		sb.ID, sb.Profile, sb.Status, strings.Join(sb.Capabilities, ", "), ttl)
 	b.WriteString(containersText(sb.Containers))

@@ -232,7 +232,7 @@ func (m *Main) Run(ctx context.Context) error {
 		defer os.RemoveAll(jobsDir)
 	}
 	jm, err := jobs.New(jobs.Config{
-		Dir: jobsDir, Shell: runner, Workspace: ws, Python: cfg.Python, MaxOutput: cfg.MaxJobOutputBytes,
+		Dir: jobsDir, Shell: runner, Workspace: ws, Python: cfg.Python, Kernel: km, MaxOutput: cfg.MaxJobOutputBytes,
 		Log: base.With("component", "jobs"),
 	})
 	if err != nil {

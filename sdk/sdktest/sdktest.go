@@ -98,6 +98,7 @@ type Server struct {
 	order     []string
 	cargos    map[string]*bayapi.CargoResponse
 	idem      map[string]idemRecord
+	reuse     map[string]string // sandbox id by reuse key
 	calls     []Call
 	faults    []*Fault
 	termSizes [][2]int
@@ -110,6 +111,7 @@ func New() *Server {
 		sandboxes: map[string]*sandbox{},
 		cargos:    map[string]*bayapi.CargoResponse{},
 		idem:      map[string]idemRecord{},
+		reuse:     map[string]string{},
 	}
 	s.Server = httptest.NewServer(s.handler())
 	return s
@@ -567,10 +569,11 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		profile = *req.Profile
 	}
 	canon := struct {
-		Profile string      `json:"profile"`
-		CargoID *string     `json:"cargo_id"`
-		TTL     *bayapi.Int `json:"ttl"`
-	}{profile, req.CargoID, req.TTL}
+		Profile string            `json:"profile"`
+		CargoID *string           `json:"cargo_id"`
+		TTL     *bayapi.Int       `json:"ttl"`
+		Reuse   *bayapi.ReuseSpec `json:"reuse"`
+	}{profile, req.CargoID, req.TTL, req.Reuse}
 	s.idempotent(w, r, canon, func() (int, any, bool) {
 		if _, ok := profileByID(profile); !ok {
 			writeErr(w, r, 400, bayapi.CodeValidation, "Invalid profile: "+profile, nil)
@@ -591,7 +594,20 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		if req.TTL != nil {
 			ttl = int(*req.TTL)
 		}
+		if req.Reuse != nil {
+			// The fake's reuse: the key's sandbox while it exists (no idle or hard TTL).
+			if sb := s.sandboxes[s.reuse[req.Reuse.Key]]; sb != nil {
+				w.Header().Set(bayapi.HeaderReused, "true")
+				return 200, sb.resp, true
+			}
+			if req.TTL == nil && req.Reuse.HardTTL != nil {
+				ttl = int(*req.Reuse.HardTTL)
+			}
+		}
 		sb := s.addSandboxLocked(profile, cargo, ttl)
+		if req.Reuse != nil {
+			s.reuse[req.Reuse.Key] = sb.resp.ID
+		}
 		return 201, sb.resp, true
 	})
 }

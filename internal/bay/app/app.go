@@ -36,6 +36,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 	"github.com/shipyard-dev/shipyard/internal/bay/metrics"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
+	"github.com/shipyard-dev/shipyard/internal/bay/reuse"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/usage"
@@ -285,7 +286,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	pool := warmpool.New(store, drv, svc, nil, log, wpc)
 	svc.SetWarmClaimer(pool)
 
-	jobSvc := jobs.New(caps, ship, store, jobs.Config{MaxDuration: cfg.Jobs.MaxDuration, PollInterval: cfg.Jobs.PollInterval, Log: log})
+	jobSvc := jobs.New(caps, ship, store, jobs.Config{MaxDuration: cfg.Jobs.MaxDuration, PollInterval: cfg.Jobs.PollInterval, Holder: svc.BootID(), Log: log})
 	defer jobSvc.Close()
 	if err := jobSvc.Resume(ctx); err != nil {
 		return err
@@ -301,6 +302,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	opts := httpapi.Options{
 		Service: svc, Capabilities: caps, History: history.New(store), Idempotency: idem, Auth: authn, GC: sched, Skills: lib, Log: log,
 		Execs: execSvc, Jobs: jobSvc, SkillLife: skillLife,
+		Reuse: reuse.Config{Disabled: cfg.Reuse.Mode != config.ReuseProjectAgent, LockTimeout: cfg.Reuse.LockTimeout,
+			Defaults: reuse.Policy{IdleTTL: cfg.Reuse.IdleTTL, HardTTL: cfg.Reuse.HardTTL}},
 		Version: m.Version, MaxUploadBytes: int64(cfg.Cargo.MaxUploadBytes),
 		Observer: met, Readiness: readiness(rawStore, rawDrv),
 		Keys: authn, WarmPool: warmPoolReport{pool: pool, met: met},

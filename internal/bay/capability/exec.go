@@ -8,6 +8,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
 // PythonParams are the inputs of ExecPython (timeout already validated 1..300).
@@ -42,12 +43,8 @@ func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonPara
 	if err != nil {
 		return nil, err
 	}
-	res := &bay.PythonResult{
-		Success: r.Success, Text: r.Output.Text, Images: r.Output.Images, Error: r.Error,
-		ExecutionCount: r.ExecutionCount, ExecutionTimeMS: ms,
-		KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
-		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice,
-	}
+	res := shipclient.PythonResult(r)
+	res.ExecutionTimeMS = ms
 	capPython(res, s.cfg.Limits.IOCaps)
 	if p.IncludeCode {
 		res.Code = &p.Code
@@ -110,6 +107,12 @@ func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams
 // are over MaxOutputsBytesTotal. Each cut sets its flag.
 func capPython(r *bay.PythonResult, c bay.IOCaps) {
 	cutStreams(&r.Text, &r.OutputTruncated, &r.Error, &r.ErrorTruncated, c)
+	// The streams apart are bounded like the merged text they repeat.
+	var cut bool
+	r.Stdout, cut = bay.CutUTF8(r.Stdout, c.MaxStdoutBytes)
+	r.OutputTruncated = r.OutputTruncated || cut
+	r.Stderr, cut = bay.CutUTF8(r.Stderr, c.MaxStderrBytes)
+	r.ErrorTruncated = r.ErrorTruncated || cut
 	if c.MaxOutputsBytesTotal <= 0 {
 		return
 	}

@@ -45,6 +45,8 @@ type Config struct {
 	Jobs JobsConfig `yaml:"jobs"`
 	// Limits bounds the ordinary sandbox calls: exec timeouts, output, input and file sizes (ours).
 	Limits LimitsConfig `yaml:"limits"`
+	// Reuse holds the defaults of sandbox reuse by key (seed 002's [tools.e2b] reuse keys).
+	Reuse ReuseConfig `yaml:"reuse"`
 	// ProfileSpecs is the "profiles" list as written. A list in the file or in BAY_PROFILES
 	// replaces the default profiles entirely.
 	ProfileSpecs []ProfileSpec `yaml:"profiles"`
@@ -278,6 +280,29 @@ type JobsConfig struct {
 	PollInterval time.Duration `yaml:"poll_interval_seconds"`
 }
 
+// Reuse modes (seed 002's reuse_mode): none and off refuse creates with reuse; project_agent
+// serves them (the key is the caller's, e.g. "<project>:<agent>").
+const (
+	ReuseNone         = "none"
+	ReuseOff          = "off"
+	ReuseProjectAgent = "project_agent"
+)
+
+// ReuseConfig is sandbox reuse by key (POST /v1/sandboxes with reuse), named after seed 002's
+// [tools.e2b] keys.
+type ReuseConfig struct {
+	// Mode is ReuseProjectAgent (default) or ReuseNone/ReuseOff.
+	Mode string `yaml:"reuse_mode"`
+	// IdleTTL and HardTTL apply to a reuse request that gives no idle_ttl or hard_ttl (1800 s
+	// and 21600 s; 0: no limit): a sandbox idle, or alive, longer is deleted and replaced, and
+	// a new sandbox gets the hard TTL as its TTL when the request gives none.
+	IdleTTL time.Duration `yaml:"idle_ttl_sec"`
+	HardTTL time.Duration `yaml:"hard_ttl_sec"`
+	// LockTimeout bounds how long a create waits for the other creates of the same key, which
+	// run one at a time under a lease in the database (so across bays too): 600 s.
+	LockTimeout time.Duration `yaml:"lock_timeout_sec"`
+}
+
 // SkillsConfig is the skill library (ours, internal/bay/skills).
 type SkillsConfig struct {
 	// RootPath is the legacy host directory holding one folder per skill: when set,
@@ -488,6 +513,7 @@ func DefaultConfig() *Config {
 		Execs:                     defaultExecs(),
 		Jobs:                      JobsConfig{MaxDuration: 24 * time.Hour, PollInterval: 2 * time.Second},
 		Limits:                    defaultLimits(),
+		Reuse:                     ReuseConfig{Mode: ReuseProjectAgent, IdleTTL: 1800 * time.Second, HardTTL: 21600 * time.Second, LockTimeout: 600 * time.Second},
 		ProfileSpecs:              DefaultProfileSpecs(),
 	}
 	if err := c.Validate(); err != nil {

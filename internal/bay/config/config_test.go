@@ -103,6 +103,10 @@ func TestDefaults(t *testing.T) {
 		{"proxy.enabled", c.Proxy.Enabled, false},
 		{"proxy.default_no_proxy", c.Proxy.DefaultNoProxy, DefaultNoProxy},
 		{"session.readiness_timeout_seconds", c.Session.ReadinessTimeout, 60 * time.Second},
+		{"reuse.reuse_mode", c.Reuse.Mode, ReuseProjectAgent},
+		{"reuse.idle_ttl_sec", c.Reuse.IdleTTL, 1800 * time.Second},
+		{"reuse.hard_ttl_sec", c.Reuse.HardTTL, 21600 * time.Second},
+		{"reuse.lock_timeout_sec", c.Reuse.LockTimeout, 600 * time.Second},
 		{"instance id", c.InstanceID(), "bay"},
 		{"profiles", len(c.Profiles), 3},
 	}
@@ -310,6 +314,10 @@ func TestBadValues(t *testing.T) {
 		{"blocked empty", "security: {blocked_hosts: ['']}\n", `security.blocked_hosts[0]`},
 		{"allowed host", "security: {allowed_hosts: ['10.1.2.3/33']}\n", `security.allowed_hosts[0]`},
 		{"firewall bool", "security: {sandbox_firewall: maybe}\n", `security.sandbox_firewall: expected a boolean`},
+		{"reuse mode", "reuse: {reuse_mode: agent}\n", `reuse.reuse_mode: must be none, off or project_agent`},
+		{"reuse idle ttl", "reuse: {idle_ttl_sec: -1}\n", `reuse.idle_ttl_sec`},
+		{"reuse hard ttl", "reuse: {hard_ttl_sec: 99999999}\n", `reuse.hard_ttl_sec`},
+		{"reuse lock timeout", "reuse: {lock_timeout_sec: 0}\n", `reuse.lock_timeout_sec: must be 1..3600`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

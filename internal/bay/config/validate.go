@@ -329,6 +329,23 @@ func (c *Config) Validate() error {
 	positive("jobs.max_duration_seconds", c.Jobs.MaxDuration)
 	positive("jobs.poll_interval_seconds", c.Jobs.PollInterval)
 
+	// reuse (the TTLs within what a request may ask: bayapi.MaxTTL, 366 days)
+	const maxReuseTTL = 366 * 24 * time.Hour
+	if m := c.Reuse.Mode; m != ReuseNone && m != ReuseOff && m != ReuseProjectAgent {
+		add("reuse.reuse_mode", "must be none, off or project_agent, got %q", m)
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"reuse.idle_ttl_sec", c.Reuse.IdleTTL}, {"reuse.hard_ttl_sec", c.Reuse.HardTTL}} {
+		if f.d < 0 || f.d > maxReuseTTL {
+			add(f.name, "must be 0 (no limit) to %d seconds, got %v", int64(maxReuseTTL.Seconds()), f.d)
+		}
+	}
+	if c.Reuse.LockTimeout < time.Second || c.Reuse.LockTimeout > time.Hour {
+		add("reuse.lock_timeout_sec", "must be 1..3600 seconds, got %v", c.Reuse.LockTimeout)
+	}
+
 	// skills
 	if c.Skills.RootPath != "" && !strings.HasPrefix(c.Skills.RootPath, "/") {
 		add("skills.root_path", "must be an absolute host path, got %q", c.Skills.RootPath)

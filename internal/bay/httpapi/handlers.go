@@ -258,6 +258,18 @@ func (s *Server) execPython(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if key := strings.TrimSpace(r.Header.Get(bayapi.HeaderIdempotencyKey)); s.opts.Jobs != nil && (wantsEvents(r) || key != "") {
+		p := jobs.PythonParams{Code: *req.Code, Timeout: time.Duration(timeout) * time.Second, IncludeCode: req.IncludeCode,
+			Description: req.Description, Tags: bay.NormalizeTags(req.Tags), IdempotencyKey: key}
+		s.streamExec(w, r, key, func(emit jobs.Emit) (any, error) {
+			res, err := s.opts.Jobs.ExecPythonStream(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, emit)
+			if err != nil {
+				return nil, err
+			}
+			return renderPython(res), nil
+		})
+		return
+	}
 	out, err := s.caps.ExecPython(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.PythonParams{
 		Code: *req.Code, Timeout: timeout, IncludeCode: req.IncludeCode, Description: req.Description, Tags: req.Tags,
 	})
@@ -286,9 +298,12 @@ func (s *Server) execShell(w http.ResponseWriter, r *http.Request) {
 		}
 		cwd = &c
 	}
-	if key := r.Header.Get(bayapi.HeaderIdempotencyKey); s.opts.Jobs != nil && (wantsEvents(r) || key != "") {
-		s.streamShell(w, r, jobs.ExecParams{Command: *req.Command, Timeout: time.Duration(timeout) * time.Second, Cwd: cwd,
-			IncludeCode: req.IncludeCode, Description: req.Description, Tags: bay.NormalizeTags(req.Tags), IdempotencyKey: strings.TrimSpace(key)})
+	if key := strings.TrimSpace(r.Header.Get(bayapi.HeaderIdempotencyKey)); s.opts.Jobs != nil && (wantsEvents(r) || key != "") {
+		p := jobs.ExecParams{Command: *req.Command, Timeout: time.Duration(timeout) * time.Second, Cwd: cwd,
+			IncludeCode: req.IncludeCode, Description: req.Description, Tags: bay.NormalizeTags(req.Tags), IdempotencyKey: key}
+		s.streamExec(w, r, key, func(emit jobs.Emit) (any, error) {
+			return s.opts.Jobs.ExecShellStream(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p, emit)
+		})
 		return
 	}
 	out, err := s.caps.ExecShell(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), capability.ShellParams{

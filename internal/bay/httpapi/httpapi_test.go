@@ -21,6 +21,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
+	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox/sandboxtest"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient/shipstub"
 )
@@ -42,6 +43,10 @@ type harness struct {
 	api  *httpapi.Server
 	drv  *fake.Driver
 	ship *shipstub.Stub
+	// newJobs returns another jobs service over the harness's store and runtime, as a second
+	// bay sharing the database would have (jobs harnesses only).
+	newJobs func(ship jobs.Ship, cfg jobs.Config) *jobs.Service
+	jobs    *jobs.Service // the API's (jobs harnesses only)
 }
 
 func newHarness(t *testing.T) *harness {

@@ -322,7 +322,7 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 				s.log.Warn("job output stream ended by an error", "job_id", jobID, "err", err, "request_id", requestID(r.Context()))
 				_, env := statusOf(err)
 				env.Error.RequestID = requestID(r.Context())
-				writeEvent(w, "error", "", env)
+				writeEvent(w, bayapi.ExecEventError, "", env)
 				_ = rc.Flush()
 			}
 			return
@@ -348,21 +348,21 @@ func wantsEvents(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 }
 
-// streamShell answers a shell exec as Server-Sent Events: "stdout" and "stderr" chunks as the
-// command prints them, then "result" with the JSON a plain exec answers. An error before the
-// first event is the usual JSON error; after it, an "error" event with the envelope.
+// streamExec answers an exec run by run as Server-Sent Events when the client asks for them
+// (see bayapi.ExecEventResult): the events run emits as the code prints, then "result" with
+// the JSON a plain exec answers. An error before the first event is the usual JSON error;
+// after it, an "error" event with the envelope. Without text/event-stream the answer is the
+// plain JSON.
 //
 // With an Idempotency-Key (streamed or not), the execution is named by the key: a retry
-// attaches to it or returns its answer, and never runs the command twice. Without
-// text/event-stream the answer is the plain JSON.
-func (s *Server) streamShell(w http.ResponseWriter, r *http.Request, p jobs.ExecParams) {
-	if p.IdempotencyKey != "" && !idempotency.ValidKey(p.IdempotencyKey) {
+// attaches to it or returns its answer, and never runs the code twice.
+func (s *Server) streamExec(w http.ResponseWriter, r *http.Request, key string, run func(emit jobs.Emit) (any, error)) {
+	if key != "" && !idempotency.ValidKey(key) {
 		s.fail(w, r, bay.Errorf(bay.CodeValidation, "Invalid Idempotency-Key: 1-128 characters of A-Z a-z 0-9 _ -"))
 		return
 	}
 	if !wantsEvents(r) {
-		res, err := s.opts.Jobs.ExecShellStream(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p,
-			func(string, shipapi.StreamChunk) error { return nil })
+		res, err := run(func(string, any) error { return nil })
 		s.reply(w, r, res, err)
 		return
 	}
@@ -378,12 +378,11 @@ func (s *Server) streamShell(w http.ResponseWriter, r *http.Request, p jobs.Exec
 			w.WriteHeader(http.StatusOK)
 		}
 	}
-	res, err := s.opts.Jobs.ExecShellStream(r.Context(), Owner(r.Context()), r.PathValue("sandbox_id"), p,
-		func(stream string, c shipapi.StreamChunk) error {
-			begin()
-			writeEvent(w, stream, "", chunk(c))
-			return rc.Flush()
-		})
+	res, err := run(func(event string, v any) error {
+		begin()
+		writeEvent(w, event, "", v)
+		return rc.Flush()
+	})
 	switch {
 	case err != nil && !started:
 		s.fail(w, r, err)
@@ -391,12 +390,12 @@ func (s *Server) streamShell(w http.ResponseWriter, r *http.Request, p jobs.Exec
 		if r.Context().Err() == nil {
 			_, env := statusOf(err)
 			env.Error.RequestID = requestID(r.Context())
-			writeEvent(w, "error", "", env)
+			writeEvent(w, bayapi.ExecEventError, "", env)
 			_ = rc.Flush()
 		}
 	default:
 		begin()
-		writeEvent(w, "result", "", res)
+		writeEvent(w, bayapi.ExecEventResult, "", res)
 		_ = rc.Flush()
 	}
 }

@@ -17,9 +17,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
@@ -29,12 +32,20 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
 	"github.com/shipyard-dev/shipyard/internal/ship"
+	"github.com/shipyard-dev/shipyard/internal/ship/shiptest"
 )
 
 func newJobsHarness(t *testing.T) *harness { return newJobsHarnessIdle(t, 30*time.Minute) }
 
 // newJobsHarnessIdle is newJobsHarness with the profile's idle timeout.
 func newJobsHarnessIdle(t *testing.T, idle time.Duration) *harness {
+	t.Helper()
+	return newJobsHarnessWith(t, idle, false)
+}
+
+// newJobsHarnessWith is newJobsHarness with the profile's idle timeout and, with kernel, ship's
+// real Python kernel.
+func newJobsHarnessWith(t *testing.T, idle time.Duration, kernel bool) *harness {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
@@ -43,7 +54,10 @@ func newJobsHarnessIdle(t *testing.T, idle time.Duration) *harness {
 	}
 	t.Cleanup(func() { st.Close() })
 	cfg := ship.DefaultConfig()
-	cfg.Listen, cfg.Workspace, cfg.SkillsDir, cfg.NoKernel, cfg.AuthToken = "127.0.0.1:0", t.TempDir(), t.TempDir(), true, ""
+	cfg.Listen, cfg.Workspace, cfg.SkillsDir, cfg.NoKernel, cfg.AuthToken = "127.0.0.1:0", t.TempDir(), t.TempDir(), !kernel, ""
+	if kernel {
+		cfg.Python = shiptest.Python(t)
+	}
 	cfg.Log = slog.New(slog.DiscardHandler)
 	md := ship.New(cfg)
 	sctx, stop := context.WithCancel(context.Background())
@@ -67,7 +81,12 @@ func newJobsHarnessIdle(t *testing.T, idle time.Duration) *harness {
 	api := httpapi.New(httpapi.Options{Service: svc, Capabilities: caps, Auth: tokens{}, Version: "test", Jobs: js})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &harness{t: t, srv: srv, api: api, drv: drv}
+	newJobs := func(ship jobs.Ship, cfg jobs.Config) *jobs.Service {
+		js := jobs.New(caps, ship, st, cfg)
+		t.Cleanup(js.Close)
+		return js
+	}
+	return &harness{t: t, srv: srv, api: api, drv: drv, newJobs: newJobs, jobs: js}
 }
 
 func TestJobsOwnersAndValidation(t *testing.T) {
@@ -278,5 +297,230 @@ func TestRunningJobPinsIdle(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if d := deadline(h.ok(h.do("GET", "/v1/sandboxes/"+sb, "alice", nil), 200)); d.After(time.Now().UTC()) {
 		t.Fatalf("idle deadline %s still ahead after the job ended", d)
+	}
+}
+
+// TestStreamedPythonExec: with Accept: text/event-stream a python exec streams stdout line by
+// line as the cell prints, stderr apart and rich outputs as display events, in the kernel a
+// plain exec uses; then the plain exec's answer, recorded in the history.
+func TestStreamedPythonExec(t *testing.T) {
+	h := newJobsHarnessWith(t, 30*time.Minute, true)
+	sb := h.sandbox("alice")
+	path := "/v1/sandboxes/" + sb + "/python/exec"
+	h.ok(h.do("POST", path, "alice", `{"code":"state = 'kept'","timeout":60}`), 200)
+	code := "import sys, time\nfor i in range(4):\n    print('line', i, state, flush=True)\n    time.sleep(0.5)\n" +
+		"print('bad', file=sys.stderr)\ndisplay({'a': 1})\n6 * 7"
+	body, _ := json.Marshal(map[string]any{"code": code, "include_code": true})
+	req, _ := http.NewRequest("POST", h.srv.URL+path, strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	// Each stdout line arrives on its own, about when it was printed.
+	var lines []time.Time
+	var events []string
+	var result map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	ev := ""
+	for sc.Scan() {
+		switch l := sc.Text(); {
+		case strings.HasPrefix(l, "event: "):
+			ev = l[7:]
+		case strings.HasPrefix(l, "data: "):
+			var d map[string]any
+			if err := json.Unmarshal([]byte(l[6:]), &d); err != nil {
+				t.Fatalf("event %s: %q", ev, l)
+			}
+			switch ev {
+			case "result":
+				result = d
+			case "display":
+				events = append(events, fmt.Sprintf("display=%v %v", d["type"], d["data"].(map[string]any)["text/plain"]))
+			default:
+				events = append(events, ev+"="+d["data"].(string))
+				if ev == "stdout" {
+					lines = append(lines, time.Now())
+				}
+			}
+		}
+	}
+	want := []string{"stdout=line 0 kept\n", "stdout=line 1 kept\n", "stdout=line 2 kept\n", "stdout=line 3 kept\n",
+		"stderr=bad\n", "display=display_data {'a': 1}", "display=execute_result 42"}
+	if !slices.Equal(events, want) {
+		t.Fatalf("events %q", events)
+	}
+	if gap := lines[3].Sub(lines[0]); gap < 1200*time.Millisecond {
+		t.Fatalf("the four lines came within %v: not as printed", gap)
+	}
+	if result["success"] != true || result["stdout"] != "line 0 kept\nline 1 kept\nline 2 kept\nline 3 kept\n" || result["stderr"] != "bad\n" ||
+		!strings.HasSuffix(result["output"].(string), "42") || result["code"] != code || result["execution_id"] == "" {
+		t.Fatalf("result %v", result)
+	}
+	// A failing cell: the plain answer's error, streamed as the result.
+	r := h.do("POST", path, "alice", `{"code":"1/0"}`, "Accept", "text/event-stream")
+	_, result = readEvents(strings.NewReader(string(r.body)), "result")
+	if result["success"] != false || !strings.Contains(fmt.Sprint(result["error"]), "ZeroDivisionError") {
+		t.Fatalf("error result %v", result)
+	}
+	h.expect(h.do("POST", path, "bob", `{"code":"1"}`, "Accept", "text/event-stream"), 404, "not_found")
+	hist := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/history?exec_type=python", "alice", nil), 200)
+	if hist["total"].(float64) != 3 {
+		t.Fatalf("history %v", hist)
+	}
+}
+
+// TestIdempotentPythonExec: retries of a keyed python exec (concurrent, streamed or not, and
+// after the end) run the cell once and all get its answer; one history entry.
+func TestIdempotentPythonExec(t *testing.T) {
+	h := newJobsHarnessWith(t, 30*time.Minute, true)
+	sb := h.sandbox("alice")
+	path := "/v1/sandboxes/" + sb + "/python/exec"
+	body := `{"code":"import time\nwith open('runs.txt', 'a') as f:\n    f.write('ran\\n')\ntime.sleep(0.5)\nprint(len(open('runs.txt').readlines()))","timeout":60}`
+	outs := make(chan string, 3)
+	for i := range 3 {
+		go func() {
+			hdr := []string{"Idempotency-Key", "py-once"}
+			if i == 0 {
+				hdr = append(hdr, "Accept", "text/event-stream")
+			}
+			r := h.do("POST", path, "alice", body, hdr...)
+			if r.status != 200 {
+				outs <- fmt.Sprintf("%d %s", r.status, r.body)
+				return
+			}
+			res := map[string]any{}
+			if i == 0 {
+				_, res = readEvents(strings.NewReader(string(r.body)), "result")
+			} else {
+				res = r.json(t)
+			}
+			outs <- fmt.Sprint(res["stdout"])
+		}()
+	}
+	for range 3 {
+		if o := <-outs; o != "1\n" {
+			t.Fatalf("keyed exec answered %q", o)
+		}
+	}
+	r := h.ok(h.do("POST", path, "alice", body, "Idempotency-Key", "py-once"), 200)
+	if r["stdout"] != "1\n" {
+		t.Fatalf("retry after the end: %v", r)
+	}
+	if o := h.ok(h.do("POST", path, "alice", `{"code":"print(len(open('runs.txt').readlines()))"}`), 200)["stdout"]; o != "1\n" {
+		t.Fatalf("the keyed cell ran %q times", o)
+	}
+	// A shell exec under the same key is another execution.
+	if o := h.ok(h.do("POST", "/v1/sandboxes/"+sb+"/shell/exec", "alice", `{"command":"echo shell"}`, "Idempotency-Key", "py-once"), 200)["output"]; o != "shell" {
+		t.Fatalf("shell under the python key: %v", o)
+	}
+	hist := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/history?exec_type=python", "alice", nil), 200)
+	if hist["total"].(float64) != 2 {
+		t.Fatalf("history: %v", hist)
+	}
+	h.expect(h.do("POST", path, "alice", body, "Idempotency-Key", "bad key!"), 400, "validation_error")
+}
+
+// countingShip counts the job polls of a watcher, in all and per job.
+type countingShip struct {
+	jobs.Ship
+	gets  atomic.Int64
+	mu    sync.Mutex
+	byJob map[string]int
+}
+
+func (c *countingShip) GetJob(ctx context.Context, endpoint, id string) (*shipapi.JobInfo, error) {
+	c.gets.Add(1)
+	c.mu.Lock()
+	if c.byJob == nil {
+		c.byJob = map[string]int{}
+	}
+	c.byJob[id]++
+	c.mu.Unlock()
+	return c.Ship.GetJob(ctx, endpoint, id)
+}
+
+func (c *countingShip) polls(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byJob[id]
+}
+
+// TestOneBayWatchesEachJob: of the bays sharing a database, only the one holding a job's watch
+// lease polls it; when that bay dies (its watchers stop without releasing the lease), exactly
+// one other takes the job over and records its end.
+func TestOneBayWatchesEachJob(t *testing.T) {
+	h := newJobsHarness(t)
+	sb := h.sandbox("alice")
+	// The API's service (bay A) starts the job, watches it and holds its lease.
+	job := h.ok(h.do("POST", "/v1/sandboxes/"+sb+"/jobs", "alice", `{"kind":"shell","command":"sleep 4; echo done"}`), 202)["job_id"].(string)
+	others := []*countingShip{{Ship: shipclient.New(nil, nil)}, {Ship: shipclient.New(nil, nil)}}
+	for i, c := range others {
+		svc := h.newJobs(c, jobs.Config{PollInterval: 100 * time.Millisecond, Holder: fmt.Sprintf("bay-%d", i)})
+		if err := svc.Resume(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A job started after the others resumed: they adopt it at their next round.
+	late := h.ok(h.do("POST", "/v1/sandboxes/"+sb+"/jobs", "alice", `{"kind":"shell","command":"sleep 5; echo late"}`), 202)["job_id"].(string)
+	time.Sleep(2 * time.Second)
+	if n := others[0].gets.Load() + others[1].gets.Load(); n != 0 {
+		t.Fatalf("the other bays polled the job %d times while bay A held its lease", n)
+	}
+	// Bay A dies: its watchers stop and its leases stay until they lapse.
+	h.jobs.Close()
+	deadline := time.Now().Add(30 * time.Second) // two lease TTLs and the jobs' end
+	for _, id := range []string{job, late} {
+		for {
+			j := h.ok(h.do("GET", "/v1/sandboxes/"+sb+"/jobs/"+id, "alice", nil), 200)
+			if j["status"] == "succeeded" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job not recorded ended: %v", j)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, id := range []string{job, late} {
+		b, c := others[0].polls(id), others[1].polls(id)
+		if b+c == 0 || b > 0 && c > 0 {
+			t.Fatalf("polls of %s after bay A died: %d and %d; want one bay", id, b, c)
+		}
+	}
+}
+
+// TestStreamedPythonExecCallerLeaves: a caller hanging up a streamed python exec without a key
+// interrupts its cell, as a plain exec's would be, so the kernel is free at once; its state
+// stays.
+func TestStreamedPythonExecCallerLeaves(t *testing.T) {
+	h := newJobsHarnessWith(t, 30*time.Minute, true)
+	sb := h.sandbox("alice")
+	path := "/v1/sandboxes/" + sb + "/python/exec"
+	h.ok(h.do("POST", path, "alice", `{"code":"kept = 1","timeout":60}`), 200)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+path,
+		strings.NewReader(`{"code":"import time\nprint('go', flush=True)\ntime.sleep(120)","timeout":300}`))
+	req.Header.Set("Authorization", "Bearer alice-key")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && sc.Text() != "event: stdout" {
+	}
+	cancel()
+	resp.Body.Close()
+	began := time.Now()
+	r := h.ok(h.do("POST", path, "alice", `{"code":"print(kept)","timeout":60}`), 200)
+	if r["stdout"] != "1\n" || time.Since(began) > 30*time.Second {
+		t.Fatalf("after the caller left: %v in %v", r, time.Since(began))
 	}
 }

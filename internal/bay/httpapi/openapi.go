@@ -81,6 +81,11 @@ func (s *Server) buildOpenAPI() []byte {
 		case rt.doc.response != nil:
 			responses[code] = map[string]any{"description": "Success", "content": map[string]any{
 				"application/json": map[string]any{"schema": g.schema(reflect.TypeOf(rt.doc.response))}}}
+			if rt.doc.events != "" {
+				r := responses[code].(map[string]any)
+				r["description"] = "Success; with Accept: text/event-stream, Server-Sent Events: " + rt.doc.events
+				r["content"].(map[string]any)["text/event-stream"] = map[string]any{"schema": map[string]any{"type": "string"}}
+			}
 			for _, st := range rt.doc.also {
 				responses[itoa(st)] = responses[code]
 			}

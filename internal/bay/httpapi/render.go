@@ -110,7 +110,7 @@ func renderPython(r *bay.PythonResult) *bayapi.PythonExecResponse {
 		images = []map[string]string{}
 	}
 	return &bayapi.PythonExecResponse{
-		Success: r.Success, Output: r.Text, Error: r.Error,
+		Success: r.Success, Output: r.Text, Stdout: r.Stdout, Stderr: r.Stderr, Error: r.Error,
 		Data:            bayapi.PythonExecData{ExecutionCount: r.ExecutionCount, Output: shipapi.PythonOutput{Text: r.Text, Images: images}},
 		ExecutionID:     r.ExecutionID,
 		ExecutionTimeMS: r.ExecutionTimeMS, Code: r.Code,

@@ -17,11 +17,16 @@ var reuseKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
 // createReused answers POST /v1/sandboxes with reuse: the owner's sandbox of the key (200,
 // Shipyard-Reused: true), or a new one (201).
 func (s *Server) createReused(w http.ResponseWriter, r *http.Request, owner string, p sandbox.CreateParams, spec *bayapi.ReuseSpec) {
+	rc := s.opts.Reuse
+	if rc.Disabled {
+		s.fail(w, r, bay.Errorf(bay.CodeValidation, "Sandbox reuse is disabled on this server (reuse.reuse_mode)"))
+		return
+	}
 	var is issues
 	if !reuseKeyRE.MatchString(spec.Key) {
 		is.add("value_error", []any{"body", "reuse", "key"}, "Value error, 1-128 characters of A-Z a-z 0-9 _ - : .", spec.Key, nil)
 	}
-	var pol reuse.Policy
+	pol := rc.Defaults
 	for _, f := range []struct {
 		v    *bayapi.Int
 		name string
@@ -36,11 +41,21 @@ func (s *Server) createReused(w http.ResponseWriter, r *http.Request, owner stri
 		s.fail(w, r, err)
 		return
 	}
-	if p.TTL == nil && spec.HardTTL != nil {
-		v := int64(*spec.HardTTL)
+	if p.TTL == nil && pol.HardTTL > 0 {
+		v := int64(pol.HardTTL.Seconds())
 		p.TTL = &v
 	}
 	ctx := r.Context()
+	timeout := rc.LockTimeout
+	if timeout <= 0 {
+		timeout = 600 * time.Second
+	}
+	unlock, err := reuse.Lock(ctx, s.svc.Store(), owner, spec.Key, time.Now, timeout, s.log)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer unlock()
 	id, created, err := reuse.Resolve(ctx, s.svc.Store(), owner, spec.Key, pol, time.Now,
 		func(ctx context.Context, hook reuse.Hook) (*bay.SandboxView, error) {
 			return s.svc.CreateSandbox(ctx, owner, p, hook)

@@ -13,6 +13,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
+	"github.com/shipyard-dev/shipyard/internal/bay/reuse"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient/shipstub"
@@ -22,6 +23,14 @@ import (
 // twoBays are two bays (each its own store handle, service and HTTP server) on one database
 // file, as several bays share one database.
 func twoBays(t *testing.T) [2]*harness {
+	t.Helper()
+	hs, _ := twoBaysWith(t, reuse.Config{})
+	return hs
+}
+
+// twoBaysWith is twoBays with the bays' reuse settings; it also returns a third handle of the
+// database.
+func twoBaysWith(t *testing.T, rc reuse.Config) ([2]*harness, bay.Store) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "bay.db")
 	stub := shipstub.New()
@@ -38,12 +47,17 @@ func twoBays(t *testing.T) [2]*harness {
 			Containers: []bay.ContainerProfile{{Name: "primary", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123,
 				Resources: bay.Resources{CPUs: 1, Memory: "1g"}, Capabilities: bay.DefaultCapabilities}}}}
 		svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{Profiles: profiles, InstanceID: fmt.Sprintf("bay-%d", i)})
-		api := httpapi.New(httpapi.Options{Service: svc, Auth: tokens{}, Version: "test"})
+		api := httpapi.New(httpapi.Options{Service: svc, Auth: tokens{}, Version: "test", Reuse: rc})
 		srv := httptest.NewServer(api.Handler())
 		t.Cleanup(srv.Close)
 		hs[i] = &harness{t: t, srv: srv, api: api, drv: drv, ship: stub}
 	}
-	return hs
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: path, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return hs, st
 }
 
 func TestReuseByKey(t *testing.T) {
@@ -121,4 +135,49 @@ func TestReuseByKey(t *testing.T) {
 			t.Errorf("%s: %d %s", bad, r.status, r.body)
 		}
 	}
+}
+
+// TestReuseLockAndDefaults: the calls of one key wait for its lock, held in the database (here
+// by a call on a third handle, as on another bay), at most the lock timeout; the operator's
+// default TTLs apply to requests that give none; reuse_mode none refuses reuse.
+func TestReuseLockAndDefaults(t *testing.T) {
+	hs, st := twoBaysWith(t, reuse.Config{LockTimeout: time.Second, Defaults: reuse.Policy{HardTTL: time.Hour, IdleTTL: time.Hour}})
+	body := `{"reuse":{"key":"proj-2:agent-b"}}`
+	unlock, err := reuse.Lock(t.Context(), st, "alice", "proj-2:agent-b", time.Now, time.Second, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	r := hs[0].do("POST", "/v1/sandboxes", "alice", body)
+	hs[0].expect(r, 409, "conflict")
+	if d := time.Since(began); d < 900*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("the locked call gave up after %v; want the 1 s lock timeout", d)
+	}
+	// Another key, or another owner's key of that name, is not held up.
+	hs[1].expect(hs[1].do("POST", "/v1/sandboxes", "alice", `{"reuse":{"key":"proj-2:agent-c"}}`), 201, "")
+	hs[1].expect(hs[1].do("POST", "/v1/sandboxes", "bob", body), 201, "")
+	// A call that waits gets the key once the holder is done.
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		unlock()
+	}()
+	began = time.Now()
+	r = hs[1].do("POST", "/v1/sandboxes", "alice", body)
+	hs[1].expect(r, 201, "")
+	if d := time.Since(began); d < 250*time.Millisecond {
+		t.Fatalf("the call did not wait for the lock (%v)", d)
+	}
+	// The default hard TTL became the new sandbox's TTL.
+	if r.json(t)["expires_at"] == nil {
+		t.Fatalf("no expiry from the default hard TTL: %s", r.body)
+	}
+	// The lock is released after each call: the next one does not wait.
+	began = time.Now()
+	hs[0].expect(hs[0].do("POST", "/v1/sandboxes", "alice", body), 200, "")
+	if d := time.Since(began); d > 900*time.Millisecond {
+		t.Fatalf("a free key's call took %v", d)
+	}
+
+	off, _ := twoBaysWith(t, reuse.Config{Disabled: true})
+	off[0].expect(off[0].do("POST", "/v1/sandboxes", "alice", body), 400, "validation_error")
 }

@@ -35,6 +35,9 @@ type opDoc struct {
 	websocket   bool
 	query       []param
 	idempotent  bool
+	// events describes the Server-Sent Events the operation answers with Accept:
+	// text/event-stream, in place of its JSON.
+	events string
 }
 
 type param struct {
@@ -94,9 +97,11 @@ func (s *Server) routeTable() []route {
 			doc: opDoc{id: "sandboxMetrics", summary: "Resource use now: CPU, memory and pids of the running containers, cargo disk use against its limit (never starts compute)", tag: "sandboxes", status: 200, response: bayapi.SandboxMetrics{}}},
 
 		{method: "POST", pattern: bayapi.PathPythonExec, auth: true, handler: s.execPython,
-			doc: opDoc{id: "execPython", summary: "Run Python in the sandbox's kernel", tag: "capabilities", request: bayapi.PythonExecRequest{}, status: 200, response: bayapi.PythonExecResponse{}}},
+			doc: opDoc{id: "execPython", summary: "Run Python in the sandbox's kernel; streamed with Accept: text/event-stream", tag: "capabilities", request: bayapi.PythonExecRequest{}, status: 200, response: bayapi.PythonExecResponse{}, idempotent: true,
+				events: "stdout and stderr events (a chunk each) as the cell prints, display events (one rich output each) as the kernel publishes them, then result with the JSON answer, or error with the error envelope"}},
 		{method: "POST", pattern: bayapi.PathShellExec, auth: true, handler: s.execShell,
-			doc: opDoc{id: "execShell", summary: "Run a shell command", tag: "capabilities", request: bayapi.ShellExecRequest{}, status: 200, response: bayapi.ShellExecResponse{}}},
+			doc: opDoc{id: "execShell", summary: "Run a shell command; streamed with Accept: text/event-stream", tag: "capabilities", request: bayapi.ShellExecRequest{}, status: 200, response: bayapi.ShellExecResponse{}, idempotent: true,
+				events: "stdout and stderr events (a chunk each) as the command prints, then result with the JSON answer, or error with the error envelope"}},
 		{method: "POST", pattern: bayapi.PathBrowserExec, auth: true, handler: s.execBrowser,
 			doc: opDoc{id: "execBrowser", summary: "Run one agent-browser command in the sandbox's browser", tag: "capabilities", request: bayapi.BrowserExecRequest{}, status: 200, response: bayapi.BrowserExecResponse{}}},
 		{method: "POST", pattern: bayapi.PathBrowserBatch, auth: true, handler: s.execBrowserBatch,

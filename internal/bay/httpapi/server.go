@@ -73,6 +73,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/history"
 	"github.com/shipyard-dev/shipyard/internal/bay/idempotency"
 	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
+	"github.com/shipyard-dev/shipyard/internal/bay/reuse"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/skillrel"
 	"github.com/shipyard-dev/shipyard/internal/bay/skills"
@@ -111,6 +112,9 @@ type Options struct {
 	Version string // reported by /health and the OpenAPI document
 	// Jobs serves the jobs API (nil: no jobs routes).
 	Jobs *jobs.Service
+	// Reuse is the operator's settings of sandbox reuse by key (zero: allowed, no default
+	// TTLs, a 600 s lock timeout).
+	Reuse reuse.Config
 	// SkillLife serves the skill lifecycle: payloads, candidates, releases (nil: a service
 	// over the Service's store when it keeps the lifecycle, else those endpoints answer 503).
 	SkillLife *skillrel.Service

@@ -24,6 +24,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
@@ -39,7 +40,7 @@ type Ship interface {
 	StartJob(ctx context.Context, endpoint string, req shipapi.StartJobRequest) (*shipapi.JobInfo, error)
 	GetJob(ctx context.Context, endpoint, id string) (*shipapi.JobInfo, error)
 	CancelJob(ctx context.Context, endpoint, id string) (*shipapi.JobInfo, error)
-	JobOutput(ctx context.Context, endpoint, id string, stdoutOff, stderrOff int64, wait time.Duration, maxBytes int) (*shipapi.JobOutputResponse, error)
+	JobOutput(ctx context.Context, endpoint, id string, offs [3]int64, wait time.Duration, maxBytes int) (*shipapi.JobOutputResponse, error)
 }
 
 // Config configures a Service.
@@ -50,9 +51,29 @@ type Config struct {
 	// PollInterval is how often a watcher asks the runtime about a running job (default 2 s).
 	// It must stay well below the profiles' idle timeouts: each poll refreshes the idle deadline.
 	PollInterval time.Duration
-	Now          func() time.Time
-	Log          *slog.Logger
+	// Holder names this bay in the leases of the jobs it watches (its boot id; default a new
+	// id). Bays sharing a database must have different holders.
+	Holder string
+	Now    func() time.Time
+	Log    *slog.Logger
 }
+
+// Watch leases: one bay of those sharing a database polls each running job. Its watcher holds
+// the lease "job-watch/<job id>" and renews it at every poll; the other bays' watchers find it
+// held and wait, trying again every lease TTL, so one of them takes the job over within about
+// two lease TTLs of its holder dying. Every bay adopts the running jobs it does not watch yet
+// every adoptPolls poll intervals, so a job started on a bay that died is watched too.
+const (
+	leaseTTLPolls = 3               // the lease lasts this many poll intervals,
+	minLeaseTTL   = 5 * time.Second // and at least this long: a busy holder keeps it
+	adoptPolls    = 10              // running jobs are adopted every so many poll intervals
+)
+
+// leaseTTL is how long a watch lease lasts.
+func (s *Service) leaseTTL() time.Duration { return max(leaseTTLPolls*s.cfg.PollInterval, minLeaseTTL) }
+
+// watchLease is the name of the lease of a job's watcher.
+func watchLease(jobID string) string { return "job-watch/" + jobID }
 
 // Service starts, follows and cancels jobs.
 type Service struct {
@@ -68,6 +89,9 @@ type Service struct {
 
 	mu   sync.Mutex
 	live map[string]*shipapi.JobInfo // guarded by mu: what the runtime last said of each watched job
+	// watched are the jobs this bay has a watcher of (holding their lease or waiting for it);
+	// guarded by mu.
+	watched map[string]bool
 }
 
 // New returns a Service; Resume starts the watchers of the jobs the store has running.
@@ -84,9 +108,12 @@ func New(rt Runtime, ship Ship, store bay.Store, cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Holder == "" {
+		cfg.Holder = bay.NewID("bay")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Service{rt: rt, ship: ship, store: store, cfg: cfg, log: cfg.Log.With("component", "jobs"),
-		ctx: ctx, cancel: cancel, live: map[string]*shipapi.JobInfo{}}
+		ctx: ctx, cancel: cancel, live: map[string]*shipapi.JobInfo{}, watched: map[string]bool{}}
 }
 
 // MaxDuration is the longest timeout a job may have.
@@ -324,7 +351,7 @@ func (s *Service) output(ctx context.Context, owner, sandboxID, jobID string, of
 	}
 	sessID, err := s.rt.CallRuntime(ctx, owner, sandboxID, capability(j.Kind), func(ctx context.Context, ep string) (err error) {
 		endpoint = ep
-		out, err = s.ship.JobOutput(ctx, ep, j.ID, offsets[0], offsets[1], wait, 0)
+		out, err = s.ship.JobOutput(ctx, ep, j.ID, [3]int64{offsets[0], offsets[1]}, wait, 0)
 		return err
 	})
 	switch {
@@ -367,7 +394,7 @@ func (s *Service) Follower(owner, sandboxID, jobID string) *Follower {
 // Read is Service.Output.
 func (f *Follower) Read(ctx context.Context, offsets [2]int64, wait time.Duration) (*bay.Job, *shipapi.JobOutputResponse, error) {
 	if f.endpoint != "" && f.job != nil && !bay.JobFinal(f.job.Status) {
-		out, err := f.s.ship.JobOutput(ctx, f.endpoint, f.jobID, offsets[0], offsets[1], wait, 0)
+		out, err := f.s.ship.JobOutput(ctx, f.endpoint, f.jobID, [3]int64{offsets[0], offsets[1]}, wait, 0)
 		if err == nil {
 			j, err := f.s.observed(ctx, f.job, out)
 			if err == nil {
@@ -507,23 +534,57 @@ func historyEntry(j *bay.Job) *bay.Execution {
 }
 
 // Resume starts a watcher for every job the store has running (bay starting: the jobs ran on
-// without it).
+// without it), then adopts the running jobs it does not watch yet every adoptPolls poll
+// intervals (those another bay started and watched until it died), until Close.
 func (s *Service) Resume(ctx context.Context) error {
-	js, _, err := s.store.ListJobs(ctx, bay.JobQuery{Statuses: []string{bay.JobStarting, bay.JobRunning}})
+	n, err := s.adopt(ctx)
 	if err != nil {
 		return fmt.Errorf("resume jobs: %w", err)
 	}
-	for _, j := range js {
-		s.spawn(j)
+	if n > 0 {
+		s.log.Info("watching the jobs that ran on while bay was away", "jobs", n)
 	}
-	if len(js) > 0 {
-		s.log.Info("watching the jobs that ran on while bay was away", "jobs", len(js))
-	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(adoptPolls * s.cfg.PollInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-t.C:
+			}
+			if _, err := s.adopt(s.ctx); err != nil && s.ctx.Err() == nil {
+				s.log.Warn("job watch: cannot list the running jobs", "err", err)
+			}
+		}
+	}()
 	return nil
 }
 
-func (s *Service) spawn(j *bay.Job) {
+// adopt starts a watcher for every running job without one on this bay; n counts them.
+func (s *Service) adopt(ctx context.Context) (n int, err error) {
+	js, _, err := s.store.ListJobs(ctx, bay.JobQuery{Statuses: []string{bay.JobStarting, bay.JobRunning}})
+	if err != nil {
+		return 0, err
+	}
+	for _, j := range js {
+		if s.spawn(j) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// spawn starts the watcher of j unless this bay has one; it reports whether it started one.
+func (s *Service) spawn(j *bay.Job) bool {
 	s.mu.Lock()
+	if s.watched[j.ID] {
+		s.mu.Unlock()
+		return false
+	}
+	s.watched[j.ID] = true
 	if _, ok := s.live[j.ID]; !ok {
 		s.live[j.ID] = &shipapi.JobInfo{Status: shipapi.JobRunning}
 	}
@@ -531,19 +592,56 @@ func (s *Service) spawn(j *bay.Job) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		defer s.forget(j.ID)
 		t := time.NewTicker(s.cfg.PollInterval)
 		defer t.Stop()
 		for {
-			if s.check(j) {
+			held, ended := s.watch(j)
+			if ended {
 				return
+			}
+			wait := t.C
+			if !held {
+				// Another bay watches it: try again once its lease could have lapsed.
+				wait = time.After(s.leaseTTL())
 			}
 			select {
 			case <-s.ctx.Done():
 				return
-			case <-t.C:
+			case <-wait:
 			}
 		}
 	}()
+	return true
+}
+
+// forget drops what this bay knew of a job it no longer watches.
+func (s *Service) forget(id string) {
+	s.mu.Lock()
+	delete(s.live, id)
+	delete(s.watched, id)
+	s.mu.Unlock()
+}
+
+// watch takes (or renews) j's watch lease and, holding it, checks the job once: held says
+// whether this bay holds the lease, ended whether the job ended (its lease is then released).
+func (s *Service) watch(j *bay.Job) (held, ended bool) {
+	name := watchLease(j.ID)
+	ok, err := lease.Acquire(s.ctx, s.store, name, s.cfg.Holder, s.cfg.Now(), s.leaseTTL(), 30*time.Second)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("job watch: cannot take the job's lease", "job_id", j.ID, "err", err)
+		}
+		return true, false // retry at the next poll
+	}
+	if !ok {
+		cur, err := s.store.GetJob(s.ctx, j.ID)
+		return false, err == nil && bay.JobFinal(cur.Status)
+	}
+	if ended = s.check(j); ended {
+		lease.Release(s.ctx, s.store, name, s.cfg.Holder, 10*time.Second, s.log)
+	}
+	return true, ended
 }
 
 // check asks about a running job once and records its end; it reports whether the job ended.
@@ -552,9 +650,6 @@ func (s *Service) check(j *bay.Job) bool {
 	defer cancel()
 	cur, err := s.store.GetJob(ctx, j.ID)
 	if err == nil && bay.JobFinal(cur.Status) {
-		s.mu.Lock()
-		delete(s.live, j.ID)
-		s.mu.Unlock()
 		return true
 	}
 	sb, err := s.store.GetSandbox(ctx, j.SandboxID)

@@ -4,6 +4,9 @@
 // and the row's primary key (owner, key) lets exactly one of any number of concurrent calls,
 // on one bay or several sharing the database, create the sandbox: the others' transactions
 // fail with a conflict, their creations roll back, and they return the winner's sandbox.
+//
+// Besides, the calls of one key run one at a time (Lock: a lease in the database, so across
+// bays), each waiting at most the lock timeout, as seed 002's lock_timeout_sec has it.
 package reuse
 
 import (
@@ -13,7 +16,55 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 )
+
+// Config is the operator's reuse settings (bay's config, block reuse).
+type Config struct {
+	// Disabled refuses creates with reuse (reuse_mode none or off).
+	Disabled bool
+	// Defaults applies to a request that gives no idle_ttl or hard_ttl.
+	Defaults Policy
+	// LockTimeout bounds the wait for the key's lock (0: 600 s).
+	LockTimeout time.Duration
+}
+
+// lockTTL is how long a key's lock outlives a call that died holding it.
+const lockTTL = 30 * time.Second
+
+// Lock waits, at most timeout, until this call alone holds the lock of (owner, key): a lease
+// in the store, so calls on every bay sharing the database queue for it. unlock releases it
+// (on a context of its own: a caller that left must not keep the key locked).
+func Lock(ctx context.Context, store bay.Store, owner, key string, now func() time.Time, timeout time.Duration, log *slog.Logger) (unlock func(), err error) {
+	// A key holds no "/", so the name is unambiguous whatever the owner (and free of NUL bytes,
+	// which PostgreSQL text refuses).
+	name := "reuse/" + key + "/" + owner
+	holder := bay.NewID("reuse-call")
+	deadline := time.Now().Add(timeout)
+	wait := 20 * time.Millisecond
+	for {
+		ok, err := lease.Acquire(ctx, store, name, holder, now(), lockTTL, 10*time.Second)
+		if err != nil {
+			return nil, bay.Errorf(bay.CodeInternal, "Failed to lock the reuse key").WithCause(err)
+		}
+		if ok {
+			return func() { lease.Release(ctx, store, name, holder, 10*time.Second, log) }, nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, bay.Errorf(bay.CodeConflict, "Other calls for this reuse key held its lock for longer than the lock timeout (%d s); retry",
+				int64(timeout.Seconds())).WithCause(errors.New("reuse: lock timeout"))
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, bay.Errorf(bay.CodeInternal, "request cancelled while waiting for the reuse key").WithCause(ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
 
 // Policy decides whether the key's sandbox may be reused: zero durations do not limit.
 type Policy struct {

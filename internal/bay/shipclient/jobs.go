@@ -41,13 +41,16 @@ func (c *Client) CancelJob(ctx context.Context, endpoint, id string) (*shipapi.J
 	return &out, err
 }
 
-// JobOutput calls GET /jobs/{id}/output from the given offsets, waiting at most wait for new
-// bytes (0: no wait).
-func (c *Client) JobOutput(ctx context.Context, endpoint, id string, stdoutOff, stderrOff int64, wait time.Duration, maxBytes int) (*shipapi.JobOutputResponse, error) {
+// JobOutput calls GET /jobs/{id}/output from the given offsets (stdout, stderr, and a kernel
+// job's display stream), waiting at most wait for new bytes (0: no wait).
+func (c *Client) JobOutput(ctx context.Context, endpoint, id string, offs [3]int64, wait time.Duration, maxBytes int) (*shipapi.JobOutputResponse, error) {
 	var out shipapi.JobOutputResponse
 	q := url.Values{}
-	q.Set("stdout_offset", fmt.Sprint(stdoutOff))
-	q.Set("stderr_offset", fmt.Sprint(stderrOff))
+	q.Set("stdout_offset", fmt.Sprint(offs[0]))
+	q.Set("stderr_offset", fmt.Sprint(offs[1]))
+	if offs[2] > 0 {
+		q.Set("display_offset", fmt.Sprint(offs[2]))
+	}
 	q.Set("wait_ms", fmt.Sprint(wait.Milliseconds()))
 	if maxBytes > 0 {
 		q.Set("max_bytes", fmt.Sprint(maxBytes))

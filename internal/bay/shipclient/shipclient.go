@@ -396,28 +396,50 @@ func (c *Client) statusError(resp *http.Response, path, subjectPath string) erro
 	if json.Unmarshal(raw, &er) != nil || er.Detail == "" {
 		er.Detail = http.StatusText(resp.StatusCode)
 	}
-	cause := fmt.Errorf("ship %s answered %d: %s", path, resp.StatusCode, er.Detail)
-	d := map[string]any{"ship_status": resp.StatusCode}
+	return classify(resp.StatusCode, er, path, subjectPath)
+}
+
+// CellError is the error of a kernel job that ship ended with er: the one a python exec that
+// ship answered so would fail with.
+func CellError(er shipapi.ErrorResponse) error {
+	return classify(shipapi.StatusOf(er.Code), er, shipapi.PathPythonExec, "")
+}
+
+// PythonResult is the domain value of ship's python exec answer r (no execution id, time or
+// code yet).
+func PythonResult(r *shipapi.ExecPythonResponse) *bay.PythonResult {
+	return &bay.PythonResult{
+		Success: r.Success, Text: r.Output.Text, Stdout: r.Stdout, Stderr: r.Stderr, Images: r.Output.Images, Error: r.Error,
+		ExecutionCount: r.ExecutionCount, KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
+		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice,
+	}
+}
+
+// classify is the error of ship's answer er with the given status to a call of path (about
+// the workspace path subjectPath, if any).
+func classify(status int, er shipapi.ErrorResponse, path, subjectPath string) error {
+	cause := fmt.Errorf("ship %s answered %d: %s", path, status, er.Detail)
+	d := map[string]any{"ship_status": status}
 	if er.Code != "" {
 		d["ship_code"] = er.Code
 	}
 	switch {
-	case resp.StatusCode == http.StatusNotFound && subjectPath != "" && (er.Code == "" || er.Code == shipapi.CodeNotFound):
+	case status == http.StatusNotFound && subjectPath != "" && (er.Code == "" || er.Code == shipapi.CodeNotFound):
 		return bay.Errorf(bay.CodeFileNotFound, "File not found: %s", subjectPath).WithCause(cause)
-	case resp.StatusCode == http.StatusForbidden && subjectPath != "":
+	case status == http.StatusForbidden && subjectPath != "":
 		return bay.Errorf(bay.CodeInvalidPath, "path escapes workspace boundary").
 			WithDetails(map[string]any{"field": "path", "reason": "outside_workspace"}).WithCause(cause)
-	case resp.StatusCode == http.StatusServiceUnavailable && er.Code == shipapi.CodeKernelStartup:
+	case status == http.StatusServiceUnavailable && er.Code == shipapi.CodeKernelStartup:
 		return bay.Errorf(bay.CodeSessionNotReady, "Python kernel is starting").
 			WithDetails(map[string]any{"retry_after_ms": 1000}).WithCause(cause)
 	}
-	if code, ok := clientCode(resp.StatusCode, er.Code, subjectPath != ""); ok {
+	if code, ok := clientCode(status, er.Code, subjectPath != ""); ok {
 		if subjectPath != "" {
 			d["path"] = subjectPath
 		}
 		return bay.Errorf(code, "%s", er.Detail).WithDetails(d).WithCause(cause)
 	}
-	return bay.Errorf(bay.CodeShipError, "Ship request failed: %d: %s", resp.StatusCode, er.Detail).WithDetails(d).WithCause(cause)
+	return bay.Errorf(bay.CodeShipError, "Ship request failed: %d: %s", status, er.Detail).WithDetails(d).WithCause(cause)
 }
 
 // shipCodes renames ship's error codes whose bay code is spelled differently.

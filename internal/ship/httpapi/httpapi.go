@@ -171,31 +171,9 @@ func (s *Server) heavyN(n int64, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// statusOf is the one code -> HTTP status table.
-var statusOf = map[string]int{
-	shipapi.CodeBadRequest:         http.StatusBadRequest,
-	shipapi.CodeNotFound:           http.StatusNotFound,
-	shipapi.CodeAccessDenied:       http.StatusForbidden,
-	shipapi.CodeIsDirectory:        http.StatusBadRequest,
-	shipapi.CodeInvalidPath:        http.StatusBadRequest,
-	shipapi.CodeFileTooLarge:       http.StatusRequestEntityTooLarge,
-	shipapi.CodeResourcesExhausted: http.StatusServiceUnavailable,
-	shipapi.CodeNotDirectory:       http.StatusBadRequest,
-	shipapi.CodeInvalidUTF8:        http.StatusBadRequest,
-	shipapi.CodeTooLarge:           http.StatusRequestEntityTooLarge,
-	shipapi.CodeConflict:           http.StatusBadRequest,
-	shipapi.CodeKernelDied:         http.StatusInternalServerError,
-	shipapi.CodeKernelStartup:      http.StatusServiceUnavailable,
-	shipapi.CodeInternal:           http.StatusInternalServerError,
-	shipapi.CodeUnauthorized:       http.StatusUnauthorized,
-}
-
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := apierr.CodeOf(err)
-	status, ok := statusOf[code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := shipapi.StatusOf(code)
 	if status >= 500 {
 		s.Log.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
 	} else {

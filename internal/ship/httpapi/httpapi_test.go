@@ -22,14 +22,3 @@ func TestContentDisposition(t *testing.T) {
 		}
 	}
 }
-
-func TestStatusTableCoversEveryCode(t *testing.T) {
-	for code, st := range statusOf {
-		if st < 400 {
-			t.Errorf("%s maps to %d", code, st)
-		}
-	}
-	if len(statusOf) != 15 {
-		t.Errorf("status table has %d codes; update it with shipapi", len(statusOf))
-	}
-}

@@ -40,11 +40,11 @@ func (s *Server) startJob(w http.ResponseWriter, r *http.Request) {
 	s.reply(w, r, info, err)
 }
 
-// jobOutput is GET /jobs/{id}/output?stdout_offset=N&stderr_offset=M&wait_ms=W&max_bytes=B.
+// jobOutput is GET /jobs/{id}/output?stdout_offset=N&stderr_offset=M&display_offset=D&wait_ms=W&max_bytes=B.
 func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	var offs [2]int64
-	for i, k := range []string{"stdout_offset", "stderr_offset"} {
+	var offs [3]int64
+	for i, k := range []string{"stdout_offset", "stderr_offset", "display_offset"} {
 		n, err := queryInt(q.Get(k), 1<<62)
 		if err != nil {
 			s.writeError(w, r, apierr.Newf(shipapi.CodeBadRequest, "%s must be a byte offset (an integer >= 0)", k))

@@ -46,6 +46,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
+	"github.com/shipyard-dev/shipyard/internal/ship/jupyter"
 	"github.com/shipyard-dev/shipyard/internal/ship/shell"
 	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
 )
@@ -63,6 +64,8 @@ type Config struct {
 	// Workspace is scanned for the files a job creates or changes (nil: no artifacts).
 	Workspace *workspace.Workspace
 	Python    string // interpreter of Python jobs (default python3)
+	// Kernel runs the cells of kernel jobs (nil: ship takes none).
+	Kernel Kernel
 	// MaxOutput caps the bytes kept per stream (default 64 MiB).
 	MaxOutput int64
 	// MaxTimeout bounds a job's timeout, and is the timeout of a job that gives none
@@ -79,6 +82,11 @@ type Config struct {
 	Now          func() time.Time
 }
 
+// Kernel is the sandbox's Python kernel, as kernel jobs use it.
+type Kernel interface {
+	ExecObserved(ctx context.Context, code string, timeout time.Duration, silent bool, on func(jupyter.Event)) (shipapi.ExecPythonResponse, error)
+}
+
 // Manager starts and tracks jobs.
 type Manager struct {
 	cfg     Config
@@ -89,10 +97,15 @@ type Manager struct {
 }
 
 const (
-	statusFile = "status.json"
-	stdoutFile = "stdout"
-	stderrFile = "stderr"
+	statusFile  = "status.json"
+	resultFile  = "result.json" // a kernel job's answer, written once it ended
+	stdoutFile  = "stdout"
+	stderrFile  = "stderr"
+	displayFile = "display" // a kernel job's rich outputs, one DisplayEvent per line
 )
+
+// streamFiles are the files of a job's streams, by index: stdout, stderr, display.
+var streamFiles = [3]string{stdoutFile, stderrFile, displayFile}
 
 // New prepares cfg.Dir (it must be a real directory owned by ship's user, not
 // a symbolic link) and loads the jobs found there: jobs still marked running
@@ -170,7 +183,16 @@ type job struct {
 	cancelReq bool            // guarded by mu
 	timedOut  bool            // guarded by mu
 	stopping  bool            // guarded by mu: ship shuts down
-	files     [2]*os.File     // guarded by mu; nil once final
+	files     [3]*os.File     // guarded by mu; nil once final
+	// interrupt ends a kernel job's cell (nil for other kinds).
+	interrupt context.CancelFunc
+	result    kernelResult // guarded by mu; a kernel job's answer once it ended
+}
+
+// kernelResult is a kernel job's answer (see shipapi.JobOutputResponse), kept in resultFile.
+type kernelResult struct {
+	Python *shipapi.ExecPythonResponse `json:"python,omitempty"`
+	Error  *shipapi.ErrorResponse      `json:"error,omitempty"`
 }
 
 // persisted is the status file.
@@ -204,8 +226,14 @@ func (m *Manager) load() error {
 		}
 		j := &job{dir: dir, done: make(chan struct{}), changed: make(chan struct{}), info: p.Info}
 		close(j.done)
-		for i, name := range []string{stdoutFile, stderrFile} {
+		if b, err := os.ReadFile(filepath.Join(dir, resultFile)); err == nil {
+			_ = json.Unmarshal(b, &j.result)
+		}
+		for i, name := range streamFiles {
 			s := j.stream(i)
+			if s == nil {
+				continue
+			}
 			if fi, err := os.Stat(filepath.Join(dir, name)); err == nil {
 				s.Bytes = fi.Size()
 				s.Total = max(s.Total, s.Bytes)
@@ -215,6 +243,10 @@ func (m *Manager) load() error {
 		if j.info.Status == shipapi.JobRunning {
 			j.info.Status = shipapi.JobLost
 			j.info.Reason = m.lostReason(p)
+			if j.info.Kind == shipapi.JobKindKernel {
+				j.info.Reason = "ship restarted while the cell ran (ship or its container stopped); the kernel running it went too"
+				j.result.Error = &shipapi.ErrorResponse{Code: shipapi.CodeKernelDied, Detail: "Kernel died during execution (ship restarted); its state is lost"}
+			}
 			now := unixSecs(m.cfg.Now())
 			j.info.EndedAt = &now
 			if err := j.persist(p.ProcStart, p.PGID); err != nil {
@@ -257,24 +289,33 @@ func procStart(pid int) string {
 	return f[19] // field 22 overall
 }
 
+// stream describes stream i (stdout, stderr, display); nil: the job has no display stream.
 func (j *job) stream(i int) *shipapi.Stream {
-	if i == 0 {
+	switch i {
+	case 0:
 		return &j.info.Stdout
+	case 1:
+		return &j.info.Stderr
 	}
-	return &j.info.Stderr
+	return j.info.Display
 }
 
 // persist writes the status file (write and rename: never half a file).
 func (j *job) persist(procStart string, pgid int) error {
-	b, err := json.Marshal(persisted{Info: j.info, ProcStart: procStart, PGID: pgid})
+	return j.write(statusFile, persisted{Info: j.info, ProcStart: procStart, PGID: pgid})
+}
+
+// write writes v as JSON to the job's file name (write and rename).
+func (j *job) write(name string, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(j.dir, statusFile+".tmp")
+	tmp := filepath.Join(j.dir, name+".tmp")
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(j.dir, statusFile))
+	return os.Rename(tmp, filepath.Join(j.dir, name))
 }
 
 // notify wakes every reader waiting for a change; j.mu must be held.
@@ -328,6 +369,14 @@ func (m *Manager) validate(req *shipapi.StartJobRequest) (shipapi.ExecShellReque
 	}
 	sreq := shipapi.ExecShellRequest{Cwd: req.Cwd, Env: req.Env}
 	switch req.Kind {
+	case shipapi.JobKindKernel:
+		if m.cfg.Kernel == nil {
+			return shipapi.ExecShellRequest{}, nil, 0, apierr.New(shipapi.CodeBadRequest, "this ship runs no kernel jobs")
+		}
+		if strings.TrimSpace(req.Code) == "" || req.Command != "" || req.Cwd != nil || len(req.Env) > 0 || len(req.OutputPaths) > 0 {
+			return shipapi.ExecShellRequest{}, nil, 0, apierr.New(shipapi.CodeBadRequest, "a kernel job needs code (and no command, cwd, env or output paths)")
+		}
+		return sreq, nil, timeout, nil
 	case shipapi.JobKindShell:
 		if strings.TrimSpace(req.Command) == "" || req.Code != "" {
 			return shipapi.ExecShellRequest{}, nil, 0, apierr.New(shipapi.CodeBadRequest, "a shell job needs a command (and no code)")
@@ -381,15 +430,20 @@ func (m *Manager) Start(req shipapi.StartJobRequest) (shipapi.JobInfo, error) {
 	if running >= m.cfg.MaxRunning {
 		return shipapi.JobInfo{}, apierr.Newf(shipapi.CodeResourcesExhausted, "%d jobs are running already (the limit); wait for one to end or cancel one", running)
 	}
-	var before *snapshot
-	if m.cfg.Workspace != nil {
-		paths, err := outputPaths(m.cfg.Workspace, req.OutputPaths)
-		if err != nil {
-			return shipapi.JobInfo{}, apierr.Wrap(apierr.CodeOf(err), err, "output_paths: "+apierr.MessageOf(err))
+	var j *job
+	if req.Kind == shipapi.JobKindKernel {
+		j, err = m.startCell(req, timeout)
+	} else {
+		var before *snapshot
+		if m.cfg.Workspace != nil {
+			paths, err := outputPaths(m.cfg.Workspace, req.OutputPaths)
+			if err != nil {
+				return shipapi.JobInfo{}, apierr.Wrap(apierr.CodeOf(err), err, "output_paths: "+apierr.MessageOf(err))
+			}
+			before = scan(m.cfg.Workspace, paths)
 		}
-		before = scan(m.cfg.Workspace, paths)
+		j, err = m.start(req, sreq, stdin, timeout, before)
 	}
-	j, err := m.start(req, sreq, stdin, timeout, before)
 	if err != nil {
 		return shipapi.JobInfo{}, err
 	}
@@ -400,25 +454,36 @@ func (m *Manager) Start(req shipapi.StartJobRequest) (shipapi.JobInfo, error) {
 	return j.snapshot(), nil
 }
 
-func (m *Manager) start(req shipapi.StartJobRequest, sreq shipapi.ExecShellRequest, stdin io.Reader, timeout time.Duration, before *snapshot) (j *job, err error) {
-	dir := filepath.Join(m.cfg.Dir, req.ID)
+// newJob creates the directory of job id and the files of its first n streams.
+func (m *Manager) newJob(id string, n int) (*job, error) {
+	dir := filepath.Join(m.cfg.Dir, id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, apierr.Wrap(shipapi.CodeInternal, err, "cannot create the job's directory")
 	}
+	j := &job{dir: dir, done: make(chan struct{}), changed: make(chan struct{})}
+	for i, name := range streamFiles[:n] {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			j.closeFiles()
+			_ = os.RemoveAll(dir)
+			return nil, apierr.Wrap(shipapi.CodeInternal, err, "cannot create the job's output files")
+		}
+		j.files[i] = f
+	}
+	return j, nil
+}
+
+func (m *Manager) start(req shipapi.StartJobRequest, sreq shipapi.ExecShellRequest, stdin io.Reader, timeout time.Duration, before *snapshot) (j *job, err error) {
+	j, err = m.newJob(req.ID, 2)
+	if err != nil {
+		return nil, err
+	}
+	dir := j.dir
 	defer func() {
 		if err != nil {
 			_ = os.RemoveAll(dir)
 		}
 	}()
-	j = &job{dir: dir, done: make(chan struct{}), changed: make(chan struct{})}
-	for i, name := range []string{stdoutFile, stderrFile} {
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			j.closeFiles()
-			return nil, apierr.Wrap(shipapi.CodeInternal, err, "cannot create the job's output files")
-		}
-		j.files[i] = f
-	}
 	sinks := [2]*sink{{j: j, i: 0, max: m.cfg.MaxOutput}, {j: j, i: 1, max: m.cfg.MaxOutput}}
 	cmd, notice, err := m.cfg.Shell.Start(sreq, func(c *exec.Cmd) {
 		c.Stdin = stdin
@@ -444,6 +509,93 @@ func (m *Manager) start(req shipapi.StartJobRequest, sreq shipapi.ExecShellReque
 	m.cfg.Log.Info("job started", "job_id", req.ID, "kind", req.Kind, "pid", pid, "timeout", timeout)
 	go m.watch(j, cmd, timeout, ps, before)
 	return j, nil
+}
+
+// startCell starts a kernel job: its cell waits for the kernel as any python exec does, and
+// its timeout is the cell's (an interrupt, then a restart of a kernel that ignores it).
+func (m *Manager) startCell(req shipapi.StartJobRequest, timeout time.Duration) (*job, error) {
+	j, err := m.newJob(req.ID, 3)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j.interrupt = cancel
+	j.info = shipapi.JobInfo{ID: req.ID, Kind: req.Kind, Status: shipapi.JobRunning,
+		StartedAt: unixSecs(m.cfg.Now()), Timeout: timeout.Seconds(), Display: &shipapi.Stream{}}
+	if err := j.persist("", 0); err != nil {
+		cancel()
+		j.closeFiles()
+		_ = os.RemoveAll(j.dir)
+		return nil, apierr.Wrap(shipapi.CodeInternal, err, "cannot write the job's status file")
+	}
+	m.cfg.Log.Info("job started", "job_id", req.ID, "kind", req.Kind, "timeout", timeout)
+	go m.runCell(ctx, j, req.Code, timeout)
+	return j, nil
+}
+
+// runCell runs a kernel job's cell, its outputs going to the job's streams as the kernel
+// publishes them, and records its end and answer.
+func (m *Manager) runCell(ctx context.Context, j *job, code string, timeout time.Duration) {
+	sinks := [3]*sink{{j: j, i: 0, max: m.cfg.MaxOutput}, {j: j, i: 1, max: m.cfg.MaxOutput}, {j: j, i: 2, max: m.cfg.MaxOutput}}
+	resp, err := m.cfg.Kernel.ExecObserved(ctx, code, timeout, false, func(ev jupyter.Event) {
+		switch {
+		case ev.Display != nil:
+			if b, err := json.Marshal(ev.Display); err == nil {
+				_, _ = sinks[2].Write(append(b, '\n'))
+			}
+		case ev.Stream == "stderr":
+			_, _ = sinks[1].Write([]byte(ev.Text))
+		default:
+			_, _ = sinks[0].Write([]byte(ev.Text))
+		}
+	})
+	j.mu.Lock()
+	now := unixSecs(m.cfg.Now())
+	j.info.EndedAt = &now
+	switch {
+	case err != nil && j.cancelReq:
+		j.info.Status, j.info.Reason = shipapi.JobCancelled, "cancelled on request: the cell was interrupted"
+		j.result.Error = &shipapi.ErrorResponse{Code: shipapi.CodeInternal, Detail: "The execution was cancelled"}
+	case err != nil && j.stopping:
+		j.info.Status, j.info.Reason = shipapi.JobLost, "ship shut down (the sandbox stopped) while the cell ran"
+		j.result.Error = &shipapi.ErrorResponse{Code: shipapi.CodeKernelDied, Detail: "Kernel died during execution (the sandbox stopped); its state is lost"}
+	case err != nil:
+		j.info.Status, j.info.Reason = shipapi.JobFailed, apierr.MessageOf(err)
+		j.result.Error = &shipapi.ErrorResponse{Code: apierr.CodeOf(err), Detail: apierr.MessageOf(err)}
+	default:
+		j.result.Python = &resp
+		switch {
+		case resp.TimedOut:
+			j.info.Status, j.info.Reason = shipapi.JobTimedOut, fmt.Sprintf("ran past its timeout of %g seconds: the cell was interrupted", timeout.Seconds())
+		case resp.Success:
+			j.info.Status = shipapi.JobSucceeded
+		default:
+			j.info.Status = shipapi.JobFailed
+		}
+	}
+	j.closeFiles()
+	perr := j.write(resultFile, j.result)
+	if perr == nil {
+		perr = j.persist("", 0)
+	}
+	j.notify()
+	info := j.info
+	j.mu.Unlock()
+	close(j.done)
+	if perr != nil {
+		m.cfg.Log.Error("jobs: cannot record a job's end", "job_id", info.ID, "err", perr)
+	}
+	m.cfg.Log.Info("job ended", "job_id", info.ID, "status", info.Status)
+	m.prune()
+}
+
+// stop ends a running job: its cell is interrupted, or its process group terminated.
+func (m *Manager) stop(j *job, pid int) {
+	if j.interrupt != nil {
+		j.interrupt()
+		return
+	}
+	m.terminate(j, pid)
 }
 
 func (j *job) closeFiles() {
@@ -546,6 +698,9 @@ func (s *sink) Write(p []byte) (int, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	st := j.stream(s.i)
+	if st == nil {
+		return len(p), nil
+	}
 	st.Total += int64(len(p))
 	keep := min(int64(len(p)), s.max-st.Bytes)
 	if keep < int64(len(p)) {
@@ -613,7 +768,7 @@ func (m *Manager) Cancel(ctx context.Context, id string) (shipapi.JobInfo, error
 	j.mu.Unlock()
 	if run {
 		m.cfg.Log.Info("job cancelled", "job_id", id)
-		m.terminate(j, pid)
+		m.stop(j, pid)
 	}
 	t := time.NewTimer(m.cfg.Grace + 5*time.Second)
 	defer t.Stop()
@@ -627,15 +782,16 @@ func (m *Manager) Cancel(ctx context.Context, id string) (shipapi.JobInfo, error
 	return j.snapshot(), nil
 }
 
-// Output returns each stream's bytes from its offset (at most maxBytes each).
-// With wait it first waits, at most that long, until either stream has bytes
-// past its offset or the job is final.
-func (m *Manager) Output(ctx context.Context, id string, offsets [2]int64, maxBytes int, wait time.Duration) (shipapi.JobOutputResponse, error) {
+// Output returns each stream's bytes from its offset (stdout, stderr, display;
+// at most maxBytes each). With wait it first waits, at most that long, until a
+// stream has bytes past its offset or the job is final. A kernel job's answer
+// comes with the read that finds it ended.
+func (m *Manager) Output(ctx context.Context, id string, offsets [3]int64, maxBytes int, wait time.Duration) (shipapi.JobOutputResponse, error) {
 	j, err := m.lookup(id)
 	if err != nil {
 		return shipapi.JobOutputResponse{}, err
 	}
-	if offsets[0] < 0 || offsets[1] < 0 {
+	if offsets[0] < 0 || offsets[1] < 0 || offsets[2] < 0 {
 		return shipapi.JobOutputResponse{}, apierr.New(shipapi.CodeBadRequest, "offsets must not be negative")
 	}
 	if maxBytes <= 0 || maxBytes > shipapi.MaxJobReadBytes {
@@ -651,7 +807,8 @@ func (m *Manager) Output(ctx context.Context, id string, offsets [2]int64, maxBy
 		j.mu.Lock()
 		info, changed := j.info, j.changed
 		j.mu.Unlock()
-		ready := info.Status != shipapi.JobRunning || info.Stdout.Bytes > offsets[0] || info.Stderr.Bytes > offsets[1]
+		ready := info.Status != shipapi.JobRunning || info.Stdout.Bytes > offsets[0] || info.Stderr.Bytes > offsets[1] ||
+			info.Display != nil && info.Display.Bytes > offsets[2]
 		if ready || deadline == nil {
 			break
 		}
@@ -664,12 +821,27 @@ func (m *Manager) Output(ctx context.Context, id string, offsets [2]int64, maxBy
 		}
 		break
 	}
-	info := j.snapshot()
+	j.mu.Lock()
+	info, result := j.info, j.result
+	j.mu.Unlock()
 	resp := shipapi.JobOutputResponse{Job: info}
-	for i, name := range []string{stdoutFile, stderrFile} {
-		st, chunk := info.Stdout, &resp.Stdout
-		if i == 1 {
+	if info.Status != shipapi.JobRunning {
+		resp.Python, resp.Error = result.Python, result.Error
+	}
+	for i, name := range streamFiles {
+		var st shipapi.Stream
+		chunk := &resp.Stdout
+		switch i {
+		case 0:
+			st = info.Stdout
+		case 1:
 			st, chunk = info.Stderr, &resp.Stderr
+		default:
+			if info.Display == nil {
+				continue
+			}
+			st, resp.Display = *info.Display, &shipapi.StreamChunk{}
+			chunk = resp.Display
 		}
 		final := info.Status != shipapi.JobRunning || st.Truncated
 		c, err := readChunk(filepath.Join(j.dir, name), offsets[i], st.Bytes, maxBytes, final)
@@ -775,7 +947,7 @@ func (m *Manager) Close() {
 		j.stopping = true
 		pid := j.info.PID
 		j.mu.Unlock()
-		m.terminate(j, pid)
+		m.stop(j, pid)
 	}
 	t := time.NewTimer(m.cfg.Grace + 2*time.Second)
 	defer t.Stop()

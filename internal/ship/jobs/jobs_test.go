@@ -13,6 +13,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/ship/apierr"
+	"github.com/shipyard-dev/shipyard/internal/ship/jupyter"
 	"github.com/shipyard-dev/shipyard/internal/ship/shell"
 	"github.com/shipyard-dev/shipyard/internal/ship/workspace"
 )
@@ -56,7 +57,7 @@ func (f *fixture) start(t *testing.T, req shipapi.StartJobRequest) shipapi.JobIn
 // wait follows a job to its end and returns its whole output.
 func (f *fixture) wait(t *testing.T, id string) (shipapi.JobInfo, string, string) {
 	t.Helper()
-	var offs [2]int64
+	var offs [3]int64
 	var out, errOut strings.Builder
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -66,7 +67,7 @@ func (f *fixture) wait(t *testing.T, id string) (shipapi.JobInfo, string, string
 		}
 		out.WriteString(r.Stdout.Data)
 		errOut.WriteString(r.Stderr.Data)
-		offs = [2]int64{r.Stdout.Next, r.Stderr.Next}
+		offs = [3]int64{r.Stdout.Next, r.Stderr.Next}
 		if r.Job.Status != shipapi.JobRunning && offs[0] == r.Job.Stdout.Bytes && offs[1] == r.Job.Stderr.Bytes {
 			return r.Job, out.String(), errOut.String()
 		}
@@ -83,7 +84,7 @@ func TestShellJobOutputArrivesLive(t *testing.T) {
 		t.Fatalf("start: %+v", info)
 	}
 	// Each line is readable long before the job ends: a follow returns as soon as it is printed.
-	var offs [2]int64
+	var offs [3]int64
 	var got []string
 	began := time.Now()
 	for len(got) < 4 {
@@ -94,7 +95,7 @@ func TestShellJobOutputArrivesLive(t *testing.T) {
 		if r.Stdout.Offset != offs[0] {
 			t.Fatalf("chunk starts at %d, asked %d", r.Stdout.Offset, offs[0])
 		}
-		offs = [2]int64{r.Stdout.Next, r.Stderr.Next}
+		offs = [3]int64{r.Stdout.Next, r.Stderr.Next}
 		for l := range strings.Lines(r.Stdout.Data) {
 			got = append(got, strings.TrimSpace(l))
 			if len(got) == 1 && time.Since(began) > 250*time.Millisecond {
@@ -116,7 +117,7 @@ func TestShellJobOutputArrivesLive(t *testing.T) {
 		t.Fatalf("stdout stream %+v", end.Stdout)
 	}
 	// Any offset reads from there, after the end too.
-	r, err := f.m.Output(t.Context(), info.ID, [2]int64{6, 100}, 0, 0)
+	r, err := f.m.Output(t.Context(), info.ID, [3]int64{6, 100}, 0, 0)
 	if err != nil || r.Stdout.Data != "line2\nline3\nline4\n" || r.Stdout.Offset != 6 || r.Stderr.Data != "" || r.Stderr.Offset != end.Stderr.Bytes {
 		t.Fatalf("read from 6: %+v %v", r, err)
 	}
@@ -215,7 +216,7 @@ func TestOutputCapped(t *testing.T) {
 func TestRestartMarksLost(t *testing.T) {
 	f := newFixture(t, nil)
 	info := f.start(t, shipapi.StartJobRequest{ID: "alive", Kind: shipapi.JobKindShell, Command: "echo before; sleep 300"})
-	if r, err := f.m.Output(t.Context(), info.ID, [2]int64{}, 0, 5*time.Second); err != nil || r.Stdout.Data != "before\n" {
+	if r, err := f.m.Output(t.Context(), info.ID, [3]int64{}, 0, 5*time.Second); err != nil || r.Stdout.Data != "before\n" {
 		t.Fatalf("%+v %v", r, err)
 	}
 	// A job whose process is gone: its status file says running, its pid is no process.
@@ -242,7 +243,7 @@ func TestRestartMarksLost(t *testing.T) {
 	if err != nil || g.Status != shipapi.JobLost || !strings.Contains(g.Reason, "was gone") || g.Stdout.Bytes != 7 {
 		t.Fatalf("gone: %+v %v", g, err)
 	}
-	if r, err := m2.Output(t.Context(), "gone", [2]int64{}, 0, 0); err != nil || r.Stdout.Data != "partial" {
+	if r, err := m2.Output(t.Context(), "gone", [3]int64{}, 0, 0); err != nil || r.Stdout.Data != "partial" {
 		t.Fatalf("%+v %v", r, err)
 	}
 	deadline := time.Now().Add(3 * time.Second)
@@ -277,7 +278,7 @@ func TestBadRequests(t *testing.T) {
 	if _, err := f.m.Get("nope"); apierr.CodeOf(err) != shipapi.CodeNotFound {
 		t.Errorf("get unknown: %v", err)
 	}
-	if _, err := f.m.Output(context.Background(), "nope", [2]int64{}, 0, 0); apierr.CodeOf(err) != shipapi.CodeNotFound {
+	if _, err := f.m.Output(context.Background(), "nope", [3]int64{}, 0, 0); apierr.CodeOf(err) != shipapi.CodeNotFound {
 		t.Errorf("output unknown: %v", err)
 	}
 	f.start(t, shipapi.StartJobRequest{Kind: "shell", Command: "sleep 30"})
@@ -347,5 +348,54 @@ func TestCreatedArtifacts(t *testing.T) {
 	}
 	if _, err := f.m.Start(shipapi.StartJobRequest{Kind: shipapi.JobKindShell, Command: "true", OutputPaths: []string{"../etc"}}); err == nil {
 		t.Fatal("an output path outside the workspace was accepted")
+	}
+}
+
+// blockingKernel prints one line per cell and holds it until its context ends.
+type blockingKernel struct{}
+
+func (blockingKernel) ExecObserved(ctx context.Context, code string, _ time.Duration, _ bool, on func(jupyter.Event)) (shipapi.ExecPythonResponse, error) {
+	on(jupyter.Event{Stream: "stdout", Text: "started " + code + "\n"})
+	on(jupyter.Event{Display: &shipapi.DisplayEvent{Type: "display_data", Data: map[string]string{"text/plain": "x"}}})
+	<-ctx.Done()
+	return shipapi.ExecPythonResponse{}, apierr.Wrap(shipapi.CodeInternal, ctx.Err(), "request cancelled")
+}
+
+// A kernel job whose ship went away is lost after a restart, with the error a python exec
+// would have met, and its output still readable; one ship shuts down on is lost too.
+func TestKernelJobLost(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Kernel = blockingKernel{} })
+	f.start(t, shipapi.StartJobRequest{ID: "cell", Kind: shipapi.JobKindKernel, Code: "c1"})
+	r, err := f.m.Output(t.Context(), "cell", [3]int64{}, 0, 5*time.Second)
+	if err != nil || r.Stdout.Data != "started c1\n" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	// A copy of its directory as a ship killed now would leave it.
+	copyDir := filepath.Join(f.dir, "copied")
+	if err := os.CopyFS(copyDir, os.DirFS(filepath.Join(f.dir, "cell"))); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(copyDir, statusFile))
+	_ = os.WriteFile(filepath.Join(copyDir, statusFile), []byte(strings.Replace(string(b), `"id":"cell"`, `"id":"copied"`, 1)), 0o600)
+	f.m.Close()
+	r, err = f.m.Output(t.Context(), "cell", [3]int64{}, 0, 0)
+	if err != nil || r.Job.Status != shipapi.JobLost || r.Error == nil || r.Error.Code != shipapi.CodeKernelDied || r.Python != nil {
+		t.Fatalf("shut down: %+v %v", r, err)
+	}
+	m2, err := New(f.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	r, err = m2.Output(t.Context(), "copied", [3]int64{}, 0, 0)
+	if err != nil || r.Job.Status != shipapi.JobLost || !strings.Contains(r.Job.Reason, "kernel") || r.Error == nil ||
+		r.Stdout.Data != "started c1\n" || r.Display == nil || !strings.Contains(r.Display.Data, `"text/plain":"x"`) {
+		t.Fatalf("restarted: %+v %v", r, err)
+	}
+	if r, err := m2.Output(t.Context(), "cell", [3]int64{}, 0, 0); err != nil || r.Error == nil || r.Error.Code != shipapi.CodeKernelDied {
+		t.Fatalf("kept answer: %+v %v", r, err)
+	}
+	if _, err := newFixture(t, nil).m.Start(shipapi.StartJobRequest{Kind: shipapi.JobKindKernel, Code: "1"}); apierr.CodeOf(err) != shipapi.CodeBadRequest {
+		t.Fatalf("no kernel: %v", err)
 	}
 }

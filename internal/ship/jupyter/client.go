@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 )
 
 // ErrClosed is returned by calls on a closed client.
@@ -214,6 +216,9 @@ type Result struct {
 	Text           string
 	Images         []string // base64 image/png
 	Error          string   // traceback, ANSI stripped
+	// Stdout and Stderr are the stream messages of each name apart (Text has both, with the
+	// rich outputs' text), each within the text limit.
+	Stdout, Stderr string
 	// TextTruncated and ImagesTruncated say output was dropped at the limits.
 	TextTruncated   bool
 	ImagesTruncated bool
@@ -225,22 +230,40 @@ type Execution struct {
 	id       string
 	b        *inbox
 	text     strings.Builder
+	streams  [2]strings.Builder // stdout, stderr
 	res      Result
 	gotReply bool
 	gotIdle  bool
 	// Output limits (0: none): text bytes and base64 image bytes kept.
 	maxText, maxImages int
 	imageBytes         int
+	// on, when set, is told every output as it arrives (see Observe).
+	on func(Event)
 }
+
+// Event is one output of a running cell, as the kernel publishes it: a stream message's text
+// (Stream "stdout" or "stderr") or a rich output (Display).
+type Event struct {
+	Stream  string
+	Text    string
+	Display *shipapi.DisplayEvent
+}
+
+// Observe has on called with every output of the execution as Wait receives it, before it is
+// collected (and whether or not it is kept within the limits).
+func (e *Execution) Observe(on func(Event)) { e.on = on }
 
 // Limit bounds the output kept: maxText bytes of text and maxImages bytes of
 // base64 images; what is dropped beyond them sets the Truncated flags.
 func (e *Execution) Limit(maxText, maxImages int) { e.maxText, e.maxImages = maxText, maxImages }
 
 // addText appends s to the text output within the limit.
-func (e *Execution) addText(s string) {
+func (e *Execution) addText(s string) { e.add(&e.text, s) }
+
+// add appends s to b within the text limit.
+func (e *Execution) add(b *strings.Builder, s string) {
 	if e.maxText > 0 {
-		room := e.maxText - e.text.Len()
+		room := e.maxText - b.Len()
 		if room < len(s) {
 			e.res.TextTruncated = true
 			cut := max(room, 0)
@@ -250,7 +273,7 @@ func (e *Execution) addText(s string) {
 			s = s[:cut]
 		}
 	}
-	e.text.WriteString(s)
+	b.WriteString(s)
 }
 
 // Execute sends an execute_request; collect its output with Wait.
@@ -303,6 +326,7 @@ func (e *Execution) Close() { e.c.done(e.id) }
 func (e *Execution) Result() Result {
 	r := e.res
 	r.Text = strings.TrimSpace(e.text.String())
+	r.Stdout, r.Stderr = e.streams[0].String(), e.streams[1].String()
 	return r
 }
 
@@ -331,10 +355,19 @@ func (e *Execution) handle(m *Message) {
 	switch m.Header.MsgType {
 	case "stream":
 		var c struct {
+			Name string `json:"name"`
 			Text string `json:"text"`
 		}
 		if json.Unmarshal(m.Content, &c) == nil {
+			i := 0
+			if c.Name == "stderr" {
+				i = 1
+			}
+			if e.on != nil {
+				e.on(Event{Stream: []string{"stdout", "stderr"}[i], Text: c.Text})
+			}
 			e.addText(c.Text)
+			e.add(&e.streams[i], c.Text)
 		}
 	case "execute_result", "display_data":
 		var c struct {
@@ -342,6 +375,15 @@ func (e *Execution) handle(m *Message) {
 		}
 		if json.Unmarshal(m.Content, &c) != nil {
 			return
+		}
+		if e.on != nil {
+			d := &shipapi.DisplayEvent{Type: m.Header.MsgType, Data: map[string]string{}}
+			for k := range c.Data {
+				if v, ok := c.Data.str(k); ok {
+					d.Data[k] = v
+				}
+			}
+			e.on(Event{Display: d})
 		}
 		img, hasImg := c.Data.str("image/png")
 		if hasImg {

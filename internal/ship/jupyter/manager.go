@@ -365,6 +365,12 @@ func (m *Manager) kernelHealing(ctx context.Context) (s *slot, notice string, er
 // as an error. If the kernel dies during the call, the error has code
 // kernel_died and a new kernel is already starting.
 func (m *Manager) Exec(ctx context.Context, code string, timeout time.Duration, silent bool) (shipapi.ExecPythonResponse, error) {
+	return m.ExecObserved(ctx, code, timeout, silent, nil)
+}
+
+// ExecObserved is Exec, with on (when not nil) told every output of the cell as the kernel
+// publishes it.
+func (m *Manager) ExecObserved(ctx context.Context, code string, timeout time.Duration, silent bool, on func(Event)) (shipapi.ExecPythonResponse, error) {
 	select {
 	case m.sem <- struct{}{}:
 	case <-ctx.Done():
@@ -379,7 +385,7 @@ func (m *Manager) Exec(ctx context.Context, code string, timeout time.Duration, 
 	// A restart before this call is reported now; one this call causes
 	// (timeout) is reported in its answer and again in the next.
 	lost := m.takeLost()
-	resp, err := m.exec(ctx, s, code, timeout, silent)
+	resp, err := m.exec(ctx, s, code, timeout, silent, on)
 	if err != nil {
 		return resp, err
 	}
@@ -390,7 +396,7 @@ func (m *Manager) Exec(ctx context.Context, code string, timeout time.Duration, 
 	return resp, nil
 }
 
-func (m *Manager) exec(ctx context.Context, s *slot, code string, timeout time.Duration, silent bool) (shipapi.ExecPythonResponse, error) {
+func (m *Manager) exec(ctx context.Context, s *slot, code string, timeout time.Duration, silent bool, on func(Event)) (shipapi.ExecPythonResponse, error) {
 	k := s.k
 	ex, err := k.Client.Execute(code, silent)
 	if err != nil {
@@ -398,6 +404,7 @@ func (m *Manager) exec(ctx context.Context, s *slot, code string, timeout time.D
 	}
 	defer ex.Close()
 	ex.Limit(m.cfg.MaxText, m.cfg.MaxImageBytes)
+	ex.Observe(on)
 
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	err = ex.Wait(tctx, k.Exited())
@@ -421,7 +428,7 @@ func (m *Manager) exec(ctx context.Context, s *slot, code string, timeout time.D
 			m.restartLost(s, why)
 			msg := fmt.Sprintf("Code execution timed out after %s seconds and did not stop when interrupted; the kernel was restarted (state lost)", secs(timeout))
 			r := ex.Result()
-			return shipapi.ExecPythonResponse{Success: false, Error: &msg, TimedOut: true, Output: output(r),
+			return shipapi.ExecPythonResponse{Success: false, Error: &msg, TimedOut: true, Output: output(r), Stdout: r.Stdout, Stderr: r.Stderr,
 				TextTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated,
 				KernelRestarted: true, KernelNotice: why}, nil
 		}
@@ -440,6 +447,8 @@ func (m *Manager) exec(ctx context.Context, s *slot, code string, timeout time.D
 		Success:         r.Status == "ok" && r.Error == "" && !timedOut,
 		ExecutionCount:  r.ExecutionCount,
 		Output:          output(r),
+		Stdout:          r.Stdout,
+		Stderr:          r.Stderr,
 		TextTruncated:   r.TextTruncated,
 		ImagesTruncated: r.ImagesTruncated,
 	}
