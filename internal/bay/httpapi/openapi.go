@@ -266,4 +266,4 @@ func (s *Server) Routes() []string {
 func openAPIPath(pattern string) string { return strings.ReplaceAll(pattern, "...}", "}") }
 
 // OpenAPI returns the served OpenAPI document.
-func (s *Server) OpenAPI() []byte { return s.openapi }
+func (s *Server) OpenAPI() []byte { return s.openAPIDoc() }
