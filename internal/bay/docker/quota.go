@@ -125,22 +125,25 @@ func (d *Driver) makeLoopCargo(ctx context.Context, name string, size int64) (st
 	if err := os.Mkdir(mnt, 0o000); err != nil && !errors.Is(err, os.ErrExist) {
 		return "", fmt.Errorf("cargo mount point: %w", err)
 	}
-	// A spare file formatted ahead of time (spares.go) saves the mkfs; without one, format here.
+	// A spare file formatted and mounted ahead of time (spares.go) saves the mkfs and usually
+	// the mount; without one, format here.
 	began := time.Now()
-	spare := d.spares.take(img, size)
+	spare, mountedOn := d.spares.take(ctx, img, mnt, size)
 	if !spare {
 		if err := formatCargoFile(ctx, img, size, 0); err != nil {
 			return "", err
 		}
 	}
 	formatted := time.Now()
-	if err := d.mountLoopCargo(ctx, img, mnt); err != nil {
-		return "", err
+	if !mountedOn {
+		if err := d.mountLoopCargo(ctx, img, mnt); err != nil {
+			return "", err
+		}
 	}
 	if err := os.Remove(filepath.Join(mnt, "lost+found")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return "", fmt.Errorf("cargo: remove lost+found: %w", err)
 	}
-	d.log.DebugContext(ctx, "cargo file ready", "volume", name, "spare", spare,
+	d.log.DebugContext(ctx, "cargo file ready", "volume", name, "spare", spare, "spare_mounted", mountedOn,
 		"format_ms", ms(formatted.Sub(began)), "mount_ms", ms(time.Since(formatted)))
 	return mnt, nil
 }

@@ -18,13 +18,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Spare cargo files: making a bounded cargo's ext4 file (mkfs.ext4) was on the path of every
-// sandbox's first start, 30 to 120 ms on a loaded two-core host. The driver therefore keeps a
-// few files formatted ahead of time in CargoDir/.spare ("<size>-<random>.img"; a volume name
-// cannot start with a dot, so the directory never meets a cargo's paths) and a new bounded cargo
-// of that size takes one by renaming it to its own file name; only the mount stays on the
-// start path. The files are refilled in the background once starts have been quiet for a
-// moment, at a lower CPU priority. Several bays sharing CargoDir share the spares: a rename
+// Spare cargo files: making a bounded cargo's ext4 file (mkfs.ext4) and loop-mounting it were on
+// the path of every sandbox's first start, each 25 to 120 ms on a loaded two-core host. The
+// driver therefore keeps a few files formatted and mounted ahead of time in CargoDir/.spare
+// ("<size>-<random>.img" mounted on "<size>-<random>.d"; a volume name cannot start with a dot,
+// so the directory never meets a cargo's paths). A new bounded cargo of that size takes one by
+// renaming the file to its own file name and moving the mount (MS_MOVE) onto its own mount
+// point. Where the kernel refuses the move (a mount under a shared mount, as on most systemd
+// hosts), the spare is unmounted and mounted again at the cargo's place, and later spares are
+// only formatted. The files are refilled in the background once starts have been quiet for a
+// moment, mkfs at a lower CPU priority. Several bays sharing CargoDir share the spares: a rename
 // either wins a file or finds it gone. Close removes the spares this driver made and did not
 // hand out; a crash leaves them for the next bay to use.
 
@@ -51,6 +54,7 @@ type spares struct {
 	timer   *time.Timer     // the pending refill
 	running bool            // a refill runs
 	closed  bool
+	noMove  bool // the kernel refused to move a spare's mount here: spares are only formatted
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -63,13 +67,14 @@ func newSpares(d *Driver) *spares {
 
 func (s *spares) dir() string { return filepath.Join(s.d.cfg.CargoDir, spareDirName) }
 
-// take moves a spare file of size to img (which must not exist) and reports whether it did;
-// either way it schedules a refill of that size.
-func (s *spares) take(img string, size int64) bool {
+// take moves a spare file of size to img (which must not exist) and, when the spare is
+// mounted, its mount to mnt; it reports whether img now holds a spare and whether it is
+// mounted on mnt. Either way it schedules a refill of that size.
+func (s *spares) take(ctx context.Context, img, mnt string, size int64) (taken, mountedOn bool) {
 	defer s.schedule(size)
 	ents, err := os.ReadDir(s.dir())
 	if err != nil {
-		return false
+		return false, false
 	}
 	prefix := strconv.FormatInt(size, 10) + "-"
 	for _, e := range ents {
@@ -84,16 +89,43 @@ func (s *spares) take(img string, size int64) bool {
 			continue // another bay took it
 		}
 		if errors.Is(err, unix.EEXIST) {
-			return false // the cargo's file exists: the create says so
+			return false, false // the cargo's file exists: the create says so
 		}
 		if err != nil {
 			s.d.log.Warn("take a spare cargo file", "file", src, "err", err)
-			return false
+			return false, false
 		}
 		s.mu.Lock()
 		delete(s.made, src)
 		s.mu.Unlock()
+		return true, s.moveMount(ctx, spareMount(src), mnt)
+	}
+	return false, false
+}
+
+// spareMount is the mount point of the spare file img.
+func spareMount(img string) string { return strings.TrimSuffix(img, ".img") + ".d" }
+
+// moveMount moves the mount on from (if any) to to and removes from; it reports whether to is
+// now mounted. A refused move unmounts from instead: the caller mounts the file itself.
+func (s *spares) moveMount(ctx context.Context, from, to string) bool {
+	defer os.Remove(from)
+	if !mounted(from) {
+		return false
+	}
+	err := unix.Mount(from, to, "", unix.MS_MOVE, "")
+	if err == nil {
 		return true
+	}
+	s.mu.Lock()
+	first := !s.noMove
+	s.noMove = true
+	s.mu.Unlock()
+	if first {
+		s.d.log.Info("spare cargo files are formatted but not mounted ahead: the kernel refuses to move their mounts here", "dir", s.dir(), "err", err)
+	}
+	if out, err := exec.CommandContext(ctx, "umount", from).CombinedOutput(); err != nil {
+		s.d.log.Warn("unmount a spare cargo file", "dir", from, "err", err, "output", strings.TrimSpace(string(out)))
 	}
 	return false
 }
@@ -148,15 +180,17 @@ func (s *spares) refill() {
 			switch {
 			case strings.HasSuffix(name, ".tmp"):
 				if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > spareStaleTmp {
-					os.Remove(path)
+					s.drop(strings.TrimSuffix(path, ".tmp"), path)
 				}
+			case !strings.HasSuffix(name, ".img"):
+				// A mount point: it goes with its file.
 			case strings.HasPrefix(name, prefix):
 				have++
 			default:
 				s.mu.Lock()
 				if s.made[path] {
 					delete(s.made, path)
-					os.Remove(path)
+					s.drop(path, path)
 				}
 				s.mu.Unlock()
 			}
@@ -173,28 +207,65 @@ func (s *spares) refill() {
 	}
 }
 
-// make formats one spare file of size under a temporary name, then gives it its final name.
+// make formats one spare file of size under a temporary name and mounts it (unless moves are
+// refused here), then gives it its final name: a file with a final name is complete.
 func (s *spares) make(size int64) error {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	final := filepath.Join(s.dir(), strconv.FormatInt(size, 10)+"-"+hex.EncodeToString(b[:])+".img")
 	tmp := final + ".tmp"
 	if err := formatCargoFile(s.ctx, tmp, size, spareNice); err != nil {
-		os.Remove(tmp)
+		s.drop(final, tmp)
 		return err
+	}
+	s.mu.Lock()
+	noMove := s.noMove
+	s.mu.Unlock()
+	if !noMove {
+		mnt := spareMount(final)
+		if err := os.Mkdir(mnt, 0o000); err != nil {
+			s.drop(final, tmp)
+			return fmt.Errorf("spare mount point: %w", err)
+		}
+		if err := s.d.mountLoopCargo(s.ctx, tmp, mnt); err != nil {
+			s.drop(final, tmp)
+			return err
+		}
+		if err := os.Remove(filepath.Join(mnt, "lost+found")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.drop(final, tmp)
+			return fmt.Errorf("spare: remove lost+found: %w", err)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		os.Remove(tmp)
+		s.drop(final, tmp)
 		return context.Canceled
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
+		s.drop(final, tmp)
 		return err
 	}
 	s.made[final] = true
 	return nil
+}
+
+// drop removes the spare whose final name is final and whose file is now at file: its mount
+// (if any), its file and its mount point.
+func (s *spares) drop(final, file string) {
+	mnt := spareMount(final)
+	if mounted(mnt) {
+		// Not s.ctx: a closing driver still unmounts what it made.
+		ctx, cancel := context.WithTimeout(context.Background(), RemoveTimeout)
+		out, err := exec.CommandContext(ctx, "umount", mnt).CombinedOutput()
+		cancel()
+		if err != nil {
+			s.d.log.Warn("unmount a spare cargo file", "dir", mnt, "err", err, "output", strings.TrimSpace(string(out)))
+			return
+		}
+	}
+	os.Remove(file)
+	os.Remove(mnt)
 }
 
 // close stops the refill, waits for it and removes the spares this driver made.
@@ -210,7 +281,7 @@ func (s *spares) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for path := range s.made {
-		os.Remove(path)
+		s.drop(path, path)
 	}
 	s.made = map[string]bool{}
 }

@@ -30,9 +30,9 @@ func spareFiles(t *testing.T, dir string) []string {
 	return out
 }
 
-// After a bounded cargo is made, the driver formats spare files of its size in the background;
-// the next cargo of that size takes one (its filesystem is the size asked for and empty), and
-// Close removes the spares left.
+// After a bounded cargo is made, the driver formats and mounts spare files of its size in the
+// background; the next cargo of that size takes one (its filesystem is mounted at the cargo's
+// place, the size asked for and empty), and Close unmounts and removes the spares left.
 func TestSpareCargoFiles(t *testing.T) {
 	requireEngine(t)
 	dir := t.TempDir()
@@ -89,7 +89,14 @@ func TestSpareCargoFiles(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if left := spareFiles(t, dir); len(left) != 0 {
-		t.Fatalf("spares left after Close: %v", left)
+	if ents, err := os.ReadDir(filepath.Join(dir, ".spare")); err != nil || len(ents) != 0 {
+		t.Fatalf("spares left after Close: %v (%v)", ents, err)
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mi), filepath.Join(dir, ".spare")+"/") {
+		t.Fatalf("a spare is still mounted after Close:\n%s", mi)
 	}
 }
