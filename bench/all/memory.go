@@ -84,6 +84,7 @@ func (b *bench) figMemory(ctx context.Context) error {
 		anon = append(anon, benchlib.MiB(m.RSS))
 	}
 	bayAfter := benchlib.RSS(pid)
+	bayAnon, bayFile := benchlib.RSSAnon(pid), benchlib.RSSFile(pid)
 
 	series := func(name string, vs []float64) benchlib.Series {
 		s := benchlib.SummarizeValues(vs, "MiB")
@@ -119,6 +120,8 @@ func (b *bench) figMemory(ctx context.Context) error {
 		benchlib.Scalar("bay VmRSS before the sandboxes", benchlib.MiB(bayBefore), "MiB"),
 		benchlib.Scalar("growth per ready sandbox", benchlib.MiB(bayAfter-bayBefore)/float64(n), "MiB"),
 		benchlib.Scalar("bay VmHWM (peak since start)", benchlib.MiB(benchlib.HWM(pid)), "MiB"),
+		benchlib.Scalar("of which anonymous (RssAnon: heap, stacks)", benchlib.MiB(bayAnon), "MiB"),
+		benchlib.Scalar("of which file pages (RssFile: the mapped binary, clean and shared with the page cache)", benchlib.MiB(bayFile), "MiB"),
 	}
 	b.add(f)
 	return nil

@@ -10,6 +10,13 @@ import (
 // RSS is a process's resident set size (VmRSS) in bytes; 0 when the process is gone.
 func RSS(pid int) int64 { return kbField("/proc/"+strconv.Itoa(pid)+"/status", "VmRSS") }
 
+// RSSAnon and RSSFile split a process's resident set (RssAnon, RssFile) in bytes: its
+// private memory (heap, stacks) and the pages of mapped files (its binary), which are clean
+// and shared with the page cache.
+func RSSAnon(pid int) int64 { return kbField("/proc/"+strconv.Itoa(pid)+"/status", "RssAnon") }
+
+func RSSFile(pid int) int64 { return kbField("/proc/"+strconv.Itoa(pid)+"/status", "RssFile") }
+
 // HWM is a process's peak resident set size (VmHWM) in bytes since it started.
 func HWM(pid int) int64 { return kbField("/proc/"+strconv.Itoa(pid)+"/status", "VmHWM") }
 

@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -27,39 +29,33 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 	if err := validateSpec(spec); err != nil {
 		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
 	}
+	// The engine round trips before the create do not depend on each other: they run at once,
+	// so that a first start waits for the slowest of them instead of their sum.
+	var (
+		volErr, netErr, imgErr     error
+		primary, extra, sandboxNet string
+		img                        client.ImageInspectResult
+		image                      = spec.Image
+		cached                     []mount.Mount
+		wg                         sync.WaitGroup
+	)
 	if spec.VolumeRef != "" {
-		if _, err := d.cli.VolumeInspect(ctx, spec.VolumeRef, client.VolumeInspectOptions{}); err != nil {
-			return "", fmt.Errorf("create container %s: volume %s: %w", spec.Name, spec.VolumeRef, classify(err))
-		}
+		wg.Go(func() {
+			if _, err := d.cli.VolumeInspect(ctx, spec.VolumeRef, client.VolumeInspectOptions{}); err != nil {
+				volErr = fmt.Errorf("create container %s: volume %s: %w", spec.Name, spec.VolumeRef, classify(err))
+			}
+		})
 	}
-	primary, extra := d.networks(spec)
-	sandboxNet := ""
-	if spec.NoNetwork {
-		primary, extra = "none", ""
-	} else if primary == d.sandboxNet || extra == d.sandboxNet {
-		id, err := d.ensureSandboxNetwork(ctx)
-		if err != nil {
-			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+	wg.Go(func() { primary, extra, sandboxNet, netErr = d.resolveNetworks(ctx, spec) })
+	wg.Go(func() {
+		// A missing image: the create says so.
+		if img, imgErr = d.cli.ImageInspect(ctx, spec.Image); imgErr == nil {
+			image, cached = d.cache.imageForCreate(ctx, spec.Image, img)
 		}
-		sandboxNet = id // the oldest copy: see ensureSandboxNetwork
-		if primary == d.sandboxNet {
-			primary = id
-		} else {
-			extra = id
-		}
-	}
-	// The engine (20.10) accepts a missing network at create and fails only at start: check.
-	for _, n := range []string{primary, extra} {
-		if n == "" || n == "bridge" || n == "default" || n == sandboxNet || spec.NoNetwork {
-			continue
-		}
-		found, err := d.networksNamed(ctx, n)
-		if err != nil {
-			return "", fmt.Errorf("create container %s: %w", spec.Name, err)
-		}
-		if len(found) == 0 {
-			return "", fmt.Errorf("create container %s: network %s: %w", spec.Name, n, bay.ErrNotFound)
-		}
+	})
+	wg.Wait()
+	if err := cmp.Or(volErr, netErr); err != nil {
+		return "", err
 	}
 	opts := client.ContainerCreateOptions{
 		Name:       spec.Name,
@@ -73,11 +69,10 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 		}
 		opts.HostConfig.SecurityOpt = append(opts.HostConfig.SecurityOpt, "seccomp="+profile)
 	}
-	if res, err := d.cli.ImageInspect(ctx, spec.Image); err == nil { // a missing image: the create says so
-		var cached []mount.Mount
-		opts.Config.Image, cached = d.cache.imageForCreate(ctx, spec.Image, res)
+	if imgErr == nil {
+		opts.Config.Image = image
 		opts.HostConfig.Mounts = append(opts.HostConfig.Mounts, cached...)
-		if caps := runtimeCaps(imageLabels(res)); len(caps) > 0 && len(spec.Command) == 0 {
+		if caps := runtimeCaps(imageLabels(img)); len(caps) > 0 && len(spec.Command) == 0 {
 			// The runtime separates privileges (its image says so): it starts as root holding
 			// only these capabilities, switches itself to its own user and runs user code as
 			// 1000:1000 with none. no-new-privileges and the dropped rest stay.
@@ -115,6 +110,42 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 	}
 	d.log.DebugContext(ctx, "container created", "container", spec.Name, "id", id, "image", spec.Image, "network", primary)
 	return id, nil
+}
+
+// resolveNetworks returns the networks a container of spec joins: its primary one (given at
+// create) and an extra one (connected after it), the sandbox network resolved to the id of its
+// oldest copy (see ensureSandboxNetwork), which is returned as sandbox when it is one of them.
+func (d *Driver) resolveNetworks(ctx context.Context, spec containerSpec) (primary, extra, sandbox string, err error) {
+	primary, extra = d.networks(spec)
+	if spec.NoNetwork {
+		return "none", "", "", nil
+	}
+	if primary == d.sandboxNet || extra == d.sandboxNet {
+		id, err := d.ensureSandboxNetwork(ctx)
+		if err != nil {
+			return "", "", "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+		sandbox = id // the oldest copy: see ensureSandboxNetwork
+		if primary == d.sandboxNet {
+			primary = id
+		} else {
+			extra = id
+		}
+	}
+	// The engine (20.10) accepts a missing network at create and fails only at start: check.
+	for _, n := range []string{primary, extra} {
+		if n == "" || n == "bridge" || n == "default" || n == sandbox {
+			continue
+		}
+		found, err := d.networksNamed(ctx, n)
+		if err != nil {
+			return "", "", "", fmt.Errorf("create container %s: %w", spec.Name, err)
+		}
+		if len(found) == 0 {
+			return "", "", "", fmt.Errorf("create container %s: network %s: %w", spec.Name, n, bay.ErrNotFound)
+		}
+	}
+	return primary, extra, sandbox, nil
 }
 
 // LabelRuntimeCaps names, on an image, the capabilities its runtime keeps to start user code

@@ -239,6 +239,7 @@ type Driver struct {
 	quotaOnce sync.Once // decides quotaOK once (quota.go)
 	quotaOK   bool
 	quotaWhy  string
+	spares    *spares // pre-formatted cargo files (spares.go)
 }
 
 var _ bay.Driver = (*Driver)(nil)
@@ -265,6 +266,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 		log:       log.With("component", "docker", "socket", cfg.Socket),
 	}
 	d.cache = &imageCache{d: d, entries: map[string]*cacheEntry{}}
+	d.spares = newSpares(d)
 	d.sandboxNet = SandboxNetwork
 	return d, nil
 }
@@ -275,8 +277,12 @@ func (d *Driver) Config() Config { return d.cfg }
 // APIVersion returns the API version the client uses (the negotiated one after Ping).
 func (d *Driver) APIVersion() string { return d.cli.ClientVersion() }
 
-// Close releases the client's idle connections.
-func (d *Driver) Close() error { return d.cli.Close() }
+// Close stops the refill of spare cargo files, removes the spares it made, and releases the
+// client's idle connections.
+func (d *Driver) Close() error {
+	d.spares.close()
+	return d.cli.Close()
+}
 
 // Ping checks that the engine answers and negotiates the API version. An unreachable engine
 // wraps an error of code unavailable.

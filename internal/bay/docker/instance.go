@@ -131,6 +131,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err := validateInstance(spec); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
+	began := time.Now()
 	// A bounded cargo's file is not mounted after a host reboot; without it the containers
 	// would get its empty, unreadable mount point.
 	if err := d.ensureLoopCargo(ctx, spec.VolumeRef); err != nil {
@@ -179,6 +180,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		}
 		madeNet = network
 	}
+	tPrepared := time.Now()
 	inst = bay.Instance{Name: spec.Name, Labels: labels, CreatedAt: time.Now().UTC(),
 		Containers: make([]bay.InstanceContainer, len(spec.Containers))}
 	// The containers are created in parallel: the engine spends most of a create copying the
@@ -236,6 +238,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
 
+	tCreated := time.Now()
 	errs := make([]error, len(inst.Containers))
 	var wg sync.WaitGroup
 	for i := range inst.Containers {
@@ -252,13 +255,16 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err := errors.Join(errs...); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: start: %w", spec.Name, err)
 	}
+	tStarted := time.Now()
 	if err := d.registerEgress(ctx, spec, pn, inst); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: egress: %w", spec.Name, err)
 	}
 	if err := ctx.Err(); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
-	d.log.DebugContext(ctx, "instance created", "instance", spec.Name, "containers", len(inst.Containers))
+	d.log.DebugContext(ctx, "instance created", "instance", spec.Name, "containers", len(inst.Containers),
+		"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)),
+		"start_ms", ms(tStarted.Sub(tCreated)), "egress_ms", ms(time.Since(tStarted)))
 	return inst, nil
 }
 

@@ -47,7 +47,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
-	writeRaw(w, http.StatusOK, s.openapi)
+	writeRaw(w, http.StatusOK, s.openAPIDoc())
 }
 
 func (s *Server) listProfiles(w http.ResponseWriter, r *http.Request) {

@@ -273,7 +273,7 @@ func (s *Server) Routes() []string {
 func openAPIPath(pattern string) string { return strings.ReplaceAll(pattern, "...}", "}") }
 
 // OpenAPI returns the served OpenAPI document.
-func (s *Server) OpenAPI() []byte { return s.openapi }
+func (s *Server) OpenAPI() []byte { return s.openAPIDoc() }
 
 // documentLimits states the configured bounds of the python and shell exec timeout in their
 // request schemas (the struct tags hold the contract's defaults).

@@ -153,6 +153,9 @@ type Server struct {
 	mu      sync.Mutex
 	mounted map[string]http.Handler // extra handlers (e.g. /mcp), by pattern
 	routes  []route
+	// openapi is the OpenAPI document, rendered at its first request (nil until then, and
+	// again after a Mount): rendering it allocates several MiB that a bay nobody asks for its
+	// document would otherwise carry in its resident memory from startup on.
 	openapi []byte
 }
 
@@ -215,7 +218,6 @@ func New(opts Options) *Server {
 		}
 		s.mux.Handle(rt.method+" "+cmp.Or(rt.mux, rt.pattern), h)
 	}
-	s.openapi = s.buildOpenAPI()
 	return s
 }
 
@@ -229,7 +231,17 @@ func (s *Server) Mount(pattern string, h http.Handler, authenticated bool) {
 	}
 	s.mounted[pattern] = h
 	s.mux.Handle(pattern, h)
-	s.openapi = s.buildOpenAPI()
+	s.openapi = nil
+}
+
+// openAPIDoc returns the OpenAPI document, rendering it once.
+func (s *Server) openAPIDoc() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.openapi == nil {
+		s.openapi = s.buildOpenAPI()
+	}
+	return s.openapi
 }
 
 // Handler returns the root handler: panic recovery, request ids, the mux, and enveloped 404 /

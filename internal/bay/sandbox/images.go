@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
@@ -11,6 +12,48 @@ import (
 // imageCheckTimeout bounds the image check of a create: an engine that does not answer in
 // time does not block creation (the start then reports what it finds).
 const imageCheckTimeout = 5 * time.Second
+
+// imagePresentTTL is how long an image the platform reported present is trusted by the create
+// path. Asking the engine on every create cost about a millisecond of the lazy create's
+// database-only path (bench/all, lazy create); an image removed within this time is found by
+// the first start instead, as without an image checker. A missing image is never remembered:
+// once it is built, the next create sees it.
+const imagePresentTTL = 30 * time.Second
+
+// imagesSeen remembers when each image was last reported present.
+type imagesSeen struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+// cachedChecker answers ImageExists from the remembered presence while it is fresh and asks
+// the platform otherwise.
+type cachedChecker struct {
+	ic   bay.ImageChecker
+	seen *imagesSeen
+	now  time.Time
+}
+
+func (c cachedChecker) ImageExists(ctx context.Context, ref string) (bool, error) {
+	c.seen.mu.Lock()
+	at, ok := c.seen.seen[ref]
+	c.seen.mu.Unlock()
+	if ok && c.now.Sub(at) < imagePresentTTL && !at.After(c.now) {
+		return true, nil
+	}
+	present, err := c.ic.ImageExists(ctx, ref)
+	c.seen.mu.Lock()
+	defer c.seen.mu.Unlock()
+	if c.seen.seen == nil {
+		c.seen.seen = map[string]time.Time{}
+	}
+	if err == nil && present {
+		c.seen.seen[ref] = c.now
+	} else {
+		delete(c.seen.seen, ref)
+	}
+	return present, err
+}
 
 // checkImages refuses a profile whose image the platform lacks: validation_error (400) with
 // details {reason: image_missing, profile, image, hint}, at create time rather than at the
@@ -23,7 +66,7 @@ func (s *Service) checkImages(ctx context.Context, prof *bay.Profile) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, imageCheckTimeout)
 	defer cancel()
-	missing, err := bay.FindMissingImages(cctx, ic, *prof)
+	missing, err := bay.FindMissingImages(cctx, cachedChecker{ic: ic, seen: &s.images, now: s.now()}, *prof)
 	if err != nil {
 		s.log.WarnContext(ctx, "image check failed; creating anyway", "profile", prof.ID, "err", err)
 		return nil

@@ -153,6 +153,8 @@ type Service struct {
 	warm   WarmClaimer
 
 	skills SkillLibrary // nil: no library (SetSkills)
+
+	images imagesSeen // images the platform reported present (checkImages)
 }
 
 // New returns a service; ship is the client of the ship runtime type (nil = a default one).

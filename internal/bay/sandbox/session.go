@@ -309,7 +309,9 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		}
 		return nil, err
 	}
+	tVolume := time.Now()
 	s.destroyOtherInstances(ctx, sb.ID, bay.InstanceName(sess.ID))
+	tOthers := time.Now()
 	spec := s.instanceSpec(sb, prof, sess, ref)
 	if err := s.addSkillMounts(ctx, sb, prof, &spec); err != nil {
 		if s.failSession(ctx, sess) {
@@ -330,12 +332,14 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		}
 		return nil, bay.Internal("Failed to start the runtime containers", err)
 	}
+	tInstance := time.Now()
 	containers := sessionContainers(prof, inst)
 	if err := s.updateSession(ctx, sess.ID, func(cur *bay.Session) { cur.Containers = containers }); err != nil {
 		s.destroyInstance(ctx, sess)
 		return nil, s.startAborted(ctx, sb.ID, sess, err)
 	}
 	sess.Containers = containers
+	tRecorded := time.Now()
 	if names, err := s.waitAllReady(ctx, sess); err != nil {
 		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)
@@ -364,7 +368,11 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	}
 	sess.Containers, sess.ObservedState, sess.LastObservedAt = containers, bay.SessionRunning, &now
 	s.markProbed(sess.ID, now)
-	log.Info("session ready", "instance", inst.Name, "containers", len(containers), "endpoint", sess.Primary().Endpoint, "startup_ms", time.Since(began).Milliseconds())
+	// The steps' durations say where a slow start spent its time.
+	log.Info("session ready", "instance", inst.Name, "containers", len(containers), "endpoint", sess.Primary().Endpoint, "startup_ms", time.Since(began).Milliseconds(),
+		"volume_ms", tVolume.Sub(began).Milliseconds(), "previous_instances_ms", tOthers.Sub(tVolume).Milliseconds(),
+		"instance_ms", tInstance.Sub(tOthers).Milliseconds(), "record_ms", tRecorded.Sub(tInstance).Milliseconds(),
+		"ready_ms", time.Since(tRecorded).Milliseconds())
 	return sess, nil
 }
 
