@@ -345,7 +345,7 @@ func (p ParsedNetworkPolicy) AllowsName(name string, port int) (ok bool, rule st
 			return true, "allow " + a.String()
 		}
 	}
-	return false, "not in allow list"
+	return false, RuleNotInAllowList
 }
 
 // AllowsAddr reports whether an allowlist admits a direct connection to the address on port:
@@ -361,8 +361,11 @@ func (p ParsedNetworkPolicy) AllowsAddr(a netip.Addr, port int) (ok bool, rule s
 			return true, "allow " + e.String()
 		}
 	}
-	return false, "not in allow list"
+	return false, RuleNotInAllowList
 }
+
+// RuleNotInAllowList is the rule of a refusal that no allow entry lets through.
+const RuleNotInAllowList = "not in allow list"
 
 // NetworkEvent is one connection or DNS query an instance's policy refused.
 type NetworkEvent struct {
@@ -385,6 +388,21 @@ type NetworkEnforcer interface {
 	// how many there were in all.
 	NetworkEvents(sandboxID string) (events []NetworkEvent, denied int64)
 }
+
+// NetworkRestorer is implemented by drivers whose enforcement lives in bay's process (the
+// Docker driver's resolver and gateway), which a restarted bay must teach again the running
+// instances it knew: until then they are refused everything (fail closed).
+type NetworkRestorer interface {
+	// RestoreNetworks registers the running instances of closed policies that are unknown,
+	// each with the policy policy returns for it; an instance policy does not know, or whose
+	// policy's mode is not the one it runs under, stays refused. It returns how many it
+	// registered.
+	RestoreNetworks(ctx context.Context, policy PolicyLookup) (int, error)
+}
+
+// PolicyLookup returns the policy the sandbox of a running instance is under now (ok false:
+// the instance is no current compute of any sandbox).
+type PolicyLookup func(ctx context.Context, instance string) (p NetworkPolicy, ok bool, err error)
 
 // ErrRestartRequired: the change applies to the next instance only.
 var ErrRestartRequired = errors.New("the network policy change needs a new instance")

@@ -155,6 +155,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		store = s
 	}
 
+	// Metrics observe the store and the driver through decorators (below), and the egress
+	// gateway's refusals and DNS queries.
+	met := metrics.New(m.Version, log)
 	drv := m.Driver
 	var guard *netguard.Guard // nil: no firewall to refresh
 	if drv == nil {
@@ -192,7 +195,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		hook, g := networkGuard(ctx, cfg, log)
 		d.SetNetworkGuard(hook)
 		guard = g
-		if eg := egressGateway(cfg, g != nil, log); eg != nil {
+		if eg := egressGateway(cfg, g != nil, met, log); eg != nil {
 			d.SetEgress(eg)
 			defer eg.Close()
 		}
@@ -203,7 +206,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// Metrics observe the store and the driver through decorators; rawStore and rawDrv stay
 	// for what must not be counted (the scrape's own reads) or needs the concrete driver.
-	met := metrics.New(m.Version, log)
 	rawStore, rawDrv := store, drv
 	store, drv = met.Store(store), met.Driver(drv)
 	met.RegisterState(rawStore)
@@ -340,11 +342,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
+	// Running sandboxes of closed network policies are refused everything until the resolver
+	// and gateway of this process know them again (a restart of bay): before serving.
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	if n, err := svc.RestoreNetworks(rctx); err != nil {
+		log.Warn("restoring the network policies of running sandboxes", "restored", n, "err", err)
+	} else if n > 0 {
+		log.Info("network policies of running sandboxes restored", "sandboxes", n)
+	}
+	rcancel()
+
 	// Background loops run until bgCtx ends (after the HTTP drain).
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	loops := map[string]func(context.Context) error{"gc": sched.Run, "warmpool": pool.Run, "idempotency": idem.Run,
-		"deathwatch": svc.WatchDeaths, "learning": learn, "apikeys": authn.Run,
+		"deathwatch": svc.WatchDeaths, "learning": learn, "apikeys": authn.Run, "netrestore": svc.KeepNetworksRestored,
 		"instance": func(ctx context.Context) error {
 			return lease.HoldInstance(ctx, store, instanceID, svc.BootID(), utcNow, log)
 		}}

@@ -14,7 +14,7 @@ import (
 // egressGateway returns bay's resolver and egress gateway for the network modes none and
 // allowlist (internal/bay/egress), or nil when the sandbox firewall is off or unavailable
 // (sandboxes in those modes are then refused; open ones keep working as before).
-func egressGateway(cfg *config.Config, guarded bool, log *slog.Logger) *egress.Service {
+func egressGateway(cfg *config.Config, guarded bool, obs egress.Observer, log *slog.Logger) *egress.Service {
 	if !guarded {
 		return nil
 	}
@@ -38,7 +38,8 @@ func egressGateway(cfg *config.Config, guarded bool, log *slog.Logger) *egress.S
 	}
 	return egress.New(egress.Config{
 		Upstream: upstream, Blocked: blocked, Allowed: allowed, ProxyPort: cfg.Security.EgressProxyPort,
-		Log: log.With("component", "egress"),
+		Observer: obs,
+		Log:      log.With("component", "egress"),
 	})
 }
 

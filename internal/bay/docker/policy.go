@@ -1,17 +1,23 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
+	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/egress"
 )
 
 // Network policies on the engine. Open (and the legacy isolated mode) is the sandbox network
@@ -44,6 +50,11 @@ type Egress interface {
 	// but, when gateway is valid, a resolver there that refuses every name.
 	Seal(ctx context.Context, bridge string, gateway netip.Addr) error
 	Register(addr, gateway netip.Addr, instance, sandboxID string, p bay.NetworkPolicy) error
+	// Restore registers an instance found running that the gateway does not know; it refuses
+	// one unregistered lately and an address another instance holds (reporting false).
+	Restore(addr, gateway netip.Addr, instance, sandboxID string, p bay.NetworkPolicy) (bool, error)
+	// Known reports whether the instance is registered.
+	Known(instance string) bool
 	Update(instance string, p bay.NetworkPolicy) error
 	Unregister(instance string)
 	Events(sandboxID string) ([]bay.NetworkEvent, int64)
@@ -121,7 +132,11 @@ func (d *Driver) ensureInternalNetwork(ctx context.Context, name string, labels 
 		if !icc {
 			opts[iccOption] = "false"
 		}
-		if _, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Internal: true, Labels: labels, Options: opts}); err != nil {
+		// IPv6 off whatever the daemon's default ("ipv6": true): the engine then disables it in
+		// the containers' namespaces (which they cannot turn back on, without capabilities and
+		// with /proc/sys read-only), and the resolver and gateway speak IPv4 only.
+		noV6 := false
+		if _, err := d.cli.NetworkCreate(ctx, name, client.NetworkCreateOptions{Driver: "bridge", Internal: true, EnableIPv6: &noV6, Labels: labels, Options: opts}); err != nil {
 			return network.Summary{}, fmt.Errorf("create network %s: %w", name, classify(err))
 		}
 		if nets, err = d.networksNamed(ctx, name); err != nil || len(nets) == 0 {
@@ -130,8 +145,8 @@ func (d *Driver) ensureInternalNetwork(ctx context.Context, name string, labels 
 	}
 	slices.SortFunc(nets, oldestFirst)
 	n := nets[0]
-	if !n.Internal || (!icc && n.Options[iccOption] != "false") {
-		return network.Summary{}, fmt.Errorf("network %s exists but is not internal with inter-container communication off; remove it (bay recreates it)", name)
+	if !n.Internal || (!icc && n.Options[iccOption] != "false") || n.EnableIPv6 {
+		return network.Summary{}, fmt.Errorf("network %s exists but is not internal with IPv6 and inter-container communication off; remove it (bay recreates it)", name)
 	}
 	return n, nil
 }
@@ -186,11 +201,175 @@ func (d *Driver) registerEgress(ctx context.Context, spec bay.InstanceSpec, pn p
 		if err := d.egress.Register(addr, pn.gateway, spec.Name, spec.Labels[bay.LabelSandboxID], spec.Network); err != nil {
 			return err
 		}
+		if pn.name == EgressNetwork && res.Container.State != nil && hasRanges(spec.Network) {
+			if err := routeRanges(ctx, res.Container.State.Pid, pn.gateway, spec.Network); err != nil {
+				return fmt.Errorf("container %s: %w", c.Name, err)
+			}
+		}
 	}
 	return nil
 }
 
-var _ bay.NetworkEnforcer = (*Driver)(nil)
+// hasRanges reports whether p's allow list has IPv4 ranges to route.
+func hasRanges(p bay.NetworkPolicy) bool {
+	parsed, err := bay.ParseNetworkPolicy("network", p)
+	return err == nil && len(egress.RangesToRoute(parsed)) > 0
+}
+
+// routeRanges gives the network namespace of process pid (a container's) a route via gw to
+// each IPv4 range of p's allow list, and none other of bay's: on an internal network a
+// container has no route but its subnet's, so the ranges it may reach directly are exactly
+// these (the gateway takes those connections: internal/bay/egress/direct.go). Routes of
+// earlier lists are replaced.
+func routeRanges(ctx context.Context, pid int, gw netip.Addr, p bay.NetworkPolicy) error {
+	parsed, err := bay.ParseNetworkPolicy("network", p)
+	if err != nil {
+		return err
+	}
+	ranges := egress.RangesToRoute(parsed)
+	if parsed.Mode != bay.NetworkAllowlist {
+		ranges = nil
+	}
+	if pid <= 0 {
+		return fmt.Errorf("route allowed ranges: the container has no process")
+	}
+	var b strings.Builder
+	// proto static marks bay's routes: the engine's own are proto kernel.
+	b.WriteString("route flush proto static\n")
+	for _, r := range ranges {
+		fmt.Fprintf(&b, "route replace %s via %s proto static\n", r, gw)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "nsenter", "--net=/proc/"+strconv.Itoa(pid)+"/ns/net", "ip", "-batch", "-")
+	cmd.Stdin = strings.NewReader(b.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("route allowed ranges: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+var (
+	_ bay.NetworkEnforcer = (*Driver)(nil)
+	_ bay.NetworkRestorer = (*Driver)(nil)
+)
+
+// RestoreNetworks registers with the resolver and gateway the running instances of closed
+// policies they do not know: after bay restarted, everything those instances tried was
+// refused (the gateway knows no one), and with several bays on one engine host only the one
+// whose gateway holds the ports serves them. The gateway is started on the policy networks
+// that exist; when it cannot be (another process holds its ports) their instances are left
+// alone. An instance is registered only with the policy policy returns for it, and only on
+// the network of that policy's mode: anything else stays refused (a change of mode under way
+// destroys it anyway).
+func (d *Driver) RestoreNetworks(ctx context.Context, policy bay.PolicyLookup) (int, error) {
+	if d.egress == nil {
+		return 0, nil
+	}
+	res, err := d.cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", bay.LabelManaged+"=true")})
+	if err != nil {
+		return 0, fmt.Errorf("restore network policies: list containers: %w", classify(err))
+	}
+	type found struct {
+		net       string
+		sandboxID string
+		addrs     []netip.Addr
+	}
+	byInstance := map[string]*found{}
+	var order []string
+	netIDs := map[string]string{} // policy network name -> id of the one in use
+	for _, c := range res.Items {
+		inst := c.Labels[bay.LabelInstance]
+		if inst == "" || c.NetworkSettings == nil || d.egress.Known(inst) {
+			continue
+		}
+		for _, name := range []string{EgressNetwork, NoneNetwork} {
+			ep := c.NetworkSettings.Networks[name]
+			if ep == nil || !ep.IPAddress.IsValid() {
+				continue
+			}
+			f := byInstance[inst]
+			if f == nil {
+				f = &found{net: name, sandboxID: c.Labels[bay.LabelSandboxID]}
+				byInstance[inst] = f
+				order = append(order, inst)
+			}
+			if f.net == name {
+				f.addrs = append(f.addrs, ep.IPAddress)
+				netIDs[name] = ep.NetworkID
+			}
+		}
+	}
+	if len(order) == 0 {
+		return 0, nil
+	}
+	// The gateway on each policy network the instances are on (idempotent when it runs).
+	gateways := map[string]netip.Addr{}
+	for name := range netIDs {
+		nets, err := d.networksNamed(ctx, name)
+		if err != nil {
+			return 0, fmt.Errorf("restore network policies: %w", err)
+		}
+		slices.SortFunc(nets, oldestFirst)
+		if len(nets) == 0 || !nets[0].Internal {
+			continue
+		}
+		gw := networkGateway(nets[0])
+		if name == EgressNetwork {
+			_, err = d.egress.Attach(ctx, bridgeName(nets[0]), gw)
+		} else {
+			err = d.egress.Seal(ctx, bridgeName(nets[0]), gw)
+		}
+		if err != nil {
+			d.log.DebugContext(ctx, "restore network policies: gateway not started here", "network", name, "err", err)
+			continue
+		}
+		gateways[name] = gw
+	}
+	n := 0
+	var errs []error
+	for _, inst := range order {
+		f := byInstance[inst]
+		gw, ok := gateways[f.net]
+		if !ok {
+			continue
+		}
+		p, ok, err := policy(ctx, inst)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("instance %s: %w", inst, err))
+			continue
+		}
+		want := NoneNetwork
+		if p.EffectiveMode() == bay.NetworkAllowlist {
+			want = EgressNetwork
+		}
+		if !ok {
+			d.log.DebugContext(ctx, "running instance left refused: no sandbox runs it", "instance", inst, "network", f.net)
+			continue
+		}
+		if p.EffectiveMode() == bay.NetworkOpen || want != f.net {
+			d.log.InfoContext(ctx, "running instance left refused: its sandbox's policy is not the one of its network", "instance", inst, "network", f.net, "mode", p.EffectiveMode())
+			continue
+		}
+		restored := false
+		for _, a := range f.addrs {
+			r, err := d.egress.Restore(a, gw, inst, f.sandboxID, p)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			restored = restored || r
+		}
+		if restored {
+			n++
+			d.log.InfoContext(ctx, "network policy restored", "instance", inst, "sandbox_id", f.sandboxID, "mode", p.EffectiveMode(), "addresses", len(f.addrs))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("restore network policies: %w", err)
+	}
+	return n, nil
+}
 
 // UpdateNetwork changes a running allowlisted instance's allow list in place; any other change
 // needs a new instance (bay.ErrRestartRequired).
@@ -198,7 +377,34 @@ func (d *Driver) UpdateNetwork(ctx context.Context, instance string, p bay.Netwo
 	if d.egress == nil || p.EffectiveMode() != bay.NetworkAllowlist {
 		return fmt.Errorf("update network of %s: %w", instance, bay.ErrRestartRequired)
 	}
-	return d.egress.Update(instance, p)
+	if err := d.egress.Update(instance, p); err != nil {
+		return err
+	}
+	// The routes to the allowed ranges follow the list (the gateway already refuses a range
+	// no longer in it).
+	nets, err := d.networksNamed(ctx, EgressNetwork)
+	if err != nil || len(nets) == 0 {
+		return fmt.Errorf("update network of %s: %w", instance, errors.Join(err, bay.ErrRestartRequired))
+	}
+	slices.SortFunc(nets, oldestFirst)
+	gw := networkGateway(nets[0])
+	list, err := d.cli.ContainerList(ctx, client.ContainerListOptions{Filters: client.Filters{}.Add("label", bay.LabelInstance+"="+instance)})
+	if err != nil {
+		return fmt.Errorf("update network of %s: %w", instance, classify(err))
+	}
+	for _, c := range list.Items {
+		res, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			return fmt.Errorf("update network of %s: %w", instance, classify(err))
+		}
+		if res.Container.State == nil || res.Container.State.Pid <= 0 {
+			continue
+		}
+		if err := routeRanges(ctx, res.Container.State.Pid, gw, p); err != nil {
+			return fmt.Errorf("update network of %s: %w: %w", instance, err, bay.ErrRestartRequired)
+		}
+	}
+	return nil
 }
 
 // NetworkEvents returns the gateway's refusals for the sandbox.

@@ -271,30 +271,41 @@ func (s *Service) answer(ctx context.Context, src netip.Addr, msg []byte) []byte
 		out, _ := b.Finish()
 		return out
 	}
+	c := s.client(src)
+	mode := ModeUnknown
+	if c != nil {
+		mode = string(c.policy.Mode)
+	}
 	if err != nil || len(qs) != 1 || h.OpCode != 0 {
+		s.cfg.Observer.EgressQuery(mode, QueryMalformed)
 		return reply(dnsmessage.RCodeFormatError, nil, nil)
 	}
 	q := qs[0]
-	c := s.client(src)
 	if c == nil {
+		s.cfg.Observer.EgressQuery(mode, QueryUnknown)
 		return reply(dnsmessage.RCodeRefused, &q, nil)
 	}
 	name := strings.ToLower(strings.TrimSuffix(q.Name.String(), "."))
 	if c.policy.Mode == bay.NetworkNone {
-		s.events.deny(c.sandboxID, "dns", name, 53, "network mode none")
+		s.cfg.Observer.EgressQuery(mode, QueryRefused)
+		s.deny(c.sandboxID, c.policy.Mode, "dns", name, 53, ruleModeNone)
 		return reply(dnsmessage.RCodeNameError, &q, nil)
 	}
 	if ok, rule := c.policy.AllowsName(name, 0); !ok {
-		s.events.deny(c.sandboxID, "dns", name, 53, rule)
+		s.cfg.Observer.EgressQuery(mode, QueryRefused)
+		s.deny(c.sandboxID, c.policy.Mode, "dns", name, 53, rule)
 		return reply(dnsmessage.RCodeNameError, &q, nil)
 	}
 	if _, err := s.up.lookup(ctx, name); err != nil {
 		if errors.Is(err, errNXDomain) {
+			s.cfg.Observer.EgressQuery(mode, QueryNXDomain)
 			return reply(dnsmessage.RCodeNameError, &q, nil)
 		}
+		s.cfg.Observer.EgressQuery(mode, QueryUpstreamErr)
 		s.log.Warn("upstream DNS failed", "sandbox_id", c.sandboxID, "name", name, "err", err)
 		return reply(dnsmessage.RCodeServerFailure, &q, nil)
 	}
+	s.cfg.Observer.EgressQuery(mode, QueryAnswered)
 	if q.Type == dnsmessage.TypeA && q.Class == dnsmessage.ClassINET {
 		gw := c.gateway
 		return reply(dnsmessage.RCodeSuccess, &q, &gw)

@@ -13,8 +13,9 @@
 //     the operator blocks (security.blocked_hosts unless allowed_hosts, and this host's own)
 //     and splices the connection to the first address left (gateway.go);
 //   - an HTTP proxy port takes CONNECT host:port and absolute-form requests, for clients that
-//     honour HTTP(S)_PROXY and for ports other than 80 and 443 (and for the IP ranges of an
-//     allow list, which have no name to resolve);
+//     honour HTTP(S)_PROXY and for ports other than 80 and 443;
+//   - a direct port takes the TCP connections to the IPv4 ranges of an allow list, which the
+//     table redirects there (direct.go);
 //   - an nftables table of its own (nft.go) lets the sandboxes of that network reach only
 //     those ports of the gateway address and forwards nothing, so UDP other than DNS and any
 //     direct connection are refused.
@@ -57,18 +58,23 @@ type Config struct {
 	Blocked, Allowed []netip.Prefix
 	// Ports the gateway listens on (0 = the defaults above; -1 = any free port, for tests).
 	DNSPort, HTTPPort, TLSPort, ProxyPort int
+	// DirectPort takes the connections redirected to the address ranges of allow lists
+	// (direct.go; 0 = DefaultDirectPort, -1 = any free port).
+	DirectPort int
 	// UpstreamHTTPPort and UpstreamTLSPort are the ports transparent HTTP and TLS connections
 	// are forwarded to (0 = 80 and 443; tests point them at their own servers).
 	UpstreamHTTPPort, UpstreamTLSPort int
 	// DialTimeout bounds a connection to an upstream (default 10 s).
 	DialTimeout time.Duration
-	Log         *slog.Logger
-	Now         func() time.Time
+	// Observer counts refusals and DNS queries (nil: not counted).
+	Observer Observer
+	Log      *slog.Logger
+	Now      func() time.Time
 }
 
 // Endpoints are the addresses a Listen bound.
 type Endpoints struct {
-	DNS, HTTP, TLS, Proxy netip.AddrPort
+	DNS, HTTP, TLS, Proxy, Direct netip.AddrPort
 }
 
 // Service is the resolver and gateway. It is safe for concurrent use.
@@ -83,7 +89,13 @@ type Service struct {
 	listening map[netip.Addr]*listeners
 	conns     map[*tracked]struct{}
 	active    map[string]int // instance -> connections being handled
-	closed    bool
+	// gone are the instances unregistered lately (instance -> when): Restore never brings
+	// one back, whatever a container list taken before its destruction still showed.
+	gone   map[string]time.Time
+	closed bool
+	// confined: the nftables table is in use (Attach), so the direct ranges are kept in it.
+	confined bool
+	directMu sync.Mutex // serializes syncDirect
 	// queries bounds the DNS queries being answered at once (a flood waits for none).
 	queries chan struct{}
 }
@@ -110,6 +122,9 @@ func New(cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
 	if cfg.DialTimeout <= 0 {
 		cfg.DialTimeout = 10 * time.Second
 	}
@@ -118,7 +133,7 @@ func New(cfg Config) *Service {
 	return &Service{
 		cfg: cfg, log: cfg.Log, up: newUpstream(cfg.Upstream, cfg.Now), events: newEvents(cfg.Log, cfg.Now),
 		clients: map[netip.Addr]*client{}, listening: map[netip.Addr]*listeners{}, conns: map[*tracked]struct{}{},
-		active: map[string]int{}, queries: make(chan struct{}, maxQueriesInFlight),
+		active: map[string]int{}, gone: map[string]time.Time{}, queries: make(chan struct{}, maxQueriesInFlight),
 	}
 }
 
@@ -193,14 +208,19 @@ func (s *Service) Listen(ctx context.Context, addr netip.Addr) (Endpoints, error
 	if err != nil {
 		return fail(err)
 	}
-	l.ep.HTTP, l.ep.TLS, l.ep.Proxy = hep, tep, pep
+	dtl, dep, err := tcp(s.cfg.DirectPort, DefaultDirectPort)
+	if err != nil {
+		return fail(err)
+	}
+	l.ep.HTTP, l.ep.TLS, l.ep.Proxy, l.ep.Direct = hep, tep, pep, dep
 	go s.serveDNS(lctx, pc)
 	go s.serveDNSTCP(lctx, dl)
 	go s.accept(lctx, hl, s.handleHTTP)
 	go s.accept(lctx, tl, s.handleTLS)
 	go s.accept(lctx, pl, s.handleProxy)
+	go s.accept(lctx, dtl, s.handleDirect)
 	s.listening[addr] = l
-	s.log.Info("egress gateway listening", "address", addr, "dns", l.ep.DNS, "http", l.ep.HTTP, "tls", l.ep.TLS, "proxy", l.ep.Proxy)
+	s.log.Info("egress gateway listening", "address", addr, "dns", l.ep.DNS, "http", l.ep.HTTP, "tls", l.ep.TLS, "proxy", l.ep.Proxy, "direct", l.ep.Direct)
 	return l.ep, nil
 }
 
@@ -218,7 +238,62 @@ func (s *Service) Register(addr, gateway netip.Addr, instance, sandboxID string,
 	s.clients[addr.Unmap()] = &client{instance: instance, sandboxID: sandboxID, gateway: gateway.Unmap(), policy: parsed}
 	s.mu.Unlock()
 	s.log.Debug("egress client registered", "instance", instance, "sandbox_id", sandboxID, "address", addr)
+	if len(RangesToRoute(parsed)) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), nftTimeout)
+	defer cancel()
+	if err := s.syncDirect(ctx); err != nil {
+		return fmt.Errorf("egress: register %s: %w", instance, err)
+	}
 	return nil
+}
+
+// Restore registers the sandbox at addr like Register, for an instance found running when
+// this Service did not know it (bay restarted, or another bay created it): it refuses an
+// instance unregistered lately (being destroyed) and an address registered to another
+// instance, so a stale list can neither bring back a destroyed instance nor take over an
+// address. It reports whether it registered.
+func (s *Service) Restore(addr, gateway netip.Addr, instance, sandboxID string, p bay.NetworkPolicy) (bool, error) {
+	parsed, err := bay.ParseNetworkPolicy("network", p)
+	if err != nil {
+		return false, fmt.Errorf("egress: restore %s: %w", instance, err)
+	}
+	if parsed.Mode != bay.NetworkAllowlist && parsed.Mode != bay.NetworkNone {
+		return false, fmt.Errorf("egress: restore %s: mode %s is not enforced by the gateway", instance, parsed.Mode)
+	}
+	s.mu.Lock()
+	if _, ok := s.gone[instance]; ok {
+		s.mu.Unlock()
+		return false, nil
+	}
+	if c := s.clients[addr.Unmap()]; c != nil && c.instance != instance {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.clients[addr.Unmap()] = &client{instance: instance, sandboxID: sandboxID, gateway: gateway.Unmap(), policy: parsed}
+	s.mu.Unlock()
+	if len(RangesToRoute(parsed)) == 0 {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), nftTimeout)
+	defer cancel()
+	if err := s.syncDirect(ctx); err != nil {
+		return true, fmt.Errorf("egress: restore %s: %w", instance, err)
+	}
+	return true, nil
+}
+
+// Known reports whether any address is registered under instance.
+func (s *Service) Known(instance string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.clients {
+		if c.instance == instance {
+			return true
+		}
+	}
+	return false
 }
 
 // Update gives the instance's addresses policy p: queries and new connections follow it at
@@ -252,16 +327,36 @@ func (s *Service) Update(instance string, p bay.NetworkPolicy) error {
 	if !found {
 		return fmt.Errorf("egress: update %s: %w", instance, bay.ErrNotFound)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), nftTimeout)
+	defer cancel()
+	if err := s.syncDirect(ctx); err != nil {
+		return fmt.Errorf("egress: update %s: %w", instance, err)
+	}
 	for _, t := range stale {
-		s.events.deny(t.sandboxID, t.kind, t.host, t.port, "closed: the policy no longer allows it")
+		s.deny(t.sandboxID, bay.NetworkAllowlist, t.kind, t.host, t.port, ruleClosed)
 		t.close()
 	}
 	return nil
 }
 
+// goneFor is how long an unregistered instance is kept from Restore; maxGone bounds them.
+const (
+	goneFor = 10 * time.Minute
+	maxGone = 8192
+)
+
 // Unregister forgets the instance's addresses and closes its connections.
 func (s *Service) Unregister(instance string) {
 	s.mu.Lock()
+	now := s.cfg.Now()
+	if len(s.gone) >= maxGone {
+		for n, at := range s.gone {
+			if now.Sub(at) > goneFor || len(s.gone) >= maxGone {
+				delete(s.gone, n)
+			}
+		}
+	}
+	s.gone[instance] = now
 	for a, c := range s.clients {
 		if c.instance == instance {
 			delete(s.clients, a)
@@ -277,7 +372,17 @@ func (s *Service) Unregister(instance string) {
 	for _, t := range open {
 		t.close()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), nftTimeout)
+	defer cancel()
+	if err := s.syncDirect(ctx); err != nil {
+		// A range left for a gone address only redirects to the gateway, which refuses an
+		// unknown or other sandbox's address by its own policy.
+		s.log.Warn("egress: forgetting the direct ranges of an instance", "instance", instance, "err", err)
+	}
 }
+
+// nftTimeout bounds an update of the table's elements.
+const nftTimeout = 10 * time.Second
 
 // Events returns the sandbox's newest refusals (oldest first) and their total count.
 func (s *Service) Events(sandboxID string) ([]bay.NetworkEvent, int64) {
@@ -323,6 +428,16 @@ func (s *Service) Attach(ctx context.Context, bridge string, gw netip.Addr) (str
 	}
 	if err := confine(ctx, bridge, gw, ep, false); err != nil {
 		return "", err
+	}
+	s.mu.Lock()
+	first := !s.confined
+	s.confined = true
+	s.mu.Unlock()
+	if first {
+		// The set as this process knows it (a restarted bay: empty until restored).
+		if err := s.syncDirect(ctx); err != nil {
+			return "", err
+		}
 	}
 	return "http://" + ep.Proxy.String(), nil
 }

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -344,5 +345,115 @@ func TestConnectionsPerInstanceAreBounded(t *testing.T) {
 	}
 	if ev, _ := f.svc.Events("sandbox-1"); len(ev) == 0 || !strings.Contains(ev[len(ev)-1].Rule, "connections at once") {
 		t.Errorf("events %+v", ev)
+	}
+}
+
+// Restore brings back what a restarted bay found running, but never an instance unregistered
+// meanwhile nor an address another instance holds.
+func TestRestore(t *testing.T) {
+	f := setup(t)
+	f.svc.Unregister("inst-1")
+	if _, err := f.resolve(t, "api.example.com"); err == nil {
+		t.Fatal("an unregistered sandbox still resolves")
+	}
+	if ok, err := f.svc.Restore(lo, lo, "inst-1", "sandbox-1", allowed); ok || err != nil {
+		t.Fatalf("restore of an instance destroyed meanwhile: %v, %v", ok, err)
+	}
+	if f.svc.Known("inst-1") {
+		t.Fatal("inst-1 known after a refused restore")
+	}
+	if ok, err := f.svc.Restore(lo, lo, "inst-2", "sandbox-2", allowed); !ok || err != nil {
+		t.Fatalf("restore: %v, %v", ok, err)
+	}
+	if !f.svc.Known("inst-2") {
+		t.Fatal("inst-2 unknown after its restore")
+	}
+	if got, err := f.resolve(t, "api.example.com"); err != nil || len(got) != 1 {
+		t.Fatalf("after the restore: %v, %v", got, err)
+	}
+	if _, err := f.resolve(t, "evil.test"); err == nil {
+		t.Fatal("a refused name resolves after the restore")
+	}
+	if ok, _ := f.svc.Restore(lo, lo, "inst-3", "sandbox-3", bay.NetworkPolicy{Mode: bay.NetworkNone}); ok {
+		t.Fatal("restore took over the address of another instance")
+	}
+	if _, err := f.svc.Restore(lo, lo, "inst-2", "sandbox-2", bay.NetworkPolicy{Mode: bay.NetworkOpen}); err == nil {
+		t.Fatal("restore in mode open accepted")
+	}
+	if err := f.svc.Update("inst-2", bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"example.com"}}); err != nil {
+		t.Fatalf("update of a restored instance: %v", err)
+	}
+	if _, err := f.resolve(t, "api.example.com"); err == nil {
+		t.Fatal("the update did not apply to the restored instance")
+	}
+}
+
+type countingObserver struct {
+	mu      sync.Mutex
+	denied  map[string]int // mode/kind/reason
+	queries map[string]int // mode/result
+}
+
+func (o *countingObserver) EgressDenied(mode, kind, reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.denied[mode+"/"+kind+"/"+reason]++
+}
+
+func (o *countingObserver) EgressQuery(mode, result string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.queries[mode+"/"+result]++
+}
+
+// The observer sees every refusal the events list records, classified by bounded reasons, and
+// every DNS query by result.
+func TestObserverAgreesWithEvents(t *testing.T) {
+	f := setup(t)
+	obs := &countingObserver{denied: map[string]int{}, queries: map[string]int{}}
+	f.svc.cfg.Observer = obs
+	for _, n := range []string{"api.example.com", "evil.test", "secret.example.com", "nothing.example.com"} {
+		_, _ = f.resolve(t, n)
+	}
+	if code, _ := get(t, f.client(), "http://evil.test/"); code != http.StatusForbidden {
+		t.Fatalf("transparent HTTP to a refused name: %d", code)
+	}
+	if code, _ := get(t, f.client(), "http://forged.example.com/"); code != http.StatusForbidden {
+		t.Fatalf("transparent HTTP to a forged answer: %d", code)
+	}
+	_, denied := f.svc.Events("sandbox-1")
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	sum := 0
+	for _, n := range obs.denied {
+		sum += n
+	}
+	if int64(sum) != denied || denied != 4 {
+		t.Errorf("observer counted %d refusals (%v), events %d; want 4", sum, obs.denied, denied)
+	}
+	for k, want := range map[string]int{"allowlist/dns/not_allowed": 1, "allowlist/dns/deny_entry": 1,
+		"allowlist/http/not_allowed": 1, "allowlist/http/blocked_address": 1} {
+		if obs.denied[k] != want {
+			t.Errorf("denied %s = %d, want %d (%v)", k, obs.denied[k], want, obs.denied)
+		}
+	}
+	// The resolver library asks A and AAAA (and may retry): count by result, not exactly.
+	if obs.queries["allowlist/answered"] < 1 || obs.queries["allowlist/refused"] < 2 || obs.queries["allowlist/nxdomain"] < 1 {
+		t.Errorf("queries: %v", obs.queries)
+	}
+	if obs.queries["allowlist/refused"] != obs.denied["allowlist/dns/not_allowed"]+obs.denied["allowlist/dns/deny_entry"] {
+		t.Errorf("refused queries %d and DNS refusals disagree (%v)", obs.queries["allowlist/refused"], obs.denied)
+	}
+}
+
+func TestRangesToRoute(t *testing.T) {
+	p, err := bay.ParseNetworkPolicy("network", bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{
+		"example.com", "203.0.113.7:22", "203.0.113.0/24:443", "198.51.100.9", "[2001:db8::/32]:443", "10.1.2.3/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(RangesToRoute(p))
+	if want := "[10.0.0.0/8 203.0.113.0/24 198.51.100.9/32]"; got != want {
+		t.Errorf("ranges %s, want %s (IPv4 only, masked, none inside another)", got, want)
 	}
 }

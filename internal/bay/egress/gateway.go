@@ -57,7 +57,7 @@ func (s *Service) accept(ctx context.Context, l net.Listener, handle func(contex
 			}
 			s.mu.Unlock()
 			if n > MaxConnsPerInstance {
-				s.events.deny(cl.sandboxID, "tcp", "", 0, fmt.Sprintf("more than %d connections at once", MaxConnsPerInstance))
+				s.deny(cl.sandboxID, cl.policy.Mode, "tcp", "", 0, fmt.Sprintf("%s%d connections at once", ruleConnLimit, MaxConnsPerInstance))
 				_ = c.Close()
 				return
 			}
@@ -129,7 +129,7 @@ func (s *Service) handleTLS(ctx context.Context, c net.Conn, cl *client) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	if name == "" {
-		s.events.deny(cl.sandboxID, "tls", "", s.cfg.UpstreamTLSPort, "no server name in the TLS ClientHello")
+		s.deny(cl.sandboxID, cl.policy.Mode, "tls", "", s.cfg.UpstreamTLSPort, ruleNoSNI)
 		return
 	}
 	up, err := s.connect(ctx, cl, "tls", name, s.cfg.UpstreamTLSPort)
@@ -270,7 +270,7 @@ func (s *Service) connect(ctx context.Context, cl *client, kind, host string, po
 		return nil, refusal{status: http.StatusForbidden, msg: "shipyard egress: the sandbox's network mode is none"}
 	}
 	deny := func(rule string) error {
-		s.events.deny(cl.sandboxID, kind, host, port, rule)
+		s.deny(cl.sandboxID, cl.policy.Mode, kind, host, port, rule)
 		return refusal{status: http.StatusForbidden,
 			msg: fmt.Sprintf("shipyard egress: %s port %d is refused by the sandbox's network policy (%s)", host, port, rule)}
 	}
@@ -306,7 +306,7 @@ func (s *Service) connect(ctx context.Context, cl *client, kind, host string, po
 	}
 	if len(ok) == 0 {
 		if blocked.IsValid() {
-			return nil, deny("blocked address " + blocked.String())
+			return nil, deny(ruleBlocked + blocked.String())
 		}
 		return nil, refusal{status: http.StatusBadGateway, msg: fmt.Sprintf("shipyard egress: %s has no address", host)}
 	}

@@ -47,6 +47,7 @@ func confine(ctx context.Context, bridge string, gw netip.Addr, ep Endpoints, se
 	line("add set %s gateway4 { type ipv4_addr; }", t)
 	line("add set %s dnsport { type inet_service; }", t)
 	line("add set %s tcpports { type inet_service; }", t)
+	line("add set %s direct4 { type ipv4_addr . ipv4_addr; flags interval; }", t)
 	line("add element %s same { %q . %q }", t, bridge, bridge)
 	if gw.IsValid() {
 		if !gw.Is4() {
@@ -55,6 +56,9 @@ func confine(ctx context.Context, bridge string, gw netip.Addr, ep Endpoints, se
 		line("add element %s gateway4 { %s }", t, gw)
 		line("add element %s dnsport { %d }", t, ep.DNS.Port())
 		line("add element %s tcpports { %d, %d, %d, %d }", t, ep.DNS.Port(), ep.HTTP.Port(), ep.TLS.Port(), ep.Proxy.Port())
+		if !sealed {
+			line("add element %s tcpports { %d }", t, ep.Direct.Port())
+		}
 	}
 	if sealed {
 		line("add element %s sealed { %q }", t, bridge)
@@ -63,6 +67,14 @@ func confine(ctx context.Context, bridge string, gw netip.Addr, ep Endpoints, se
 	}
 	line("add chain %s input { type filter hook input priority filter - 20; policy accept; }", t)
 	line("add chain %s forward { type filter hook forward priority filter - 20; policy accept; }", t)
+	line("add chain %s prerouting { type nat hook prerouting priority dstnat - 10; policy accept; }", t)
+	if !sealed {
+		// A connection to a range of the sandbox's allow list (it has a route there via the
+		// gateway address) goes to the gateway's direct port, which reads where it was
+		// headed (direct.go).
+		line("flush chain %s prerouting", t)
+		line("add rule %s prerouting iifname @bridges ip saddr . ip daddr @direct4 meta l4proto tcp redirect to :%d", t, ep.Direct.Port())
+	}
 	line("flush chain %s input", t)
 	line("flush chain %s forward", t)
 	line("add rule %s input iifname != @bridges iifname != @sealed return", t)

@@ -63,6 +63,8 @@ type Metrics struct {
 	driverDuration *prometheus.HistogramVec
 	storeDuration  *prometheus.HistogramVec
 	buildInfo      *prometheus.GaugeVec
+	egressDenied   *prometheus.CounterVec
+	egressQueries  *prometheus.CounterVec
 }
 
 // New returns bay's metrics with the Go runtime and process collectors registered. log nil =
@@ -98,8 +100,14 @@ func New(version string, log *slog.Logger) *Metrics {
 	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "bay_build_info",
 		Help: "Always 1; the version label is bay's version."}, []string{"version"})
 	m.buildInfo.WithLabelValues(version).Set(1)
+	m.egressDenied = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bay_egress_denied_total",
+		Help: "Connections and DNS queries of sandboxes refused by their network policy (each one a network event of its sandbox), by policy mode, kind (dns, http, tls, tcp) and reason (not_allowed, deny_entry, blocked_address, mode_none, policy_changed, connection_limit, no_server_name)."},
+		[]string{"mode", "kind", "reason"})
+	m.egressQueries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "bay_egress_dns_queries_total",
+		Help: "DNS queries answered by bay's sandbox resolver, by the asking sandbox's policy mode (unregistered: an address no sandbox is at) and result (answered, refused, nxdomain, upstream_error, malformed, unregistered)."},
+		[]string{"mode", "result"})
 	for _, c := range []prometheus.Collector{m.httpRequests, m.httpDuration, m.opDuration, m.sessionStart, m.errors,
-		m.replays, m.gcActions, m.warmClaims, m.driverDuration, m.storeDuration, m.buildInfo,
+		m.replays, m.gcActions, m.warmClaims, m.driverDuration, m.storeDuration, m.buildInfo, m.egressDenied, m.egressQueries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -190,6 +198,16 @@ func (m *Metrics) ObserveGC(tr gc.TaskResult) {
 	if len(tr.Errors) > 0 {
 		m.gcActions.WithLabelValues(tr.TaskName, "error").Add(float64(len(tr.Errors)))
 	}
+}
+
+// EgressDenied counts a refusal of bay's egress gateway or resolver (egress.Observer).
+func (m *Metrics) EgressDenied(mode, kind, reason string) {
+	m.egressDenied.WithLabelValues(mode, kind, reason).Inc()
+}
+
+// EgressQuery counts a DNS query bay's resolver answered (egress.Observer).
+func (m *Metrics) EgressQuery(mode, result string) {
+	m.egressQueries.WithLabelValues(mode, result).Inc()
 }
 
 func since(t time.Time) float64 { return time.Since(t).Seconds() }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
@@ -111,4 +112,67 @@ func (s *Service) NetworkEvents(ctx context.Context, owner, id string) ([]bay.Ne
 	}
 	events, denied := en.NetworkEvents(id)
 	return events, denied, nil
+}
+
+// RestoreInterval is how often KeepNetworksRestored looks for running instances the
+// driver's enforcement does not know.
+const RestoreInterval = 5 * time.Second
+
+// RestoreNetworks teaches the driver's enforcement (bay.NetworkRestorer) the running instances
+// of closed policies it does not know, with their sandboxes' policies as the store has them
+// now, and returns how many. After a restart of bay they are refused everything until then,
+// so bay calls it before it serves.
+func (s *Service) RestoreNetworks(ctx context.Context) (int, error) {
+	r, ok := bay.DriverPort[bay.NetworkRestorer](s.driver)
+	if !ok {
+		return 0, nil
+	}
+	return r.RestoreNetworks(ctx, s.instancePolicy)
+}
+
+// KeepNetworksRestored calls RestoreNetworks every RestoreInterval until ctx ends: with
+// several bays on one engine host, the one whose gateway holds the ports serves the instances
+// of them all, and another takes over when it stops.
+func (s *Service) KeepNetworksRestored(ctx context.Context) error {
+	if _, ok := bay.DriverPort[bay.NetworkRestorer](s.driver); !ok {
+		return nil
+	}
+	t := time.NewTicker(RestoreInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if n, err := s.RestoreNetworks(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("restoring the network policies of running sandboxes", "restored", n, "err", err)
+		}
+	}
+}
+
+// instancePolicy is the policy the sandbox whose session runs as instance is under.
+func (s *Service) instancePolicy(ctx context.Context, instance string) (bay.NetworkPolicy, bool, error) {
+	sessID, ok := bay.SessionOfInstance(instance)
+	if !ok {
+		return bay.NetworkPolicy{}, false, nil
+	}
+	sess, err := s.store.GetSession(ctx, sessID)
+	if bay.IsNotFound(err) {
+		return bay.NetworkPolicy{}, false, nil
+	}
+	if err != nil {
+		return bay.NetworkPolicy{}, false, err
+	}
+	sb, err := s.store.GetSandbox(ctx, sess.SandboxID)
+	if bay.IsNotFound(err) {
+		return bay.NetworkPolicy{}, false, nil
+	}
+	if err != nil {
+		return bay.NetworkPolicy{}, false, err
+	}
+	if sb.DeletedAt != nil {
+		return bay.NetworkPolicy{}, false, nil
+	}
+	return effectiveNetwork(sb, s.Profile(sb.ProfileID)), true, nil
 }
