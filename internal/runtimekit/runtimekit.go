@@ -62,7 +62,8 @@ func RequestToken(r *http.Request) string {
 }
 
 // RequireToken wraps next so that every request but those for the path open
-// (the readiness probe) carries token (see RequestToken); the others get the
+// (the readiness probe) carries token (see RequestToken), and a request for open
+// carries either no token or the right one; the others get the
 // WWW-Authenticate challenge and deny's answer. An empty token requires
 // nothing (a runtime started by hand).
 func RequireToken(next http.Handler, token, open, challenge string, deny http.HandlerFunc) http.Handler {
@@ -71,7 +72,11 @@ func RequireToken(next http.Handler, token, open, challenge string, deny http.Ha
 	}
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == open || subtle.ConstantTimeCompare([]byte(RequestToken(r)), want) == 1 {
+		// The open path answers a caller without a token (a health check) but refuses a wrong
+		// one: bay's readiness probe sends the session's token, so a runtime of another sandbox
+		// that was given a dead one's address cannot pass for it.
+		got := RequestToken(r)
+		if (r.URL.Path == open && got == "") || subtle.ConstantTimeCompare([]byte(got), want) == 1 {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -45,7 +45,7 @@ func TestRequireToken(t *testing.T) {
 		path, auth string
 		code       int
 	}{
-		{"/health", "", 204}, {"/exec", "", 401}, {"/exec", "Bearer nope", 401}, {"/exec", "Bearer tok", 204}, {"/health/x", "", 401},
+		{"/health", "", 204}, {"/health", "Bearer tok", 204}, {"/health", "Bearer other-sandbox", 401}, {"/health", "Basic dTpvdGhlcg==", 401}, {"/exec", "", 401}, {"/exec", "Bearer nope", 401}, {"/exec", "Bearer tok", 204}, {"/health/x", "", 401},
 	} {
 		r := httptest.NewRequest("GET", c.path, nil)
 		if c.auth != "" {

@@ -41,6 +41,9 @@ func DoJSON(ctx context.Context, hc *http.Client, name, endpoint, method, path s
 		return TransportError(ctx, name, path, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("%w: %w", ErrForeign, statusErr(resp))
+	}
 	if resp.StatusCode >= 400 {
 		return statusErr(resp)
 	}

@@ -19,6 +19,11 @@ var ErrUnreachable = errors.New("runtime unreachable")
 // be opened): it had no effect there, so it may be sent again to a replacement.
 var ErrNotSent = errors.New("request not sent")
 
+// ErrForeign marks a runtime's refusal of the session's token: whoever answers at the endpoint
+// is not the session's runtime (an address freed by a dead container and given to another
+// sandbox's), so waiting for it longer is pointless.
+var ErrForeign = errors.New("another runtime answers at this address")
+
 // Meta is a runtime's self-description.
 type Meta struct {
 	Name    string // "ship", "gull"

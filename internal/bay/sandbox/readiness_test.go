@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
@@ -63,6 +65,46 @@ func TestReadinessTimeoutRemovesTheContainer(t *testing.T) {
 		got, err := svc.GetSandbox(ctx, "alice", r.ID)
 		if err != nil || got.Status != "failed" {
 			t.Fatalf("status: %v %v", got, err)
+		}
+	})
+}
+
+// TestReadinessStopsAtAForeignRuntime: a runtime that refuses the session's token is another
+// sandbox's (it was given a dead container's address), so the wait ends at the first answer
+// instead of taking it for ready or waiting out the timeout, and the instance is removed.
+func TestReadinessStopsAtAForeignRuntime(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, "bay.db"), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		drv := fake.New()
+		svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{
+			Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 10 * time.Second,
+		})
+		var probes atomic.Int64
+		svc.SetHealthCheck(func(ctx context.Context, endpoint string) error {
+			probes.Add(1)
+			return fmt.Errorf("%w: 401", runtime.ErrForeign)
+		})
+		r, err := svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = svc.EnsureRunning(ctx, r.ID)
+		var be *bay.Error
+		if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Details["retry_after_ms"] != 1000 {
+			t.Fatalf("err = %v, want a retryable session_not_ready", err)
+		}
+		if elapsed, n := time.Since(start), probes.Load(); elapsed != 0 || n != 1 {
+			t.Fatalf("gave up after %v and %d probes, want the first answer", elapsed, n)
+		}
+		if c := drv.Containers(); len(c) != 0 {
+			t.Fatalf("container left: %+v", c)
 		}
 	})
 }

@@ -578,6 +578,9 @@ func (s *Service) waitReady(ctx context.Context, runtimeType, endpoint string) e
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, runtime.ErrForeign) {
+			return fmt.Errorf("readiness wait for %s: %w", runtimeType, err)
+		}
 		last = err
 		if time.Since(began) >= fastPeriod {
 			delay = min(2*delay, maxStep)
