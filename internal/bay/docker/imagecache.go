@@ -179,7 +179,7 @@ func (c *imageCache) keeperStill(ctx context.Context, key string, e *cacheEntry)
 		delete(c.entries, key)
 	}
 	c.mu.Unlock()
-	c.d.log.Warn("image cache: keeper gone, creating without the cache", "cache_key", shortID(key), "err", err)
+	c.d.log.WarnContext(ctx, "image cache: keeper gone, creating without the cache", "cache_key", shortID(key), "err", err)
 	return nil, false
 }
 
@@ -200,7 +200,7 @@ func (c *imageCache) on(ctx context.Context) bool {
 		}
 		on := slices.Contains(slowStorageDrivers, info.Info.Driver)
 		c.enabled = &on
-		c.d.log.Info("image cache", "storage_driver", info.Info.Driver, "enabled", on)
+		c.d.log.InfoContext(ctx, "image cache", "storage_driver", info.Info.Driver, "enabled", on)
 	}
 	return *c.enabled
 }
@@ -336,7 +336,7 @@ func (c *imageCache) createKeeper(ctx context.Context, name, key, id string, pat
 			defer cancel()
 			for _, v := range vols {
 				if rerr := c.d.DeleteVolume(dctx, v); rerr != nil {
-					c.d.log.Warn("image cache: remove volume after a failed copy", "volume", v, "err", rerr)
+					c.d.log.WarnContext(ctx, "image cache: remove volume after a failed copy", "volume", v, "err", rerr)
 				}
 			}
 		}
@@ -353,7 +353,7 @@ func (c *imageCache) createKeeper(ctx context.Context, name, key, id string, pat
 		vols = append(vols, v)
 		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: v, Target: p})
 	}
-	c.d.log.Info("image cache: copying the image's hot paths into volumes", "cache_key", shortID(key), "image_id", shortID(id), "paths", paths)
+	c.d.log.InfoContext(ctx, "image cache: copying the image's hot paths into volumes", "cache_key", shortID(key), "image_id", shortID(id), "paths", paths)
 	_, err = c.d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{Image: id, Labels: map[string]string{labelCacheKey: key},
@@ -381,7 +381,7 @@ func (c *imageCache) pruneStale(ctx context.Context, current string) {
 	res, err := c.d.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", labelCacheKey)})
 	if err != nil {
-		c.d.log.Warn("image cache: list keepers", "err", err)
+		c.d.log.WarnContext(ctx, "image cache: list keepers", "err", err)
 		return
 	}
 	held := map[string]bool{}
@@ -395,14 +395,14 @@ func (c *imageCache) pruneStale(ctx context.Context, current string) {
 			continue
 		}
 		if err := c.d.removeContainer(ctx, k.ID); err != nil {
-			c.d.log.Warn("image cache: remove a stale keeper", "container", k.ID, "err", err)
+			c.d.log.WarnContext(ctx, "image cache: remove a stale keeper", "container", k.ID, "err", err)
 			continue
 		}
-		c.d.log.Info("image cache: removed the cache no tagged image uses", "cache_key", shortID(key))
+		c.d.log.InfoContext(ctx, "image cache: removed the cache no tagged image uses", "cache_key", shortID(key))
 	}
 	vols, err := c.d.cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", labelCacheKey)})
 	if err != nil {
-		c.d.log.Warn("image cache: list volumes", "err", err)
+		c.d.log.WarnContext(ctx, "image cache: list volumes", "err", err)
 		return
 	}
 	for _, v := range vols.Items {
@@ -411,7 +411,7 @@ func (c *imageCache) pruneStale(ctx context.Context, current string) {
 			continue
 		}
 		if err := c.d.DeleteVolume(ctx, v.Name); err != nil {
-			c.d.log.Info("image cache: a stale volume stays for now", "volume", v.Name, "err", err)
+			c.d.log.InfoContext(ctx, "image cache: a stale volume stays for now", "volume", v.Name, "err", err)
 		}
 	}
 }

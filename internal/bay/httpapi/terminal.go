@@ -62,7 +62,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 			tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := s.svc.Touch(tctx, id); err != nil {
-				s.log.Warn("terminal keepalive", "sandbox_id", id, "err", err)
+				s.log.WarnContext(ctx, "terminal keepalive", "sandbox_id", id, "err", err)
 			}
 			tcancel()
 		}
