@@ -212,10 +212,18 @@ func imageLabels(res client.ImageInspectResult) map[string]string {
 	return res.Config.Labels
 }
 
-// cacheKey is the image's LabelHotPathsKey when it is a plain hex digest, else its id.
+// builtLayers is how many layers an image of `bay image build` has: its root filesystem and
+// the runtime's own files.
+const builtLayers = 2
+
+// cacheKey is the image's LabelHotPathsKey when it is a plain hex digest and the image has no
+// more layers than `bay image build` makes, else its id. An image built FROM one of ours
+// inherits the label but its own layers may add to the hot paths (a Python package in
+// /usr/lib/python3/dist-packages): the parent's cache mounted over them would hide them.
 func cacheKey(res client.ImageInspectResult) string {
 	k := imageLabels(res)[LabelHotPathsKey]
-	if len(k) >= 12 && len(k) <= 128 && strings.Trim(k, "0123456789abcdef") == "" {
+	if len(k) >= 12 && len(k) <= 128 && strings.Trim(k, "0123456789abcdef") == "" &&
+		res.RootFS.Type != "" && len(res.RootFS.Layers) <= builtLayers {
 		return k
 	}
 	return res.ID
