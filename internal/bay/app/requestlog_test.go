@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-
 )
 
 // TestEveryLineOfARequestCarriesItsID drives a sandbox through its life (create, a session
