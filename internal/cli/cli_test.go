@@ -224,6 +224,19 @@ func TestShellExitCodePropagation(t *testing.T) {
 	if r = run(t, fake.URL, "", "shell", id, "sleep 999"); r.code != 124 || !strings.Contains(r.stderr, "timed out") {
 		t.Fatalf("timeout: %+v", r)
 	}
+	// A python cell past its timeout exits like a shell command past its own: 124, not the 1
+	// of code that raised.
+	fake.SetPythonFunc(func(string) bayapi.PythonExecResponse {
+		msg := "Code execution timed out after 1 seconds"
+		return bayapi.PythonExecResponse{Error: &msg, TimedOut: true}
+	})
+	if r = run(t, fake.URL, "", "python", id, "while True: pass"); r.code != 124 || !strings.Contains(r.stderr, "timed out") {
+		t.Fatalf("python timeout: %+v", r)
+	}
+	fake.SetPythonFunc(nil)
+	if r = run(t, fake.URL, "", "python", id, `raise ValueError("x")`); r.code != 1 {
+		t.Fatalf("python raising: %+v", r)
+	}
 	// Output the runtime cut is said so on stderr, and kept in the JSON.
 	fake.SetShellFunc(func(string, string) sdktest.ShellResult {
 		return sdktest.ShellResult{Stdout: "head", ExitCode: 0, StdoutTruncated: true}

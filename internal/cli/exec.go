@@ -87,7 +87,8 @@ func (a *app) pythonCmd() *cobra.Command {
 		Short: "Run Python in the sandbox's persistent kernel",
 		Long: `Run Python code in the sandbox's persistent IPython kernel. The code comes from the
 argument, from -f FILE, or from stdin ('-' or no argument). Output goes to stdout; if the code
-raises, the traceback goes to stderr and the exit code is 1.`,
+raises, the traceback goes to stderr and the exit code is 1; if it runs past its timeout
+(--exec-timeout) the exit code is 124, as for shell.`,
 		Args: rangeArgs(1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code, err := a.source(args, &f, "code")
@@ -113,7 +114,10 @@ raises, the traceback goes to stderr and the exit code is 1.`,
 				if err != nil {
 					return err
 				}
-				if !res.Success {
+				switch {
+				case res.TimedOut:
+					return exitCode(ExitShellTimeout)
+				case !res.Success:
 					return exitCode(ExitFailure)
 				}
 				return nil

@@ -51,8 +51,9 @@ func sqliteConfig(t *testing.T, dir string) *config.Config {
 
 // runEchoBay runs the daemon (real SQLite, real auth, the key sk-test, no background cycle at
 // startup) on the fake driver whose runtimes are a ship stub that echoes python code, logging
-// JSON at debug level into the returned buffer. stop ends it and returns what Run returned.
-func runEchoBay(t *testing.T) (m *app.Main, drv *fake.Driver, logs *syncBuffer, stop func() error) {
+// JSON at debug level into the returned buffer; configure, if not nil, changes the stub first.
+// stop ends it and returns what Run returned.
+func runEchoBay(t *testing.T, configure func(*shipstub.Stub)) (m *app.Main, drv *fake.Driver, logs *syncBuffer, stop func() error) {
 	t.Helper()
 	dir := t.TempDir()
 	stub := shipstub.New()
@@ -60,6 +61,9 @@ func runEchoBay(t *testing.T) (m *app.Main, drv *fake.Driver, logs *syncBuffer, 
 	stub.Python = func(req shipapi.ExecPythonRequest) (int, any) {
 		n := 1
 		return 200, shipapi.ExecPythonResponse{Success: true, ExecutionCount: &n, Output: shipapi.PythonOutput{Text: req.Code}}
+	}
+	if configure != nil {
+		configure(stub)
 	}
 	drv = fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() }))
 	logs = &syncBuffer{}
@@ -85,7 +89,7 @@ func runEchoBay(t *testing.T) (m *app.Main, drv *fake.Driver, logs *syncBuffer, 
 // the engine; GET /v1/sandboxes/{id}/metrics; an access log line per request and the request
 // id on every line a request caused.
 func TestObservability(t *testing.T) {
-	m, drv, logs, stop := runEchoBay(t)
+	m, drv, logs, stop := runEchoBay(t, nil)
 	defer func() {
 		if err := stop(); err != nil {
 			t.Errorf("run: %v", err)

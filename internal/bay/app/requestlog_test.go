@@ -15,7 +15,7 @@ import (
 // line is caused by one of those requests and must carry that request's id. The lifecycle
 // messages each request is known to cause are checked to carry its id, not another's.
 func TestEveryLineOfARequestCarriesItsID(t *testing.T) {
-	m, drv, logs, stop := runEchoBay(t)
+	m, drv, logs, stop := runEchoBay(t, nil)
 	startup := len(jsonLines(logs))
 	base := "http://" + m.ListenAddr()
 	sent := map[string]bool{}

@@ -45,7 +45,7 @@ func (s *Service) ExecPython(ctx context.Context, owner, id string, p PythonPara
 		Success: r.Success, Text: r.Output.Text, Images: r.Output.Images, Error: r.Error,
 		ExecutionCount: r.ExecutionCount, ExecutionTimeMS: ms,
 		KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
-		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice,
+		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice, TimedOut: r.TimedOut,
 	}
 	if p.IncludeCode {
 		res.Code = &p.Code
@@ -90,6 +90,7 @@ func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams
 	res := &bay.ShellResult{
 		Success: r.ReturnCode == 0 && r.Success, Output: strings.TrimSpace(r.Stdout), Error: errText,
 		ExitCode: r.ReturnCode, ExecutionTimeMS: ms, StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Notice: r.Notice,
+		TimedOut: r.TimedOut,
 	}
 	if p.IncludeCode {
 		res.Command = &p.Command
