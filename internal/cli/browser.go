@@ -197,7 +197,7 @@ func (a *app) batchCommands(args []string, file string) ([]string, error) {
 	default:
 		fh, err := os.Open(file)
 		if err != nil {
-			return nil, usageErr("read %s: %v", file, err)
+			return nil, usageErr("%v", err) // os.ReadFile names the file
 		}
 		defer fh.Close()
 		r = fh

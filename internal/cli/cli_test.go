@@ -400,3 +400,21 @@ func TestEnvFallbacks(t *testing.T) {
 		t.Fatalf("BAY_* fallback: %v %s", err, out)
 	}
 }
+
+// A local file that cannot be read is named once in the error, not once by the CLI and again
+// by the operating system's message.
+func TestLocalFileErrorsSayItOnce(t *testing.T) {
+	fake := newFake(t)
+	id := fake.AddSandbox("python-default", 0)
+	missing := filepath.Join(t.TempDir(), "nope.py")
+	for _, args := range [][]string{
+		{"python", id, "-f", missing},
+		{"fs", "put", id, missing},
+		{"browser", "batch", id, "-f", missing},
+	} {
+		r := run(t, fake.URL, "", args...)
+		if r.code != 64 || strings.Count(r.stderr, missing) != 1 || !strings.Contains(r.stderr, "no such file") {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+}

@@ -43,7 +43,7 @@ func (a *app) source(args []string, f *execFlags, what string) (string, error) {
 	case f.file != "":
 		b, err := os.ReadFile(f.file)
 		if err != nil {
-			return "", usageErr("read %s: %v", f.file, err)
+			return "", usageErr("%v", err) // os.ReadFile names the file
 		}
 		return string(b), nil
 	case len(args) > 1 && args[1] == "-":

@@ -255,6 +255,42 @@ func TestRealBay(t *testing.T) {
 		if r := runReal(t, url, "", "fs", "cat", sb.ID, "up/in.bin"); r.code != 0 || r.stdout != string(data) {
 			t.Fatalf("cat: %d %d bytes", r.code, len(r.stdout))
 		}
+		// Like cp: into an existing directory, or one named with a trailing slash, under the
+		// file's own name.
+		if r := runReal(t, url, "", "fs", "put", sb.ID, local, "up"); r.code != 0 || !strings.Contains(r.stdout, "uploaded up/in.bin") {
+			t.Fatalf("put into an existing directory: %+v", r)
+		}
+		if r := runReal(t, url, "", "fs", "put", sb.ID, local, "new/dir/"); r.code != 0 || !strings.Contains(r.stdout, "uploaded new/dir/in.bin") {
+			t.Fatalf("put into dir/: %+v", r)
+		}
+		// Directories up and down.
+		tree := filepath.Join(t.TempDir(), "proj")
+		for name, body := range map[string]string{"a.txt": "A", "src/b.py": "print(1)", "src/deep/c.bin": string(data[:1000])} {
+			os.MkdirAll(filepath.Dir(filepath.Join(tree, name)), 0o755)
+			os.WriteFile(filepath.Join(tree, name), []byte(body), 0o644)
+		}
+		if r := runReal(t, url, "", "fs", "put", "-r", sb.ID, tree); r.code != 0 || !strings.Contains(r.stdout, "3 files") {
+			t.Fatalf("put -r: %+v", r)
+		}
+		if r := runReal(t, url, "", "shell", sb.ID, "cd proj && find . -type f | sort && cat src/b.py"); r.code != 0 || r.stdout != "./a.txt\n./src/b.py\n./src/deep/c.bin\nprint(1)\n" {
+			t.Fatalf("the uploaded tree: %+v", r)
+		}
+		back := filepath.Join(t.TempDir(), "back")
+		if r := runReal(t, url, "", "fs", "get", "-r", sb.ID, "proj", back); r.code != 0 || !strings.Contains(r.stdout, "3 files") {
+			t.Fatalf("get -r: %+v", r)
+		}
+		for name, want := range map[string]string{"a.txt": "A", "src/b.py": "print(1)", "src/deep/c.bin": string(data[:1000])} {
+			if got, err := os.ReadFile(filepath.Join(back, name)); err != nil || string(got) != want {
+				t.Errorf("downloaded %s: %q, %v", name, got, err)
+			}
+		}
+		// Into an existing directory, like cp -r: under the remote directory's name.
+		if r := runReal(t, url, "", "fs", "get", "-r", sb.ID, "proj", back); r.code != 0 {
+			t.Fatalf("get -r into an existing directory: %+v", r)
+		}
+		if got, err := os.ReadFile(filepath.Join(back, "proj", "src", "b.py")); err != nil || string(got) != "print(1)" {
+			t.Errorf("get -r into an existing directory: %q, %v", got, err)
+		}
 		if r := runReal(t, url, "", "sandbox", "get", sb.ID, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"status": "ready"`) {
 			t.Fatalf("get: %+v", r)
 		}
