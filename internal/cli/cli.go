@@ -150,6 +150,7 @@ status; 124 python, shell or browser ran past its timeout in the sandbox; 64 usa
 	root.AddCommand(a.sandboxCmd(), a.pythonCmd(), a.shellCmd(), a.fsCmd(), a.historyCmd(), a.profilesCmd(),
 		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd(), a.skillsCmd(), a.execsCmd(), a.jobCmd(),
 		a.versionCmd(), a.skillCmd())
+	a.addCompletions(root)
 	return root
 }
 

@@ -418,3 +418,28 @@ func TestLocalFileErrorsSayItOnce(t *testing.T) {
 		}
 	}
 }
+
+// The shell completion offers the caller's sandboxes for a <sandbox> argument and the
+// profiles for --profile, read from bay; without a bay it offers nothing and does not hang.
+func TestCompletionOffersSandboxesAndProfiles(t *testing.T) {
+	fake := newFake(t)
+	id := fake.AddSandbox("python-default", 0)
+	for _, args := range [][]string{{"shell", ""}, {"fs", "get", ""}, {"sandbox", "delete", ""}, {"term", id[:9]}} {
+		r := run(t, fake.URL, "", append([]string{"__complete"}, args...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, id+"\tpython-default, ") || !strings.Contains(r.stdout, ":4\n") {
+			t.Errorf("complete %q: %+v", args, r)
+		}
+	}
+	if r := run(t, fake.URL, "", "__complete", "shell", id, ""); strings.Contains(r.stdout, id) {
+		t.Errorf("a second argument is completed with sandbox ids: %+v", r)
+	}
+	if r := run(t, fake.URL, "", "__complete", "sandbox", "create", "--profile", ""); r.code != 0 || !strings.Contains(r.stdout, "python-default\n") {
+		t.Errorf("complete --profile: %+v", r)
+	}
+	if r := run(t, "http://127.0.0.1:1", "", "__complete", "shell", ""); r.code != 0 || strings.Contains(r.stdout, "sandbox-") {
+		t.Errorf("complete without a bay: %+v", r)
+	}
+	if r := run(t, fake.URL, "", "completion", "bash"); r.code != 0 || !strings.Contains(r.stdout, "__start_shipyard") {
+		t.Errorf("completion bash: code %d, %d bytes", r.code, len(r.stdout))
+	}
+}
