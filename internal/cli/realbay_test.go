@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -32,10 +33,10 @@ import (
 // The tests in this file run the clients against the real bay binary (SQLite file, Docker
 // driver, image ship:base). A missing Docker engine or image fails them; they never skip.
 
-const (
-	realImage  = "ship:base"
-	realAPIKey = "sk-clients-0123456789abcdef"
-)
+const realAPIKey = "sk-clients-0123456789abcdef"
+
+// realImage is ship:base, or SHIPYARD_E2E_IMAGE (an image built with this tree's ship).
+var realImage = cmp.Or(os.Getenv("SHIPYARD_E2E_IMAGE"), "ship:base")
 
 // startRealBay runs `bay serve` on a free port and returns its URL; cleanup deletes the
 // sandboxes left and stops it.
@@ -354,6 +355,10 @@ func TestRealBay(t *testing.T) {
 		after, _ := term.GetState(int(tty.Fd()))
 		if !reflect.DeepEqual(before, after) {
 			t.Fatal("terminal not restored")
+		}
+		// The remote shell's exit status is the command's.
+		if r := runReal(t, url, "exit 3\n", "term", sb.ID); r.code != 3 {
+			t.Fatalf("term ended by exit 3: %+v", r)
 		}
 	})
 
