@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log"
 	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/sdk"
 )
@@ -19,7 +20,7 @@ func ExampleClient_CreateSandbox() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: "python-default", TTL: 3600})
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: "python-default", TTL: 3600 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -23,7 +23,7 @@ type JobRequest struct {
 	Code        string
 	Cwd         string
 	Env         map[string]string
-	Timeout     int // seconds; 0: bay's maximum (jobs.max_duration)
+	Timeout     time.Duration // whole seconds, rounded up; 0: bay's maximum (jobs.max_duration)
 	Description string
 	Tags        string
 }
@@ -41,7 +41,7 @@ func (c *Client) StartJob(ctx context.Context, sandboxID string, req JobRequest,
 		return nil, err
 	}
 	o := applyCallOptions(opts)
-	body := bayapi.StartJobRequest{Kind: req.Kind, Cwd: optStr(req.Cwd), Env: req.Env, Timeout: optInt(req.Timeout),
+	body := bayapi.StartJobRequest{Kind: req.Kind, Cwd: optStr(req.Cwd), Env: req.Env, Timeout: optSeconds(req.Timeout),
 		Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	if req.Kind == bayapi.JobKindPython {
 		body.Code = &req.Code
@@ -231,7 +231,7 @@ func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellReques
 		return nil, err
 	}
 	o := applyCallOptions(opts)
-	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optInt(req.Timeout), Cwd: optStr(req.Cwd),
+	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optSeconds(req.Timeout), Cwd: optStr(req.Cwd),
 		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	resp, err := c.send(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathShellExec, id), jsonBody: body,
 		header: http.Header{"Accept": {"text/event-stream"}}, idemKey: o.idemKey, requestID: o.requestID, stream: true})

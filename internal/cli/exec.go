@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,7 +31,7 @@ func (f *execFlags) register(cmd *cobra.Command, what string) {
 }
 
 func (f *execFlags) options() sdk.ExecOptions {
-	return sdk.ExecOptions{Timeout: f.execTimeout, IncludeCode: f.include, Description: f.description, Tags: f.tags}
+	return sdk.ExecOptions{Timeout: time.Duration(f.execTimeout) * time.Second, IncludeCode: f.include, Description: f.description, Tags: f.tags}
 }
 
 // source returns the code: the argument, the -f file, or stdin ("-" or no argument).

@@ -124,11 +124,11 @@ func TestRealBay(t *testing.T) {
 		if _, err := anon.ListSandboxes(ctx, sdk.ListSandboxesRequest{}); !sdk.IsCode(err, bayapi.CodeUnauthorized) {
 			t.Fatalf("anonymous: %v", err)
 		}
-		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey("clients-create-1"))
+		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second}, sdk.WithIdempotencyKey("clients-create-1"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey("clients-create-1"))
+		again, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second}, sdk.WithIdempotencyKey("clients-create-1"))
 		if err != nil || again.ID != sb.ID {
 			t.Fatalf("idempotent replay: %v %v", again, err)
 		}
@@ -196,7 +196,7 @@ func TestRealBay(t *testing.T) {
 		if e, err := c.GetExecution(ctx, sb.ID, last.ID); err != nil || e.ID != last.ID {
 			t.Fatalf("get exec: %v", err)
 		}
-		if err := sb.ExtendTTL(ctx, 60); err != nil {
+		if err := sb.ExtendTTL(ctx, 60*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if err := sb.Keepalive(ctx); err != nil {

@@ -75,7 +75,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 				if idemKey != "" {
 					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
 				}
-				sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl, Skills: skills}, opts...)
+				sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: time.Duration(ttl) * time.Second, Skills: skills}, opts...)
 				if err != nil {
 					return err
 				}
@@ -194,7 +194,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 				if idemKey != "" {
 					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
 				}
-				sb, err := c.ExtendTTL(ctx, args[0], secs, opts...)
+				sb, err := c.ExtendTTL(ctx, args[0], time.Duration(secs)*time.Second, opts...)
 				if err != nil {
 					return err
 				}

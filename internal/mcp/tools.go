@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -171,7 +172,7 @@ func (s *server) createSandbox(ctx context.Context, c *sdk.Client, a args) (*mcp
 	if err != nil {
 		return nil, err
 	}
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, TTL: int(ttl)})
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: profile, TTL: time.Duration(ttl) * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +221,7 @@ func (a args) execOptions() (sdk.ExecOptions, error) {
 	if err != nil {
 		return o, err
 	}
-	o.Timeout = int(t)
+	o.Timeout = time.Duration(t) * time.Second
 	if o.IncludeCode, err = a.boolean("include_code", false); err != nil {
 		return o, err
 	}
@@ -762,7 +763,7 @@ func (s *server) extendTTL(ctx context.Context, c *sdk.Client, id string, a args
 	if err != nil {
 		return nil, err
 	}
-	sb, err := c.ExtendTTL(ctx, id, int(by))
+	sb, err := c.ExtendTTL(ctx, id, time.Duration(by)*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -800,7 +801,7 @@ func (s *server) executeBrowser(ctx context.Context, c *sdk.Client, id string, a
 	if err != nil {
 		return nil, err
 	}
-	req := sdk.BrowserRequest{Cmd: cmd, Timeout: int(t)}
+	req := sdk.BrowserRequest{Cmd: cmd, Timeout: time.Duration(t) * time.Second}
 	if req.Description, req.Tags, req.Learn, req.IncludeTrace, err = a.browserOptions(); err != nil {
 		return nil, err
 	}
@@ -843,7 +844,7 @@ func (s *server) executeBrowserBatch(ctx context.Context, c *sdk.Client, id stri
 	if err != nil {
 		return nil, err
 	}
-	req := sdk.BrowserBatchRequest{Commands: commands, Timeout: int(t), ContinueOnError: !stop}
+	req := sdk.BrowserBatchRequest{Commands: commands, Timeout: time.Duration(t) * time.Second, ContinueOnError: !stop}
 	if req.Description, req.Tags, req.Learn, req.IncludeTrace, err = a.browserOptions(); err != nil {
 		return nil, err
 	}
