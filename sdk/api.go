@@ -70,8 +70,8 @@ type CreateSandboxRequest struct {
 	Profile string
 	// CargoID attaches an existing external cargo as /workspace.
 	CargoID string
-	// TTL is the sandbox lifetime in seconds; 0 = no expiry.
-	TTL int
+	// TTL is the sandbox lifetime (sent in whole seconds, rounded up); 0 = no expiry.
+	TTL time.Duration
 	// Skills are library skills mounted read-only at /skills/<name> on top of the profile's
 	// (an unknown name is validation_error).
 	Skills []string
@@ -86,7 +86,7 @@ type CreateSandboxRequest struct {
 // and replaced.
 type Reuse struct {
 	Key              string
-	IdleTTL, HardTTL int
+	IdleTTL, HardTTL time.Duration // 0: the server's default; sent as whole seconds, rounded up
 }
 
 // CreateSandbox calls POST /v1/sandboxes with an Idempotency-Key (generated unless
@@ -102,11 +102,11 @@ func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest, op
 		body.CargoID = &req.CargoID
 	}
 	if req.TTL != 0 {
-		body.TTL = bayapi.IntPtr(int64(req.TTL))
+		body.TTL = bayapi.IntPtr(int64(wholeSeconds(req.TTL)))
 	}
 	body.Skills = req.Skills
 	if r := req.Reuse; r != nil {
-		body.Reuse = &bayapi.ReuseSpec{Key: r.Key, IdleTTL: optInt(r.IdleTTL), HardTTL: optInt(r.HardTTL)}
+		body.Reuse = &bayapi.ReuseSpec{Key: r.Key, IdleTTL: optSeconds(r.IdleTTL), HardTTL: optSeconds(r.HardTTL)}
 	}
 	var out bayapi.SandboxResponse
 	err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathSandboxes, jsonBody: body,
@@ -165,14 +165,14 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
 // ExtendTTL calls POST /v1/sandboxes/{id}/extend_ttl with an Idempotency-Key (generated
 // unless given). Errors: validation_error (seconds <= 0), not_found, sandbox_expired,
 // sandbox_ttl_infinite, conflict.
-func (c *Client) ExtendTTL(ctx context.Context, id string, seconds int, opts ...CallOption) (*Sandbox, error) {
+func (c *Client) ExtendTTL(ctx context.Context, id string, by time.Duration, opts ...CallOption) (*Sandbox, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
 	o := applyCallOptions(opts)
 	var out bayapi.SandboxResponse
 	err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathExtendTTL, id),
-		jsonBody: bayapi.ExtendTTLRequest{ExtendBy: bayapi.IntPtr(int64(seconds))},
+		jsonBody: bayapi.ExtendTTLRequest{ExtendBy: bayapi.IntPtr(int64(wholeSeconds(by)))},
 		idemKey:  keyOr(o.idemKey), requestID: o.requestID}, &out)
 	if err != nil {
 		return nil, err
@@ -209,8 +209,9 @@ func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
 
 // ExecOptions are the optional fields common to python and shell exec.
 type ExecOptions struct {
-	// Timeout in seconds, 1..300; 0 = bay's default (30).
-	Timeout int
+	// Timeout of the execution, 1 s..300 s (sent in whole seconds, rounded up); 0 = bay's
+	// default (30 s).
+	Timeout time.Duration
 	// IncludeCode echoes the code/command in the response.
 	IncludeCode bool
 	// Description and Tags (comma-separated) are stored in the execution history.
@@ -232,14 +233,14 @@ type ShellRequest struct {
 	ExecOptions
 }
 
-// execTimeout bounds one attempt of an execution whose own timeout is t seconds (0 = bay's
-// default def): the execution time plus a grace for bay's bookkeeping, and never less than
+// execTimeout bounds one attempt of an execution whose own timeout is t (0 = bay's default of
+// def seconds): the execution time plus a grace for bay's bookkeeping, and never less than
 // the client's timeout.
-func (c *Client) execTimeout(t, def int) time.Duration {
+func (c *Client) execTimeout(t time.Duration, def int) time.Duration {
 	if t <= 0 {
-		t = def
+		t = time.Duration(def) * time.Second
 	}
-	d := time.Duration(t)*time.Second + 15*time.Second
+	d := time.Duration(wholeSeconds(t))*time.Second + 15*time.Second
 	if c.timeout == 0 {
 		return 0
 	}
@@ -260,6 +261,18 @@ func optInt(n int) *bayapi.Int {
 	return bayapi.IntPtr(int64(n))
 }
 
+// optSeconds is d on the wire: whole seconds rounded up, or absent for 0 (bay's default).
+func optSeconds(d time.Duration) *bayapi.Int { return optInt(wholeSeconds(d)) }
+
+// wholeSeconds rounds d up to whole seconds, the wire's unit (a negative d stays negative, for
+// bay to refuse).
+func wholeSeconds(d time.Duration) int {
+	if d < 0 {
+		return -int((-d + time.Second - 1) / time.Second)
+	}
+	return int((d + time.Second - 1) / time.Second)
+}
+
 // ExecPython runs code in the sandbox's persistent IPython kernel (POST .../python/exec).
 // A Python exception is a successful call with Success false and the traceback in Error.
 // The call is never retried (except on session_not_ready, when nothing ran).
@@ -267,7 +280,7 @@ func (c *Client) ExecPython(ctx context.Context, id string, req PythonRequest) (
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
-	body := bayapi.PythonExecRequest{Code: &req.Code, Timeout: optInt(req.Timeout), IncludeCode: req.IncludeCode,
+	body := bayapi.PythonExecRequest{Code: &req.Code, Timeout: optSeconds(req.Timeout), IncludeCode: req.IncludeCode,
 		Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	var out bayapi.PythonExecResponse
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathPythonExec, id), jsonBody: body,
@@ -283,7 +296,7 @@ func (c *Client) ExecShell(ctx context.Context, id string, req ShellRequest) (*b
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
-	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optInt(req.Timeout), Cwd: optStr(req.Cwd),
+	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optSeconds(req.Timeout), Cwd: optStr(req.Cwd),
 		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	var out bayapi.ShellExecResponse
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathShellExec, id), jsonBody: body,

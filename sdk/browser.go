@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 )
@@ -23,8 +24,8 @@ type BrowserRequest struct {
 	// "open https://example.com" or "screenshot shot.png". Bay splits it into words like a
 	// POSIX shell but runs no shell.
 	Cmd string
-	// Timeout in seconds, 1..300; 0 = bay's default (30).
-	Timeout int
+	// Timeout of the command, 1 s..300 s (whole seconds, rounded up); 0 = bay's default (30 s).
+	Timeout time.Duration
 	// Description and Tags (comma-separated) are stored in the execution history.
 	Description string
 	Tags        string
@@ -38,8 +39,9 @@ type BrowserRequest struct {
 type BrowserBatchRequest struct {
 	// Commands run in order, each like BrowserRequest.Cmd; at least one.
 	Commands []string
-	// Timeout is the budget of the whole batch in seconds, 1..600; 0 = bay's default (60).
-	Timeout int
+	// Timeout is the budget of the whole batch, 1 s..600 s (whole seconds, rounded up); 0 =
+	// bay's default (60 s).
+	Timeout time.Duration
 	// ContinueOnError runs the remaining commands after a failing one (bay's default is to
 	// stop at the first failure).
 	ContinueOnError bool
@@ -61,7 +63,7 @@ func (c *Client) ExecBrowser(ctx context.Context, id string, req BrowserRequest,
 		return nil, err
 	}
 	o := applyCallOptions(opts)
-	body := bayapi.BrowserExecRequest{Cmd: &req.Cmd, Timeout: optInt(req.Timeout), Description: optStr(req.Description),
+	body := bayapi.BrowserExecRequest{Cmd: &req.Cmd, Timeout: optSeconds(req.Timeout), Description: optStr(req.Description),
 		Tags: optStr(req.Tags), Learn: req.Learn, IncludeTrace: req.IncludeTrace}
 	var out bayapi.BrowserExecResponse
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathBrowserExec, id), jsonBody: body,
@@ -79,7 +81,7 @@ func (c *Client) ExecBrowserBatch(ctx context.Context, id string, req BrowserBat
 		return nil, err
 	}
 	o := applyCallOptions(opts)
-	body := bayapi.BrowserBatchRequest{Commands: req.Commands, Timeout: optInt(req.Timeout), Description: optStr(req.Description),
+	body := bayapi.BrowserBatchRequest{Commands: req.Commands, Timeout: optSeconds(req.Timeout), Description: optStr(req.Description),
 		Tags: optStr(req.Tags), Learn: req.Learn, IncludeTrace: req.IncludeTrace}
 	if req.ContinueOnError {
 		f := false

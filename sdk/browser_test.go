@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
@@ -27,7 +28,7 @@ func TestBrowserExecAndBatch(t *testing.T) {
 		!strings.HasPrefix(res.ExecutionID, "exec-") || res.TraceRef != nil {
 		t.Fatalf("open: %+v, %v", res, err)
 	}
-	res, err = sb.ExecBrowser(ctx, sdk.BrowserRequest{Cmd: "click fail-button", Timeout: 5, Description: "d", Tags: "b, a"})
+	res, err = sb.ExecBrowser(ctx, sdk.BrowserRequest{Cmd: "click fail-button", Timeout: 5 * time.Second, Description: "d", Tags: "b, a"})
 	if err != nil || res.Success || res.ExitCode != 1 || res.Error == nil || !strings.Contains(*res.Error, "fail-button") {
 		t.Fatalf("failing command: %+v, %v", res, err)
 	}
@@ -48,7 +49,7 @@ func TestBrowserExecAndBatch(t *testing.T) {
 	if st := batch.Results[1]; st.Cmd != "get title" || st.Stdout != sdktest.FakePageTitle+"\n" || st.StepIndex != 1 || st.ExitCode != 0 {
 		t.Fatalf("step 1: %+v", st)
 	}
-	batch, err = sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{Commands: []string{"fail", "get title"}, ContinueOnError: true, Timeout: 600})
+	batch, err = sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{Commands: []string{"fail", "get title"}, ContinueOnError: true, Timeout: 600 * time.Second})
 	if err != nil || batch.Success || batch.CompletedSteps != 2 || batch.Results[1].ExitCode != 0 {
 		t.Fatalf("continuing batch: %+v, %v", batch, err)
 	}
@@ -61,12 +62,12 @@ func TestBrowserExecAndBatch(t *testing.T) {
 	for what, call := range map[string]func() error{
 		"empty cmd": func() error { _, err := sb.Browser(ctx, ""); return err },
 		"timeout 301": func() error {
-			_, err := sb.ExecBrowser(ctx, sdk.BrowserRequest{Cmd: "get title", Timeout: 301})
+			_, err := sb.ExecBrowser(ctx, sdk.BrowserRequest{Cmd: "get title", Timeout: 301 * time.Second})
 			return err
 		},
 		"no commands": func() error { _, err := sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{}); return err },
 		"batch timeout 601": func() error {
-			_, err := sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{Commands: []string{"get title"}, Timeout: 601})
+			_, err := sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{Commands: []string{"get title"}, Timeout: 601 * time.Second})
 			return err
 		},
 	} {
@@ -112,9 +113,9 @@ func TestBrowserWireBody(t *testing.T) {
 	if err != nil || r.TraceRef == nil || *r.TraceRef != "blob:a" {
 		t.Fatalf("%+v %v", r, err)
 	}
-	c.ExecBrowser(ctx, "sandbox-1", sdk.BrowserRequest{Cmd: "x", Timeout: 9, Description: "d", Tags: "t", Learn: true, IncludeTrace: true})
+	c.ExecBrowser(ctx, "sandbox-1", sdk.BrowserRequest{Cmd: "x", Timeout: 9 * time.Second, Description: "d", Tags: "t", Learn: true, IncludeTrace: true})
 	c.ExecBrowserBatch(ctx, "sandbox-1", sdk.BrowserBatchRequest{Commands: []string{"a"}})
-	b, err := c.ExecBrowserBatch(ctx, "sandbox-1", sdk.BrowserBatchRequest{Commands: []string{"a", "b"}, Timeout: 90, ContinueOnError: true, IncludeTrace: true})
+	b, err := c.ExecBrowserBatch(ctx, "sandbox-1", sdk.BrowserBatchRequest{Commands: []string{"a", "b"}, Timeout: 90 * time.Second, ContinueOnError: true, IncludeTrace: true})
 	if err != nil || b.TraceRef == nil || *b.TraceRef != "blob:b" {
 		t.Fatalf("%+v %v", b, err)
 	}

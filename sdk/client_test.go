@@ -80,7 +80,7 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("profiles: %+v %v", profs, err)
 	}
 
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600})
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,14 +92,14 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("list: %+v %v", list, err)
 	}
 	old := sb.ExpiresAt.Time
-	if err := sb.ExtendTTL(ctx, 60); err != nil || !sb.ExpiresAt.Time.Equal(old.Add(time.Minute)) {
+	if err := sb.ExtendTTL(ctx, 60*time.Second); err != nil || !sb.ExpiresAt.Time.Equal(old.Add(time.Minute)) {
 		t.Fatalf("extend: %v %v", sb.ExpiresAt, err)
 	}
 	if err := sb.Keepalive(ctx); err != nil {
 		t.Fatal(err)
 	}
 
-	py, err := sb.ExecPython(ctx, sdk.PythonRequest{Code: `print("hi")`, ExecOptions: sdk.ExecOptions{Timeout: 10, IncludeCode: true, Tags: "b,a"}})
+	py, err := sb.ExecPython(ctx, sdk.PythonRequest{Code: `print("hi")`, ExecOptions: sdk.ExecOptions{Timeout: 10 * time.Second, IncludeCode: true, Tags: "b,a"}})
 	if err != nil || !py.Success || py.Output != "hi" || py.Code == nil || !strings.HasPrefix(py.ExecutionID, "exec-") {
 		t.Fatalf("python: %+v %v", py, err)
 	}
@@ -312,7 +312,7 @@ func TestErrorDecoding(t *testing.T) {
 		t.Fatalf("invalid path: %#v", err)
 	}
 
-	_, err = c.ExecPython(ctx, id, sdk.PythonRequest{Code: "1", ExecOptions: sdk.ExecOptions{Timeout: 301}})
+	_, err = c.ExecPython(ctx, id, sdk.PythonRequest{Code: "1", ExecOptions: sdk.ExecOptions{Timeout: 301 * time.Second}})
 	if !errors.As(err, &e) || e.Status != 422 || e.Code != "validation_error" || e.Details["detail"] == nil {
 		t.Fatalf("422: %#v", err)
 	}
@@ -330,7 +330,7 @@ func TestErrorDecoding(t *testing.T) {
 	}
 
 	sb, _ := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{})
-	if _, err := c.ExtendTTL(ctx, sb.ID, 10); !sdk.IsCode(err, bayapi.CodeSandboxTTLInfinite) {
+	if _, err := c.ExtendTTL(ctx, sb.ID, 10*time.Second); !sdk.IsCode(err, bayapi.CodeSandboxTTLInfinite) {
 		t.Fatalf("infinite ttl: %v", err)
 	}
 	if _, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: "nope"}); !sdk.IsCode(err, bayapi.CodeValidation) {
@@ -440,7 +440,7 @@ func TestRetriesOnlyWhereSafe(t *testing.T) {
 		fake.ResetCalls()
 		fake.Fail(sdktest.Fault{Method: "POST", Path: "/v1/sandboxes", Drop: true})
 		fake.Fail(sdktest.Fault{Method: "POST", Path: "/v1/sandboxes", Status: 502, Code: "ship_error"})
-		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 60})
+		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 60 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -453,28 +453,28 @@ func TestRetriesOnlyWhereSafe(t *testing.T) {
 			t.Fatalf("keys differ: %v", calls)
 		}
 		// a new call gets a new key
-		sb2, _ := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 60})
+		sb2, _ := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 60 * time.Second})
 		calls = fake.Calls("POST", "/v1/sandboxes")
 		if calls[3].Header.Get("Idempotency-Key") == key || sb2.ID == sb.ID {
 			t.Fatal("key reused across calls")
 		}
 	})
 	t.Run("caller idempotency key replays", func(t *testing.T) {
-		a, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 60}, sdk.WithIdempotencyKey("k-1"))
+		a, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 60 * time.Second}, sdk.WithIdempotencyKey("k-1"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 60}, sdk.WithIdempotencyKey("k-1"))
+		b, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 60 * time.Second}, sdk.WithIdempotencyKey("k-1"))
 		if err != nil || b.ID != a.ID {
 			t.Fatalf("replay: %v %v", b, err)
 		}
-		if _, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 61}, sdk.WithIdempotencyKey("k-1")); !sdk.IsCode(err, "conflict") {
+		if _, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 61 * time.Second}, sdk.WithIdempotencyKey("k-1")); !sdk.IsCode(err, "conflict") {
 			t.Fatalf("reuse with another body: %v", err)
 		}
 		fake.ResetCalls()
 		ext := "/v1/sandboxes/" + a.ID + "/extend_ttl"
 		fake.Fail(sdktest.Fault{Method: "POST", Path: ext, Status: 503, Code: "unavailable"})
-		if _, err := c.ExtendTTL(ctx, a.ID, 5); err != nil {
+		if _, err := c.ExtendTTL(ctx, a.ID, 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		calls := fake.Calls("POST", ext)

@@ -10,7 +10,7 @@
 // is an in-memory fake bay for testing code that uses this package.
 //
 //	c, _ := sdk.NewFromEnv()
-//	sb, _ := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 3600})
+//	sb, _ := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: time.Hour})
 //	defer sb.Delete(context.WithoutCancel(ctx))
 //	res, _ := sb.Python(ctx, "print(1+1)")
 package sdk

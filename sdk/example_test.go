@@ -1,10 +1,15 @@
 package sdk_test
 
+// The examples run (go test ./sdk) against the in-process bay of main_test.go; their output is
+// checked.
+
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log"
-	"os"
+	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/sdk"
 )
@@ -15,12 +20,14 @@ func ExampleClient_CreateSandbox() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: "python-default", TTL: 3600})
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: "python-default", TTL: 3600 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer sb.Delete(context.WithoutCancel(ctx))
-	fmt.Println(sb.ID, sb.Status)
+	// No container runs until the first call that needs one.
+	fmt.Println(strings.HasPrefix(sb.ID, "sandbox-"), sb.Profile, sb.Status)
+	// Output: true python-default idle
 }
 
 func ExampleSandbox_Python() {
@@ -41,38 +48,61 @@ func ExampleSandbox_Python() {
 		log.Fatal("python raised: ", *res.Error)
 	}
 	fmt.Println(res.Output)
+	// Output: 42
+}
+
+func ExampleSandbox_Python_raising() {
+	ctx := context.Background()
+	c, _ := sdk.NewFromEnv()
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Delete(context.WithoutCancel(ctx))
+	// Code that raises is a result, not an error: Success is false and Error holds the traceback.
+	res, err := sb.Python(ctx, "1/0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(res.Success, strings.Contains(*res.Error, "ZeroDivisionError"))
+	// Output: false true
 }
 
 func ExampleClient_Upload() {
 	ctx := context.Background()
 	c, _ := sdk.NewFromEnv()
-	f, err := os.Open("dataset.csv")
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer f.Close()
-	st, _ := f.Stat()
-	// Streams the file (no buffering); retried on 502/503/504 because *os.File can be rewound.
-	res, err := c.Upload(ctx, "sandbox-3f2a9c1b7d4e", "data/dataset.csv", f, st.Size())
+	defer sb.Delete(context.WithoutCancel(ctx))
+	data := []byte("id,value\n1,42\n")
+	// Streams the body (an *os.File the same way); a seekable body is retried on 502/503/504.
+	res, err := c.Upload(ctx, sb.ID, "data/dataset.csv", bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(res.Path, res.Size)
+	// Output: data/dataset.csv 14
 }
 
 func ExampleClient_Download() {
 	ctx := context.Background()
 	c, _ := sdk.NewFromEnv()
-	out, err := os.Create("result.parquet")
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer out.Close()
-	n, err := c.Download(ctx, "sandbox-3f2a9c1b7d4e", "out/result.parquet", out)
-	if sdk.IsNotFound(err) {
-		log.Fatal("no such file in the workspace")
-	} else if err != nil {
+	defer sb.Delete(context.WithoutCancel(ctx))
+	if err := sb.WriteFile(ctx, "out/result.txt", "done\n"); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(n, "bytes")
+	var out bytes.Buffer // an *os.File in a program
+	n, err := c.Download(ctx, sb.ID, "out/result.txt", &out)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = c.Download(ctx, sb.ID, "out/missing.txt", &out)
+	fmt.Println(n, "bytes:", strings.TrimSpace(out.String()), sdk.IsNotFound(err))
+	// Output: 5 bytes: done true
 }

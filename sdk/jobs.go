@@ -23,7 +23,7 @@ type JobRequest struct {
 	Code        string
 	Cwd         string
 	Env         map[string]string
-	Timeout     int // seconds; 0: bay's maximum (jobs.max_duration)
+	Timeout     time.Duration // whole seconds, rounded up; 0: bay's maximum (jobs.max_duration)
 	Description string
 	Tags        string
 }
@@ -41,7 +41,7 @@ func (c *Client) StartJob(ctx context.Context, sandboxID string, req JobRequest,
 		return nil, err
 	}
 	o := applyCallOptions(opts)
-	body := bayapi.StartJobRequest{Kind: req.Kind, Cwd: optStr(req.Cwd), Env: req.Env, Timeout: optInt(req.Timeout),
+	body := bayapi.StartJobRequest{Kind: req.Kind, Cwd: optStr(req.Cwd), Env: req.Env, Timeout: optSeconds(req.Timeout),
 		Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	if req.Kind == bayapi.JobKindPython {
 		body.Code = &req.Code
@@ -227,7 +227,7 @@ func (s *Sandbox) StartJob(ctx context.Context, req JobRequest, opts ...CallOpti
 // WithIdempotencyKey a retry attaches to the execution or returns its answer, and never runs
 // the command twice.
 func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellRequest, fn func(stream string, data string) error, opts ...CallOption) (*bayapi.ShellExecResponse, error) {
-	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optInt(req.Timeout), Cwd: optStr(req.Cwd),
+	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optSeconds(req.Timeout), Cwd: optStr(req.Cwd),
 		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	return execStream[bayapi.ShellExecResponse](ctx, c, id, bayapi.PathShellExec, body, func(ev ExecEvent) error {
 		if fn == nil || ev.Display != nil {
@@ -250,7 +250,7 @@ type ExecEvent struct {
 // the same answer. With WithIdempotencyKey a retry attaches to the execution or returns its
 // answer, and never runs the code twice.
 func (c *Client) ExecPythonStream(ctx context.Context, id string, req PythonRequest, fn func(ExecEvent) error, opts ...CallOption) (*bayapi.PythonExecResponse, error) {
-	body := bayapi.PythonExecRequest{Code: &req.Code, Timeout: optInt(req.Timeout), IncludeCode: req.IncludeCode,
+	body := bayapi.PythonExecRequest{Code: &req.Code, Timeout: optSeconds(req.Timeout), IncludeCode: req.IncludeCode,
 		Description: optStr(req.Description), Tags: optStr(req.Tags)}
 	return execStream[bayapi.PythonExecResponse](ctx, c, id, bayapi.PathPythonExec, body, fn, opts)
 }

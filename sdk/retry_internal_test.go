@@ -126,7 +126,7 @@ func TestRetryAfterHeaderOn429(t *testing.T) {
 
 func TestExecTimeout(t *testing.T) {
 	c, _ := New("http://x", "", WithTimeout(time.Second))
-	if d := c.execTimeout(2, 30); d != 17*time.Second {
+	if d := c.execTimeout(2*time.Second, 30); d != 17*time.Second {
 		t.Fatalf("exec timeout %v", d)
 	}
 	if d := c.execTimeout(0, 30); d != 45*time.Second {
@@ -135,11 +135,11 @@ func TestExecTimeout(t *testing.T) {
 	if d := c.execTimeout(0, DefaultBrowserBatchTimeout); d != 75*time.Second {
 		t.Fatalf("default browser batch timeout %v", d)
 	}
-	if d := c.execTimeout(MaxBrowserBatchTimeout, DefaultBrowserBatchTimeout); d != 615*time.Second {
+	if d := c.execTimeout(MaxBrowserBatchTimeout*time.Second, DefaultBrowserBatchTimeout); d != 615*time.Second {
 		t.Fatalf("longest browser batch timeout %v", d)
 	}
 	c, _ = New("http://x", "", WithTimeout(10*time.Minute))
-	if d := c.execTimeout(300, 30); d != 10*time.Minute {
+	if d := c.execTimeout(300*time.Second, 30); d != 10*time.Minute {
 		t.Fatalf("%v", d)
 	}
 }
@@ -208,5 +208,19 @@ func TestClientErrorsAreNeverRetried(t *testing.T) {
 				t.Errorf("exec answered %d %s: %d attempts, want 1", tc.status, tc.code, attempts)
 			}
 		})
+	}
+}
+
+// Durations go on the wire in whole seconds, rounded up: a 1.5 s timeout is 2 s, never the
+// 1 s that would cut the caller's budget, and 0 stays "bay's default".
+func TestWholeSeconds(t *testing.T) {
+	for d, want := range map[time.Duration]int{0: 0, time.Nanosecond: 1, time.Second: 1, 1500 * time.Millisecond: 2,
+		time.Hour: 3600, -time.Second: -1, -1500 * time.Millisecond: -2} {
+		if got := wholeSeconds(d); got != want {
+			t.Errorf("wholeSeconds(%v) = %d, want %d", d, got, want)
+		}
+	}
+	if optSeconds(0) != nil {
+		t.Error("a zero duration is sent")
 	}
 }

@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/api/shipapi"
@@ -69,8 +70,8 @@ func (s *Sandbox) Download(ctx context.Context, path string, w io.Writer) (int64
 }
 
 // ExtendTTL extends the TTL and updates the snapshot; see Client.ExtendTTL.
-func (s *Sandbox) ExtendTTL(ctx context.Context, seconds int, opts ...CallOption) error {
-	n, err := s.c.ExtendTTL(ctx, s.ID, seconds, opts...)
+func (s *Sandbox) ExtendTTL(ctx context.Context, by time.Duration, opts ...CallOption) error {
+	n, err := s.c.ExtendTTL(ctx, s.ID, by, opts...)
 	if err != nil {
 		return err
 	}

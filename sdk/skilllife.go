@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
 )
@@ -161,9 +162,9 @@ func (c *Client) RunBrowserSkill(ctx context.Context, id, skillKey string, req b
 		return nil, err
 	}
 	p := lifePath(sbPath(bayapi.PathBrowserSkillRun, id), "skill_key", skillKey)
-	timeout := DefaultBrowserBatchTimeout
+	timeout := time.Duration(DefaultBrowserBatchTimeout) * time.Second
 	if req.Timeout != nil {
-		timeout = int(*req.Timeout)
+		timeout = time.Duration(*req.Timeout) * time.Second
 	}
 	var out bayapi.SkillRunResponse
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: p, jsonBody: req,

@@ -10,26 +10,39 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 )
 
 // TerminalConn is an interactive PTY session in a sandbox, attached through bay's
 // GET /v1/sandboxes/{id}/terminal WebSocket (a proxy of ship's /term/ws). Read returns the
 // terminal's output bytes (binary-safe, frame boundaries are not preserved), Write sends
 // keystrokes as binary frames, Resize sends {"type":"resize","cols":C,"rows":R} as a text
-// frame. When the remote shell exits bay closes the socket and Read returns io.EOF.
+// frame. When the remote shell exits bay closes the socket and Read returns io.EOF; then
+// ExitStatus says with which status.
 //
 // One goroutine may Read while others Write or Resize.
 type TerminalConn struct {
 	conn *websocket.Conn
 	ctx  context.Context
 
-	rmu sync.Mutex
-	cur io.Reader
+	rmu  sync.Mutex
+	cur  io.Reader
+	exit int // the shell's exit status + 1 once known (0: unknown)
+}
+
+// ExitStatus returns the remote shell's exit status once Read returned io.EOF because the
+// shell exited (128+N when signal N ended it); ok is false before that, or when the session
+// ended otherwise (closed by this side, or by bay).
+func (t *TerminalConn) ExitStatus() (status int, ok bool) {
+	t.rmu.Lock()
+	defer t.rmu.Unlock()
+	return t.exit - 1, t.exit > 0
 }
 
 // Terminal opens an interactive terminal of cols x rows (0 = ship's default 80x24). ctx
@@ -103,6 +116,14 @@ func (t *TerminalConn) Read(p []byte) (int, error) {
 }
 
 func (t *TerminalConn) mapErr(err error) error {
+	var ce websocket.CloseError
+	if errors.As(err, &ce) && ce.Code == websocket.StatusNormalClosure {
+		if s, ok := strings.CutPrefix(ce.Reason, shipapi.TerminalExitReason); ok {
+			if n, perr := strconv.Atoi(s); perr == nil && n >= 0 && n <= 255 {
+				t.exit = n + 1
+			}
+		}
+	}
 	switch websocket.CloseStatus(err) {
 	case websocket.StatusNormalClosure, websocket.StatusGoingAway:
 		return io.EOF

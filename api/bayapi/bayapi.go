@@ -375,6 +375,8 @@ type PythonExecResponse struct {
 	// Notice says what the runtime did on its own to run the call (for example that it killed
 	// every process of the sandbox because its process limit was reached).
 	Notice string `json:"notice,omitempty" doc:"what the runtime did on its own to run the call"`
+	// TimedOut (ours) says the cell ran past its timeout and was interrupted (success is false).
+	TimedOut bool `json:"timed_out,omitempty" doc:"the cell ran past its timeout and was interrupted"`
 }
 
 type ShellExecRequest struct {
@@ -400,6 +402,8 @@ type ShellExecResponse struct {
 	StderrTruncated bool `json:"stderr_truncated" doc:"the command's stderr was longer than the runtime or limits.stderr_max_bytes keeps and error was cut"`
 	// Notice: see PythonExecResponse.Notice.
 	Notice string `json:"notice,omitempty" doc:"what the runtime did on its own to run the call"`
+	// TimedOut (ours) says the command ran past its timeout and was killed (exit_code is -1).
+	TimedOut bool `json:"timed_out,omitempty" doc:"the command ran past its timeout and was killed (exit_code -1)"`
 }
 
 // BrowserExecRequest is POST .../browser/exec: one agent-browser command line (without the

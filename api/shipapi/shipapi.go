@@ -368,6 +368,11 @@ type ListProcessesResponse struct {
 
 // ---- terminal ----
 
+// TerminalExitReason prefixes the reason of the normal closure ship sends when the terminal's
+// shell exited by itself: "exit 3" (a shell killed by signal N gives 128+N, as bash reports
+// it). bay relays close codes and reasons as they are, so a client can exit with the status.
+const TerminalExitReason = "exit "
+
 // ResizeMessage is a text frame on /term/ws that resizes the PTY instead of being typed.
 type ResizeMessage struct {
 	Type string `json:"type"` // "resize"

@@ -89,6 +89,7 @@ type PythonResult struct {
 	ImagesTruncated bool
 	ErrorTruncated  bool   // the error was cut at the stderr cap
 	Notice          string // what the runtime did on its own to run the call
+	TimedOut        bool   // the cell ran past its timeout and was interrupted
 }
 
 // ShellResult is the outcome of a shell command. Error is the runtime's error, else the
@@ -104,6 +105,7 @@ type ShellResult struct {
 	StdoutTruncated bool
 	StderrTruncated bool
 	Notice          string
+	TimedOut        bool // the command ran past its timeout and was killed (ExitCode -1)
 }
 
 // BrowserResult is the outcome of one browser command.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -90,7 +91,7 @@ An existing FILE is kept unless --force is given.`,
 				var res *bayapi.BrowserExecResponse
 				if line != "" {
 					var err error
-					res, err = c.ExecBrowser(ctx, args[0], sdk.BrowserRequest{Cmd: line, Timeout: f.execTimeout,
+					res, err = c.ExecBrowser(ctx, args[0], sdk.BrowserRequest{Cmd: line, Timeout: time.Duration(f.execTimeout) * time.Second,
 						Description: f.description, Tags: f.tags, Learn: f.learn, IncludeTrace: f.includeTrace})
 					if err != nil {
 						return err
@@ -197,7 +198,7 @@ func (a *app) batchCommands(args []string, file string) ([]string, error) {
 	default:
 		fh, err := os.Open(file)
 		if err != nil {
-			return nil, usageErr("read %s: %v", file, err)
+			return nil, usageErr("%v", err) // os.ReadFile names the file
 		}
 		defer fh.Close()
 		r = fh
@@ -238,7 +239,7 @@ exit code (124 when the batch ran out of time).`,
 				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				res, err := c.ExecBrowserBatch(ctx, args[0], sdk.BrowserBatchRequest{Commands: cmds, Timeout: f.execTimeout,
+				res, err := c.ExecBrowserBatch(ctx, args[0], sdk.BrowserBatchRequest{Commands: cmds, Timeout: time.Duration(f.execTimeout) * time.Second,
 					ContinueOnError: cont, Description: f.description, Tags: f.tags, Learn: f.learn, IncludeTrace: f.includeTrace})
 				if err != nil {
 					return err

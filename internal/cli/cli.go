@@ -7,8 +7,9 @@
 //
 //	0    success
 //	1    the python code raised (traceback on stderr), or an unexpected local error
-//	N    shell, browser exec/batch: the remote command's exit status (0-255); 124 when bay
-//	     reports -1 (timeout) or a browser batch ran out of time
+//	N    shell, browser exec/batch: the remote command's exit status (0-255)
+//	124  the python code or the shell or browser command ran past its timeout in the sandbox
+//	     (bay reports timed_out or exit status -1; a browser batch ran out of time)
 //	64   usage error (bad flags or arguments)
 //	65   request rejected by bay: validation_error, invalid_path, is_a_directory,
 //	     not_a_directory, capability_not_supported, payload_too_large, headers_too_large,
@@ -53,7 +54,8 @@ const (
 	ExitServer      = 70
 	ExitTimeout     = 75
 	ExitAuth        = 77
-	// ExitShellTimeout replaces a remote exit status of -1 (timed out or not run).
+	// ExitShellTimeout is the exit code of python, shell and browser work that ran past its
+	// timeout in the sandbox (a remote exit status of -1, a python cell bay reports timed out).
 	ExitShellTimeout = 124
 )
 
@@ -126,7 +128,7 @@ Endpoint and token come from --endpoint/--token, else SHIPYARD_ENDPOINT/SHIPYARD
 else BAY_ENDPOINT/BAY_TOKEN (default endpoint http://127.0.0.1:8114, no token).
 
 Exit codes: 0 ok; 1 python raised or local error; shell and browser: the remote exit
-status (124 on remote timeout); 64 usage; 65 rejected (validation); 66 not found;
+status; 124 python, shell or browser ran past its timeout in the sandbox; 64 usage; 65 rejected (validation); 66 not found;
 67 conflict; 69 bay unavailable/unreachable; 70 bay/runtime failure; 75 timeout;
 77 unauthorized.`,
 		SilenceUsage:  true,
@@ -148,6 +150,7 @@ status (124 on remote timeout); 64 usage; 65 rejected (validation); 66 not found
 	root.AddCommand(a.sandboxCmd(), a.pythonCmd(), a.shellCmd(), a.fsCmd(), a.historyCmd(), a.profilesCmd(),
 		a.cargoCmd(), a.termCmd(), a.browserCmd(), a.mcpCmd(), a.healthCmd(), a.skillsCmd(), a.execsCmd(), a.jobCmd(),
 		a.versionCmd(), a.skillCmd())
+	a.addCompletions(root)
 	return root
 }
 

@@ -224,6 +224,19 @@ func TestShellExitCodePropagation(t *testing.T) {
 	if r = run(t, fake.URL, "", "shell", id, "sleep 999"); r.code != 124 || !strings.Contains(r.stderr, "timed out") {
 		t.Fatalf("timeout: %+v", r)
 	}
+	// A python cell past its timeout exits like a shell command past its own: 124, not the 1
+	// of code that raised.
+	fake.SetPythonFunc(func(string) bayapi.PythonExecResponse {
+		msg := "Code execution timed out after 1 seconds"
+		return bayapi.PythonExecResponse{Error: &msg, TimedOut: true}
+	})
+	if r = run(t, fake.URL, "", "python", id, "while True: pass"); r.code != 124 || !strings.Contains(r.stderr, "timed out") {
+		t.Fatalf("python timeout: %+v", r)
+	}
+	fake.SetPythonFunc(nil)
+	if r = run(t, fake.URL, "", "python", id, `raise ValueError("x")`); r.code != 1 {
+		t.Fatalf("python raising: %+v", r)
+	}
 	// Output the runtime cut is said so on stderr, and kept in the JSON.
 	fake.SetShellFunc(func(string, string) sdktest.ShellResult {
 		return sdktest.ShellResult{Stdout: "head", ExitCode: 0, StdoutTruncated: true}
@@ -404,5 +417,48 @@ func TestSandboxCreateReuse(t *testing.T) {
 	}
 	if r := run(t, fake.URL, "", "sandbox", "create", "--reuse-key", "other"); r.code != 0 || strings.TrimSpace(r.stdout) == ids[0] {
 		t.Fatalf("another key: %+v", r)
+	}
+}
+
+// A local file that cannot be read is named once in the error, not once by the CLI and again
+// by the operating system's message.
+func TestLocalFileErrorsSayItOnce(t *testing.T) {
+	fake := newFake(t)
+	id := fake.AddSandbox("python-default", 0)
+	missing := filepath.Join(t.TempDir(), "nope.py")
+	for _, args := range [][]string{
+		{"python", id, "-f", missing},
+		{"fs", "put", id, missing},
+		{"browser", "batch", id, "-f", missing},
+	} {
+		r := run(t, fake.URL, "", args...)
+		if r.code != 64 || strings.Count(r.stderr, missing) != 1 || !strings.Contains(r.stderr, "no such file") {
+			t.Errorf("%v: %+v", args, r)
+		}
+	}
+}
+
+// The shell completion offers the caller's sandboxes for a <sandbox> argument and the
+// profiles for --profile, read from bay; without a bay it offers nothing and does not hang.
+func TestCompletionOffersSandboxesAndProfiles(t *testing.T) {
+	fake := newFake(t)
+	id := fake.AddSandbox("python-default", 0)
+	for _, args := range [][]string{{"shell", ""}, {"fs", "get", ""}, {"sandbox", "delete", ""}, {"term", id[:9]}} {
+		r := run(t, fake.URL, "", append([]string{"__complete"}, args...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, id+"\tpython-default, ") || !strings.Contains(r.stdout, ":4\n") {
+			t.Errorf("complete %q: %+v", args, r)
+		}
+	}
+	if r := run(t, fake.URL, "", "__complete", "shell", id, ""); strings.Contains(r.stdout, id) {
+		t.Errorf("a second argument is completed with sandbox ids: %+v", r)
+	}
+	if r := run(t, fake.URL, "", "__complete", "sandbox", "create", "--profile", ""); r.code != 0 || !strings.Contains(r.stdout, "python-default\n") {
+		t.Errorf("complete --profile: %+v", r)
+	}
+	if r := run(t, "http://127.0.0.1:1", "", "__complete", "shell", ""); r.code != 0 || strings.Contains(r.stdout, "sandbox-") {
+		t.Errorf("complete without a bay: %+v", r)
+	}
+	if r := run(t, fake.URL, "", "completion", "bash"); r.code != 0 || !strings.Contains(r.stdout, "__start_shipyard") {
+		t.Errorf("completion bash: code %d, %d bytes", r.code, len(r.stdout))
 	}
 }

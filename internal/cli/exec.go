@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,7 +31,7 @@ func (f *execFlags) register(cmd *cobra.Command, what string) {
 }
 
 func (f *execFlags) options() sdk.ExecOptions {
-	return sdk.ExecOptions{Timeout: f.execTimeout, IncludeCode: f.include, Description: f.description, Tags: f.tags}
+	return sdk.ExecOptions{Timeout: time.Duration(f.execTimeout) * time.Second, IncludeCode: f.include, Description: f.description, Tags: f.tags}
 }
 
 // source returns the code: the argument, the -f file, or stdin ("-" or no argument).
@@ -43,7 +44,7 @@ func (a *app) source(args []string, f *execFlags, what string) (string, error) {
 	case f.file != "":
 		b, err := os.ReadFile(f.file)
 		if err != nil {
-			return "", usageErr("read %s: %v", f.file, err)
+			return "", usageErr("%v", err) // os.ReadFile names the file
 		}
 		return string(b), nil
 	case len(args) > 1 && args[1] == "-":
@@ -88,7 +89,8 @@ func (a *app) pythonCmd() *cobra.Command {
 		Short: "Run Python in the sandbox's persistent kernel",
 		Long: `Run Python code in the sandbox's persistent IPython kernel. The code comes from the
 argument, from -f FILE, or from stdin ('-' or no argument). Output goes to stdout; if the code
-raises, the traceback goes to stderr and the exit code is 1.`,
+raises, the traceback goes to stderr and the exit code is 1; if it runs past its timeout
+(--exec-timeout) the exit code is 124, as for shell.`,
 		Args: rangeArgs(1, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			code, err := a.source(args, &f, "code")
@@ -118,7 +120,10 @@ raises, the traceback goes to stderr and the exit code is 1.`,
 				if err != nil {
 					return err
 				}
-				if !res.Success {
+				switch {
+				case res.TimedOut:
+					return exitCode(ExitShellTimeout)
+				case !res.Success:
 					return exitCode(ExitFailure)
 				}
 				return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -75,12 +76,36 @@ func (a *app) fsCmd() *cobra.Command {
 			})
 		}}
 
+	var force, recursive, putRecursive bool
 	put := &cobra.Command{Use: "put <sandbox> <local-file | -> [remote-path]", Short: "Upload a file (streamed; '-' reads stdin)", Args: rangeArgs(2, 3),
+		Long: `Upload a local file (or stdin with '-') to the sandbox's workspace. Like cp, a remote
+path that ends with '/' or names an existing directory receives the file under its own name
+(fs put SB report.csv data/ writes data/report.csv); without a remote path the file lands in
+/workspace under its own name. With -r the local path is a directory: its regular files are
+uploaded below the remote path (default, or with a trailing '/', the directory's own name),
+one streamed upload each; empty directories and symbolic links are not sent.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			local := args[1]
 			remote := ""
 			if len(args) == 3 {
 				remote = args[2]
+			}
+			if putRecursive {
+				if !isLocalDir(local) {
+					return usageErr("-r uploads a directory: %s is not one", local)
+				}
+				if remote == "" || strings.HasSuffix(remote, "/") {
+					remote = path.Join(remote, filepath.Base(filepath.Clean(local)))
+				}
+				return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
+					files, n, err := a.putTree(ctx, c, args[0], local, remote)
+					if err != nil {
+						return err
+					}
+					return a.show(map[string]any{"status": "ok", "path": remote, "files": files, "size": n}, func() {
+						fmt.Fprintf(a.stdout, "uploaded %s to %s (%d files, %d bytes)\n", local, remote, files, n)
+					})
+				})
 			}
 			var r io.Reader
 			size := int64(-1)
@@ -93,7 +118,7 @@ func (a *app) fsCmd() *cobra.Command {
 			} else {
 				f, err := os.Open(local)
 				if err != nil {
-					return usageErr("open %s: %v", local, err)
+					return usageErr("%v", err) // os.Open names the file
 				}
 				defer f.Close()
 				st, err := f.Stat()
@@ -104,8 +129,8 @@ func (a *app) fsCmd() *cobra.Command {
 					return usageErr("%s is not a regular file", local)
 				}
 				r, size = f, st.Size()
-				if remote == "" {
-					remote = filepath.Base(local)
+				if remote == "" || strings.HasSuffix(remote, "/") || remote == "." {
+					remote = path.Join(remote, filepath.Base(local))
 				}
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
@@ -115,6 +140,13 @@ func (a *app) fsCmd() *cobra.Command {
 					body = &teeSeeker{teeCounting: teeCounting{r: rs, p: pb}, s: rs}
 				}
 				res, err := c.Upload(ctx, args[0], remote, body, size)
+				if rs, ok := body.(io.Seeker); ok && local != "-" && sdk.IsCode(err, bayapi.CodeIsADirectory) {
+					// The remote path is a directory: the file goes into it, as cp does.
+					if _, serr := rs.Seek(0, io.SeekStart); serr == nil {
+						remote = path.Join(remote, filepath.Base(local))
+						res, err = c.Upload(ctx, args[0], remote, body, size)
+					}
+				}
 				pb.Done()
 				if err != nil {
 					return err
@@ -127,41 +159,41 @@ func (a *app) fsCmd() *cobra.Command {
 			})
 		}}
 
-	var force bool
 	get := &cobra.Command{Use: "get <sandbox> <remote-path> [local-file | -]", Short: "Download a file (streamed; '-' writes stdout; an existing local file only with --force)", Args: rangeArgs(2, 3),
+		Long: `Download a file from the sandbox's workspace. A local path that names an existing
+directory receives the file under its own name. With -r the remote path is a directory: its
+files are downloaded below the local directory (created if missing; into an existing one
+under the remote directory's name), one streamed download each.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			remote := args[1]
 			local := path.Base(remote)
 			if len(args) == 3 {
 				local = args[2]
 			}
+			if recursive && local == "-" {
+				return usageErr("-r writes a directory, not stdout")
+			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				if local == "-" {
 					_, err := c.Download(ctx, args[0], remote, a.stdout)
 					return err
 				}
-				if st, err := os.Stat(local); err == nil && st.IsDir() {
+				if isLocalDir(local) {
 					local = filepath.Join(local, path.Base(remote))
 				}
-				if _, err := os.Lstat(local); err == nil && !force {
-					return usageErr("%s exists: pass --force to overwrite it", local)
+				if recursive {
+					files, n, err := a.getTree(ctx, c, args[0], remote, local, force)
+					if err != nil {
+						return err
+					}
+					return a.show(map[string]any{"status": "ok", "path": remote, "local_path": local, "files": files, "size": n}, func() {
+						fmt.Fprintf(a.stdout, "downloaded %s to %s (%d files, %d bytes)\n", remote, local, files, n)
+					})
 				}
-				// Download into a temporary file and rename it, so a failure leaves nothing behind.
-				tmp, err := os.CreateTemp(filepath.Dir(local), "."+filepath.Base(local)+".part-*")
-				if err != nil {
-					return err
-				}
-				defer os.Remove(tmp.Name())
 				pb := newProgress(a.progressOut(), "get "+remote, -1)
-				n, err := c.Download(ctx, args[0], remote, io.MultiWriter(tmp, pb))
+				n, err := downloadTo(ctx, c, args[0], remote, local, force, pb)
 				pb.Done()
-				if cerr := tmp.Close(); err == nil {
-					err = cerr
-				}
 				if err != nil {
-					return err
-				}
-				if err := placeDownload(tmp.Name(), local, force); err != nil {
 					return err
 				}
 				if a.json() {
@@ -189,6 +221,8 @@ func (a *app) fsCmd() *cobra.Command {
 			})
 		}}
 	get.Flags().BoolVarP(&force, "force", "f", false, "overwrite an existing local file")
+	get.Flags().BoolVarP(&recursive, "recursive", "r", false, "download a directory")
+	put.Flags().BoolVarP(&putRecursive, "recursive", "r", false, "upload a directory's files")
 	cmd.AddCommand(ls, cat, put, get, rm)
 	return cmd
 }

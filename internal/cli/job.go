@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -38,10 +39,10 @@ instead of running the command again.`,
 			if err != nil {
 				return err
 			}
-			req := sdk.JobRequest{Kind: bayapi.JobKindShell, Command: text, Cwd: cwd, Timeout: f.execTimeout,
+			req := sdk.JobRequest{Kind: bayapi.JobKindShell, Command: text, Cwd: cwd, Timeout: time.Duration(f.execTimeout) * time.Second,
 				Description: f.description, Tags: f.tags}
 			if python {
-				req = sdk.JobRequest{Kind: bayapi.JobKindPython, Code: text, Cwd: cwd, Timeout: f.execTimeout,
+				req = sdk.JobRequest{Kind: bayapi.JobKindPython, Code: text, Cwd: cwd, Timeout: time.Duration(f.execTimeout) * time.Second,
 					Description: f.description, Tags: f.tags}
 			}
 			var opts []sdk.CallOption

@@ -22,7 +22,7 @@ func TestSandboxMetricsCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600})
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestRealBaySkillLifecycle(t *testing.T) {
 		return m[1]
 	}
 
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600})
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -32,10 +33,10 @@ import (
 // The tests in this file run the clients against the real bay binary (SQLite file, Docker
 // driver, image ship:base). A missing Docker engine or image fails them; they never skip.
 
-const (
-	realImage  = "ship:base"
-	realAPIKey = "sk-clients-0123456789abcdef"
-)
+const realAPIKey = "sk-clients-0123456789abcdef"
+
+// realImage is ship:base, or SHIPYARD_E2E_IMAGE (an image built with this tree's ship).
+var realImage = cmp.Or(os.Getenv("SHIPYARD_E2E_IMAGE"), "ship:base")
 
 // startRealBay runs `bay serve` on a free port and returns its URL; cleanup deletes the
 // sandboxes left and stops it.
@@ -123,11 +124,11 @@ func TestRealBay(t *testing.T) {
 		if _, err := anon.ListSandboxes(ctx, sdk.ListSandboxesRequest{}); !sdk.IsCode(err, bayapi.CodeUnauthorized) {
 			t.Fatalf("anonymous: %v", err)
 		}
-		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey("clients-create-1"))
+		sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second}, sdk.WithIdempotencyKey("clients-create-1"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey("clients-create-1"))
+		again, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second}, sdk.WithIdempotencyKey("clients-create-1"))
 		if err != nil || again.ID != sb.ID {
 			t.Fatalf("idempotent replay: %v %v", again, err)
 		}
@@ -195,7 +196,7 @@ func TestRealBay(t *testing.T) {
 		if e, err := c.GetExecution(ctx, sb.ID, last.ID); err != nil || e.ID != last.ID {
 			t.Fatalf("get exec: %v", err)
 		}
-		if err := sb.ExtendTTL(ctx, 60); err != nil {
+		if err := sb.ExtendTTL(ctx, 60*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if err := sb.Keepalive(ctx); err != nil {
@@ -254,6 +255,42 @@ func TestRealBay(t *testing.T) {
 		}
 		if r := runReal(t, url, "", "fs", "cat", sb.ID, "up/in.bin"); r.code != 0 || r.stdout != string(data) {
 			t.Fatalf("cat: %d %d bytes", r.code, len(r.stdout))
+		}
+		// Like cp: into an existing directory, or one named with a trailing slash, under the
+		// file's own name.
+		if r := runReal(t, url, "", "fs", "put", sb.ID, local, "up"); r.code != 0 || !strings.Contains(r.stdout, "uploaded up/in.bin") {
+			t.Fatalf("put into an existing directory: %+v", r)
+		}
+		if r := runReal(t, url, "", "fs", "put", sb.ID, local, "new/dir/"); r.code != 0 || !strings.Contains(r.stdout, "uploaded new/dir/in.bin") {
+			t.Fatalf("put into dir/: %+v", r)
+		}
+		// Directories up and down.
+		tree := filepath.Join(t.TempDir(), "proj")
+		for name, body := range map[string]string{"a.txt": "A", "src/b.py": "print(1)", "src/deep/c.bin": string(data[:1000])} {
+			os.MkdirAll(filepath.Dir(filepath.Join(tree, name)), 0o755)
+			os.WriteFile(filepath.Join(tree, name), []byte(body), 0o644)
+		}
+		if r := runReal(t, url, "", "fs", "put", "-r", sb.ID, tree); r.code != 0 || !strings.Contains(r.stdout, "3 files") {
+			t.Fatalf("put -r: %+v", r)
+		}
+		if r := runReal(t, url, "", "shell", sb.ID, "cd proj && find . -type f | sort && cat src/b.py"); r.code != 0 || r.stdout != "./a.txt\n./src/b.py\n./src/deep/c.bin\nprint(1)\n" {
+			t.Fatalf("the uploaded tree: %+v", r)
+		}
+		back := filepath.Join(t.TempDir(), "back")
+		if r := runReal(t, url, "", "fs", "get", "-r", sb.ID, "proj", back); r.code != 0 || !strings.Contains(r.stdout, "3 files") {
+			t.Fatalf("get -r: %+v", r)
+		}
+		for name, want := range map[string]string{"a.txt": "A", "src/b.py": "print(1)", "src/deep/c.bin": string(data[:1000])} {
+			if got, err := os.ReadFile(filepath.Join(back, name)); err != nil || string(got) != want {
+				t.Errorf("downloaded %s: %q, %v", name, got, err)
+			}
+		}
+		// Into an existing directory, like cp -r: under the remote directory's name.
+		if r := runReal(t, url, "", "fs", "get", "-r", sb.ID, "proj", back); r.code != 0 {
+			t.Fatalf("get -r into an existing directory: %+v", r)
+		}
+		if got, err := os.ReadFile(filepath.Join(back, "proj", "src", "b.py")); err != nil || string(got) != "print(1)" {
+			t.Errorf("get -r into an existing directory: %q, %v", got, err)
 		}
 		if r := runReal(t, url, "", "sandbox", "get", sb.ID, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"status": "ready"`) {
 			t.Fatalf("get: %+v", r)
@@ -318,6 +355,10 @@ func TestRealBay(t *testing.T) {
 		after, _ := term.GetState(int(tty.Fd()))
 		if !reflect.DeepEqual(before, after) {
 			t.Fatal("terminal not restored")
+		}
+		// The remote shell's exit status is the command's.
+		if r := runReal(t, url, "exit 3\n", "term", sb.ID); r.code != 3 {
+			t.Fatalf("term ended by exit 3: %+v", r)
 		}
 	})
 

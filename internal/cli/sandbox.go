@@ -76,9 +76,9 @@ func (a *app) sandboxCmd() *cobra.Command {
 				if idemKey != "" {
 					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
 				}
-				req := sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: ttl, Skills: skills}
+				req := sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: time.Duration(ttl) * time.Second, Skills: skills}
 				if reuseKey != "" {
-					req.Reuse = &sdk.Reuse{Key: reuseKey, IdleTTL: reuseIdle, HardTTL: reuseHard}
+					req.Reuse = &sdk.Reuse{Key: reuseKey, IdleTTL: time.Duration(reuseIdle) * time.Second, HardTTL: time.Duration(reuseHard) * time.Second}
 					if !cmd.Flags().Changed("ttl") {
 						req.TTL = 0 // the key's hard TTL (bay's default unless --reuse-hard-ttl)
 					}
@@ -205,7 +205,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 				if idemKey != "" {
 					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
 				}
-				sb, err := c.ExtendTTL(ctx, args[0], secs, opts...)
+				sb, err := c.ExtendTTL(ctx, args[0], time.Duration(secs)*time.Second, opts...)
 				if err != nil {
 					return err
 				}

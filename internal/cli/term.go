@@ -22,7 +22,8 @@ func (a *app) termCmd() *cobra.Command {
 		Long: `Open an interactive bash in the sandbox through bay's terminal WebSocket. The local
 terminal is put in raw mode (every key, including Ctrl-C, goes to the remote shell), window
 size changes are forwarded, and the terminal is restored when the remote shell exits (Ctrl-D
-or "exit"). With a non-terminal stdin, input is forwarded as is and its end sends Ctrl-D.`,
+or "exit"). With a non-terminal stdin, input is forwarded as is and its end sends Ctrl-D.
+The command exits with the remote shell's exit status ("exit 3" in the shell: 3).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()
@@ -94,10 +95,14 @@ or "exit"). With a non-terminal stdin, input is forwarded as is and its end send
 					}
 				}
 			}()
-			// Terminal output → stdout until the remote side closes.
+			// Terminal output → stdout until the remote side closes; then the shell's status is
+			// the command's.
 			_, err = io.Copy(a.stdout, conn)
 			if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
 				return err
+			}
+			if status, ok := conn.ExitStatus(); ok && status != 0 {
+				return exitCode(status)
 			}
 			return nil
 		}}

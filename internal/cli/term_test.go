@@ -149,6 +149,10 @@ func TestTermWithoutTTY(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "echo: one") || !strings.Contains(r.stdout, "echo: two") || !strings.HasSuffix(r.stdout, "exit\r\n") {
 		t.Fatalf("%+v", r)
 	}
+	// The remote shell's exit status is the command's.
+	if r := run(t, fake.URL, "exit 3\r", "term", id); r.code != 3 {
+		t.Fatalf("exit 3 in the remote shell: %+v", r)
+	}
 	if r := run(t, fake.URL, "", "term", "sandbox-nope"); r.code != 66 {
 		t.Fatalf("missing sandbox: %+v", r)
 	}

@@ -176,7 +176,7 @@ func (b *builder) run(ctx context.Context, start time.Time) (Result, error) {
 		return Result{}, fmt.Errorf("the last build step succeeded but %s does not exist", plan.ContentTag)
 	}
 	b.logf("[2/2] done in %s", roundDuration(time.Since(t)))
-	if !b.opts.KeepOld {
+	if !b.opts.KeepOld && len(b.opts.PackageFiles) == 0 {
 		b.pruneOld(ctx, plan)
 		b.removeReplaced(ctx, replaced)
 	}

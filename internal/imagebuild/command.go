@@ -8,8 +8,8 @@ import (
 
 // Command returns the `image` command group for the bay binary:
 //
-//	bay image build [--flavour full|base|gull] [--force] [--ship-binary PATH] [--mirror URL]
-//	bay image tags  [--flavour full|base|gull] [--ship-binary PATH]
+//	bay image build [--flavour full|base|gull] [--force] [--ship-binary PATH] [--mirror URL] [--packages FILE]...
+//	bay image tags  [--flavour full|base|gull] [--ship-binary PATH] [--packages FILE]...
 func Command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
@@ -38,6 +38,17 @@ binary are not rebuilt, and a new ship binary only re-runs the fast last step.
 The full flavour is tagged ship:latest, the base flavour ship:base. The gull flavour
 (gull:latest) is the browser runtime: headless Chromium, fonts and bin/gull instead of
 ship, Python and Node.
+
+Extra Debian packages: --packages FILE (repeatable) names a list like
+image/packages/*.txt, one package per line, # comments; they are installed with the
+flavour's and change the content tags. Give such an image its own --tag
+(e.g. ship:custom) and name it in a profile; a build with --packages removes no
+other image of the flavour.
+
+Security updates: the Debian archive is not part of the content tag, so an
+unchanged recipe is not rebuilt on its own. Run the same command with --force
+to download the current packages (trixie-security included), then restart
+sandboxes (bay uses the tag's new image for new sessions).
 
 Needs: mmdebstrap (apt-get install mmdebstrap), root (or user namespaces), a
 reachable Docker engine, the Debian archive, and bin/ship (make build).`,
@@ -72,8 +83,11 @@ reachable Docker engine, the Debian archive, and bin/ship (make build).`,
 	f.StringVar(&opts.Tag, "tag", "", "friendly tag to point at the image (default ship:latest for full, ship:base for base)")
 	f.BoolVar(&opts.KeepOld, "keep-old", false, "keep older images of the flavour instead of removing their tags")
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "show all apt/dpkg output of mmdebstrap")
+	f.StringArrayVar(&opts.PackageFiles, "packages", nil, packagesFlagUsage)
 	return cmd
 }
+
+const packagesFlagUsage = "file listing extra Debian packages, one per line (repeatable; they change the content tags)"
 
 func tagsCommand() *cobra.Command {
 	var (
@@ -99,5 +113,6 @@ func tagsCommand() *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full, base or gull")
 	f.StringVar(&opts.ShipBinary, "ship-binary", "", "static runtime binary (default "+DefaultShipBinary+", "+DefaultGullBinary+" for the gull flavour)")
+	f.StringArrayVar(&opts.PackageFiles, "packages", nil, packagesFlagUsage)
 	return cmd
 }

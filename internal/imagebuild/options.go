@@ -179,6 +179,12 @@ type Options struct {
 	Verbose bool
 	// Recipe is the recipe tree; default the embedded image.Files.
 	Recipe fs.FS
+	// PackageFiles are operator recipe files, each a package list like packages/*.txt (one
+	// Debian package name per line, `#` comments), whose packages are installed on top of
+	// the flavour's: `bay image build --packages FILE`. They are part of the root
+	// filesystem's hash, so the content tags change with them. A build with them keeps the
+	// other images of the flavour (as KeepOld): they are not its older versions.
+	PackageFiles []string
 	// Engine talks to Docker; default client.New(client.FromEnv), which
 	// negotiates the API version (the engine may be as old as 1.41).
 	Engine Engine

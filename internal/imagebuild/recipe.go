@@ -110,7 +110,13 @@ func newPlan(opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	p.Packages = pkgs
+	extra, err := readPackageFiles(opts.PackageFiles)
+	if err != nil {
+		return Plan{}, err
+	}
+	pkgs = append(pkgs, extra...)
+	slices.Sort(pkgs)
+	p.Packages = slices.Compact(pkgs)
 	hook, err := fs.ReadFile(recipe, spec.hook)
 	if err != nil {
 		return Plan{}, fmt.Errorf("read recipe hook: %w", err)
@@ -175,6 +181,40 @@ func Packages(recipe fs.FS, f Flavour) ([]string, error) {
 	}
 	slices.Sort(pkgs)
 	return slices.Compact(pkgs), nil
+}
+
+// Bounds of the operator's package files (Options.PackageFiles).
+const (
+	maxPackageFileBytes = 1 << 20
+	maxExtraPackages    = 2000
+)
+
+// readPackageFiles reads the operator's package lists (Options.PackageFiles).
+func readPackageFiles(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("package file: %w", err)
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxPackageFileBytes+1))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("package file %s: %w", p, err)
+		}
+		if len(data) > maxPackageFileBytes {
+			return nil, fmt.Errorf("package file %s: larger than %d bytes", p, maxPackageFileBytes)
+		}
+		list, err := ParsePackageList(data)
+		if err != nil {
+			return nil, fmt.Errorf("package file %s: %w", p, err)
+		}
+		out = append(out, list...)
+		if len(out) > maxExtraPackages {
+			return nil, fmt.Errorf("package files: more than %d packages", maxExtraPackages)
+		}
+	}
+	return out, nil
 }
 
 // ParsePackageList parses one package name per line; `#` starts a comment.

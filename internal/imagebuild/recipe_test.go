@@ -337,3 +337,50 @@ func TestPrivilegeSeparationOnlyForShip(t *testing.T) {
 		}
 	}
 }
+
+// An operator's package file adds its packages to the flavour's: they reach mmdebstrap, and
+// the root filesystem and content tags change with them (and only with them: a package the
+// flavour already has, comments and order change nothing).
+func TestPackageFiles(t *testing.T) {
+	ship := writeShip(t, "ship v1")
+	dir := t.TempDir()
+	file := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	plain := mustPlan(t, Options{Flavour: FlavourBase, Recipe: testRecipe(), ShipBinary: ship})
+	extra := file("extra.txt", "# tools the team wants\nsqlite3\nhtop # viewer\n")
+	p := mustPlan(t, Options{Flavour: FlavourBase, Recipe: testRecipe(), ShipBinary: ship, PackageFiles: []string{extra}})
+	if !slices.Equal(p.Packages, []string{"htop", "python3", "sqlite3", "tini"}) {
+		t.Errorf("packages = %q", p.Packages)
+	}
+	if p.RootfsTag == plain.RootfsTag || p.ContentTag == plain.ContentTag {
+		t.Errorf("tags unchanged by extra packages: %s %s", p.RootfsTag, p.ContentTag)
+	}
+	if args := strings.Join(mmdebstrapArgs(p, Mirrors{Archive: "http://m/debian"}, "/h.sh"), "\n"); !strings.Contains(args, "--include=htop,python3,sqlite3,tini") {
+		t.Errorf("mmdebstrap is not asked for the extra packages:\n%s", args)
+	}
+	same := file("same.txt", "tini\n# only what base has\n")
+	if q := mustPlan(t, Options{Flavour: FlavourBase, Recipe: testRecipe(), ShipBinary: ship, PackageFiles: []string{same}}); q.ContentTag != plain.ContentTag {
+		t.Errorf("a package the flavour has changed the content tag")
+	}
+	reordered := file("reordered.txt", "htop\nsqlite3\n")
+	if q := mustPlan(t, Options{Flavour: FlavourBase, Recipe: testRecipe(), ShipBinary: ship, PackageFiles: []string{same, reordered}}); q.ContentTag != p.ContentTag {
+		t.Errorf("the same packages in other files gave another content tag")
+	}
+
+	for name, c := range map[string]struct{ path, want string }{
+		"bad name": {file("bad.txt", "sqlite3\nNot A Package\n"), `bad.txt: line 2: "Not A Package"`},
+		"missing":  {filepath.Join(dir, "nope.txt"), "nope.txt"},
+		"too many": {file("many.txt", strings.Repeat("pkg-x\n", maxExtraPackages+1)), "more than"},
+		"too big":  {file("big.txt", strings.Repeat("#", maxPackageFileBytes+1)), "larger than"},
+	} {
+		_, err := NewPlan(Options{Flavour: FlavourBase, Recipe: testRecipe(), ShipBinary: ship, PackageFiles: []string{c.path}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to name %q", name, err, c.want)
+		}
+	}
+}

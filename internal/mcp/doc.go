@@ -21,7 +21,8 @@
 // are passed on to bay, which keeps the trace.
 //
 // Results are markdown TextContent like the reference's; images produced by python are
-// returned as ImageContent (image/png). Texts longer than Options.MaxToolTextChars are cut
+// returned as ImageContent (image/png). create_sandbox, execute_python and execute_shell also
+// return structured content (bay's response; python's without the image data). Texts longer than Options.MaxToolTextChars are cut
 // with the marker "…[truncated N chars; original=M]". Failures are tool errors
 // (IsError: true) whose text starts with "**Validation Error:**" (argument checks: sandbox_id
 // must match ^[A-Za-z0-9_-]{1,128}$, workspace paths must be non-empty, relative and free of

@@ -92,7 +92,7 @@ func (s *server) startJob(kind string) func(ctx context.Context, c *sdk.Client, 
 		if err != nil {
 			return nil, err
 		}
-		req.Timeout = int(t)
+		req.Timeout = time.Duration(t) * time.Second
 		if req.Description, err = a.optStr("description"); err != nil {
 			return nil, err
 		}

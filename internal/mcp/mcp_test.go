@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -120,6 +121,18 @@ func checkToolList(t *testing.T, s *mcpsdk.ClientSession, local bool) {
 	for _, tool := range lt.Tools {
 		got[tool.Name] = tool
 	}
+	// What an agent needs to know before its first call is in the descriptions.
+	for name, facts := range map[string][]string{
+		"create_sandbox": {"/workspace", "uid 1000", "no root", "network follows its policy", "Python 3.13", "numpy", "Node.js"},
+		"execute_python": {"/workspace", "uid 1000", "images come back as images", "timeout", "Network access follows"},
+		"execute_shell":  {"bash", "/workspace", "uid 1000", "exit code -1", "Network access follows"},
+	} {
+		for _, f := range facts {
+			if tool := got[name]; tool == nil || !strings.Contains(tool.Description, f) {
+				t.Errorf("%s's description does not say %q", name, f)
+			}
+		}
+	}
 	var want []string
 	for _, n := range append(append([]string{}, referenceTools...), ourTools...) {
 		if !local && (n == "upload_file" || n == "download_file") {
@@ -236,6 +249,15 @@ func exercise(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server, local
 	}
 	if img == nil || img.MIMEType != "image/png" || !strings.HasPrefix(string(img.Data), "\x89PNG") {
 		t.Fatalf("image: %+v", res.Content)
+	}
+	// The structured twin of the text: what an agent's code reads without parsing markdown.
+	if st, _ := res.StructuredContent.(map[string]any); st["success"] != true || st["images"] != float64(1) || st["timed_out"] != false ||
+		!strings.HasPrefix(fmt.Sprint(st["execution_id"]), "exec-") {
+		t.Errorf("python structured content: %#v", res.StructuredContent)
+	}
+	_, res = call(t, s, "execute_shell", with("command", "exit 2"))
+	if st, _ := res.StructuredContent.(map[string]any); st["exit_code"] != float64(2) || st["success"] != false {
+		t.Errorf("shell structured content: %#v", res.StructuredContent)
 	}
 	ok(t, s, "execute_shell", with("command", "echo hi; >&2 warn; exit 2", "cwd", "sub", "timeout", 10),
 		"**Command failed** (exit code: 2)", "hi\nwarn")

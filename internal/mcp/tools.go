@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -34,7 +35,13 @@ func timeoutProp() prop {
 
 func (s *server) tools() []toolDef {
 	return append([]toolDef{
-		{name: "create_sandbox", desc: "Create a new sandbox environment for executing code. Returns the sandbox ID which must be used for subsequent operations.",
+		{name: "create_sandbox", desc: "Create a new sandbox environment for executing code. Returns the sandbox ID which must be used for subsequent operations. " +
+			"A sandbox is a Linux container: bash and a persistent Python kernel in /workspace (files there survive stop and resume), " +
+			"run as the unprivileged user uid 1000 with no root, sudo or compilers. Its network follows its policy, shown in the result: " +
+			"'open' reaches the internet but not private addresses, 'allowlist' only the listed hosts, 'none' nothing. " +
+			"The standard image has Python 3.13 with numpy, pandas, matplotlib, scipy, scikit-learn, Pillow, OpenCV, requests, bs4, lxml, " +
+			"openpyxl, python-docx, pypdf/PyMuPDF; Node.js 20 with npm; git, curl, jq, zip. pip/npm install (into ~/.local) work where the network allows. " +
+			"list_profiles shows the other environments (e.g. browser-python adds a headless browser).",
 			props: []prop{
 				{name: "profile", typ: "string", desc: fmt.Sprintf("Runtime profile (e.g., 'python-default'). Defaults to '%s'.", s.opts.DefaultProfile)},
 				{name: "ttl", typ: "integer", desc: fmt.Sprintf("Time-to-live in seconds. Defaults to %d (with reuse_key: the key's hard TTL). Use 0 for no expiration.", s.opts.DefaultTTL), min: f64(0)},
@@ -44,11 +51,16 @@ func (s *server) tools() []toolDef {
 			}, run: s.createSandbox},
 		{name: "delete_sandbox", desc: "Delete a sandbox and clean up all resources.", destructive: true, idempotent: true,
 			props: []prop{sandboxIDProp}, required: []string{"sandbox_id"}, run: onSandbox(s.deleteSandbox)},
-		{name: "execute_python", desc: "Execute Python code in a sandbox. Variables persist across calls within the same sandbox session.",
+		{name: "execute_python", desc: "Execute Python code in a sandbox's IPython kernel (in /workspace, as uid 1000). Variables persist across calls within the same sandbox session. " +
+			"The value of the last expression and everything printed come back as text; matplotlib figures and other images come back as images. " +
+			"A cell running past its timeout is interrupted (timed_out in the structured result); very long output is cut. " +
+			"Network access follows the sandbox's policy.",
 			props: []prop{sandboxIDProp, {name: "code", typ: "string", desc: "Python code to execute."}, timeoutProp(),
 				{name: "include_code", typ: "boolean", desc: "Include executed code and execution metadata in response."}, descProp, tagsProp},
 			required: []string{"sandbox_id", "code"}, run: onSandbox(s.executePython)},
-		{name: "execute_shell", desc: "Execute a shell command in a sandbox.",
+		{name: "execute_shell", desc: "Execute a shell command with bash in a sandbox, in /workspace (or cwd) as the unprivileged user uid 1000 (no root, no sudo). " +
+			"Returns stdout, stderr and the exit code; a command running past its timeout is killed (exit code -1, timed_out in the structured result), " +
+			"very long output is cut. Background processes end with the call. Network access follows the sandbox's policy.",
 			props: []prop{sandboxIDProp, {name: "command", typ: "string", desc: "Shell command to execute."},
 				{name: "cwd", typ: "string", desc: "Working directory (relative to /workspace). Defaults to workspace root."}, timeoutProp(),
 				{name: "include_code", typ: "boolean", desc: "Include executed command and execution metadata in response."}, descProp, tagsProp},
@@ -163,7 +175,7 @@ func (s *server) createSandbox(ctx context.Context, c *sdk.Client, a args) (*mcp
 	if err != nil {
 		return nil, err
 	}
-	req := sdk.CreateSandboxRequest{Profile: profile, TTL: int(ttl)}
+	req := sdk.CreateSandboxRequest{Profile: profile, TTL: time.Duration(ttl) * time.Second}
 	key, err := a.optStr("reuse_key")
 	if err != nil {
 		return nil, err
@@ -177,7 +189,7 @@ func (s *server) createSandbox(ctx context.Context, c *sdk.Client, a args) (*mcp
 		if err != nil {
 			return nil, err
 		}
-		req.Reuse = &sdk.Reuse{Key: key, IdleTTL: int(idle), HardTTL: int(hard)}
+		req.Reuse = &sdk.Reuse{Key: key, IdleTTL: time.Duration(idle) * time.Second, HardTTL: time.Duration(hard) * time.Second}
 		if !a.has("ttl") {
 			req.TTL = 0 // the key's hard TTL
 		}
@@ -194,9 +206,12 @@ func (s *server) createSandbox(ctx context.Context, c *sdk.Client, a args) (*mcp
 	}
 	fmt.Fprintf(&b, "**Sandbox ID:** `%s`\n**Profile:** %s\n**Status:** %s\n**Capabilities:** %s\n**TTL:** %d seconds\n",
 		sb.ID, sb.Profile, sb.Status, strings.Join(sb.Capabilities, ", "), ttl)
+	if sb.Network != nil {
+		fmt.Fprintf(&b, "**Network:** %s\n", networkText(sb.Network))
+	}
 	b.WriteString(containersText(sb.Containers))
 	b.WriteString("\nUse this sandbox_id for subsequent operations.")
-	return textResult(s.truncate(b.String())), nil
+	return withStructured(textResult(s.truncate(b.String())), sb), nil
 }
 
 func containersText(cs []bayapi.ContainerRuntime) string {
@@ -232,7 +247,7 @@ func (a args) execOptions() (sdk.ExecOptions, error) {
 	if err != nil {
 		return o, err
 	}
-	o.Timeout = int(t)
+	o.Timeout = time.Duration(t) * time.Second
 	if o.IncludeCode, err = a.boolean("include_code", false); err != nil {
 		return o, err
 	}
@@ -294,7 +309,7 @@ func (s *server) executePython(ctx context.Context, c *sdk.Client, id string, a 
 		}
 		text = fmt.Sprintf("**Execution failed**\n\n```\n%s\n```%s", s.truncate(errText), suffix)
 	}
-	result := textResult(text)
+	result := withStructured(textResult(text), pythonStructured(res))
 	for i, img := range res.Data.Output.Images {
 		for mime, b64 := range img {
 			data, err := base64.StdEncoding.DecodeString(b64)
@@ -339,8 +354,8 @@ func (s *server) executeShell(ctx context.Context, c *sdk.Client, id string, a a
 	if !res.Success {
 		status = "failed"
 	}
-	return textResult(fmt.Sprintf("**Command %s** (exit code: %d)\n\n```\n%s\n```%s", status, res.ExitCode, s.truncate(out),
-		s.execFooter(res.ExecutionID, res.ExecutionTimeMS, opts.IncludeCode, "command", res.Command))), nil
+	return withStructured(textResult(fmt.Sprintf("**Command %s** (exit code: %d)\n\n```\n%s\n```%s", status, res.ExitCode, s.truncate(out),
+		s.execFooter(res.ExecutionID, res.ExecutionTimeMS, opts.IncludeCode, "command", res.Command))), res), nil
 }
 
 func (s *server) readFile(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
@@ -774,7 +789,7 @@ func (s *server) extendTTL(ctx context.Context, c *sdk.Client, id string, a args
 	if err != nil {
 		return nil, err
 	}
-	sb, err := c.ExtendTTL(ctx, id, int(by))
+	sb, err := c.ExtendTTL(ctx, id, time.Duration(by)*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -812,7 +827,7 @@ func (s *server) executeBrowser(ctx context.Context, c *sdk.Client, id string, a
 	if err != nil {
 		return nil, err
 	}
-	req := sdk.BrowserRequest{Cmd: cmd, Timeout: int(t)}
+	req := sdk.BrowserRequest{Cmd: cmd, Timeout: time.Duration(t) * time.Second}
 	if req.Description, req.Tags, req.Learn, req.IncludeTrace, err = a.browserOptions(); err != nil {
 		return nil, err
 	}
@@ -855,7 +870,7 @@ func (s *server) executeBrowserBatch(ctx context.Context, c *sdk.Client, id stri
 	if err != nil {
 		return nil, err
 	}
-	req := sdk.BrowserBatchRequest{Commands: commands, Timeout: int(t), ContinueOnError: !stop}
+	req := sdk.BrowserBatchRequest{Commands: commands, Timeout: time.Duration(t) * time.Second, ContinueOnError: !stop}
 	if req.Description, req.Tags, req.Learn, req.IncludeTrace, err = a.browserOptions(); err != nil {
 		return nil, err
 	}
@@ -889,4 +904,42 @@ func (s *server) executeBrowserBatch(ctx context.Context, c *sdk.Client, id stri
 		}
 	}
 	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
+}
+
+// withStructured adds v as the result's structured content (MCP structuredContent), the
+// machine-readable twin of its markdown text.
+func withStructured(r *mcpsdk.CallToolResult, v any) *mcpsdk.CallToolResult {
+	r.StructuredContent = v
+	return r
+}
+
+// pythonStructured is a python call's structured content: bay's response without the images'
+// data, which come back as image content already.
+func pythonStructured(res *bayapi.PythonExecResponse) map[string]any {
+	images := 0
+	for _, img := range res.Data.Output.Images {
+		images += len(img)
+	}
+	out := map[string]any{
+		"success": res.Success, "output": res.Output, "timed_out": res.TimedOut, "images": images,
+		"execution_id": res.ExecutionID, "execution_time_ms": res.ExecutionTimeMS,
+		"kernel_restarted": res.KernelRestarted, "output_truncated": res.OutputTruncated,
+	}
+	if res.Error != nil {
+		out["error"] = *res.Error
+	}
+	return out
+}
+
+// networkText describes a sandbox's network policy for an agent.
+func networkText(p *bayapi.NetworkPolicy) string {
+	switch p.Mode {
+	case "open":
+		return "open (the internet, not private addresses)"
+	case "none":
+		return "none (no network)"
+	case "allowlist":
+		return "allowlist: " + strings.Join(p.Allow, ", ")
+	}
+	return p.Mode
 }

@@ -2,6 +2,7 @@ package ship_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"regexp"
 	"strconv"
@@ -69,4 +70,35 @@ func TestTerminal(t *testing.T) {
 		_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 		return len(pty.SessionPIDs(pid)) == 0 && len(procsWithArg("100.7373")) == 0 && os.IsNotExist(err)
 	})
+}
+
+// A shell that exits by itself closes the socket normally with its exit status as the reason.
+func TestTerminalReportsTheShellsExitStatus(t *testing.T) {
+	d := newDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct{ input, want string }{
+		{"exit 3\n", "exit 3"},
+		{"exit\n", "exit 0"},
+		{"kill -KILL $$\n", "exit 137"},
+	} {
+		conn, _, err := websocket.Dial(ctx, strings.Replace(d.url, "http", "ws", 1)+"/term/ws", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Write(ctx, websocket.MessageBinary, []byte(c.input)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			_, _, err = conn.Read(ctx)
+			if err != nil {
+				break
+			}
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != c.want {
+			t.Errorf("%q: the terminal ended with %v, want a normal closure %q", c.input, err, c.want)
+		}
+		conn.CloseNow()
+	}
 }

@@ -37,7 +37,7 @@ func RunContract(t *testing.T, c *sdk.Client) {
 	_, err := c.GetSandbox(ctx, "sandbox-000000000000")
 	wantCode("get of a missing sandbox", err, bayapi.CodeNotFound)
 
-	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey("contract-"+randomKey()))
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second}, sdk.WithIdempotencyKey("contract-"+randomKey()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,12 +47,12 @@ func RunContract(t *testing.T, c *sdk.Client) {
 		t.Errorf("created sandbox %+v", sb.SandboxResponse)
 	}
 	key := "contract-" + randomKey()
-	first, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey(key))
+	first, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second}, sdk.WithIdempotencyKey(key))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.DeleteSandbox(context.WithoutCancel(ctx), first.ID) })
-	if again, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600}, sdk.WithIdempotencyKey(key)); err != nil || again.ID != first.ID {
+	if again, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second}, sdk.WithIdempotencyKey(key)); err != nil || again.ID != first.ID {
 		t.Errorf("idempotent replay: %v, %v; want sandbox %s again", again, err, first.ID)
 	}
 	_, err = c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: "no-such-profile"})
@@ -114,14 +114,14 @@ func RunContract(t *testing.T, c *sdk.Client) {
 		t.Errorf("history: %+v, %v", h, err)
 	}
 
-	if err := sb.ExtendTTL(ctx, 60); err != nil {
+	if err := sb.ExtendTTL(ctx, 60*time.Second); err != nil {
 		t.Errorf("extend ttl: %v", err)
 	}
 	inf, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.ExtendTTL(ctx, inf.ID, 60)
+	_, err = c.ExtendTTL(ctx, inf.ID, 60*time.Second)
 	wantCode("extend of an infinite TTL", err, bayapi.CodeSandboxTTLInfinite)
 	if err := c.DeleteSandbox(ctx, inf.ID); err != nil {
 		t.Errorf("delete: %v", err)

@@ -5,16 +5,19 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/coder/websocket"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 )
 
 // terminal serves GET /v1/sandboxes/{id}/terminal: a WebSocket that behaves like a tiny PTY
 // running a line-echo shell. It writes the prompt "$ ", echoes typed bytes, answers a line
 // with "\r\necho: <line>\r\n$ ", handles backspace (0x7f) and Ctrl-C, and on Ctrl-D at the
-// start of a line writes "exit\r\n" and closes the socket normally — like bash exiting.
+// start of a line writes "exit\r\n" and closes the socket normally with the reason "exit 0" —
+// like bash exiting through ship; the line "exit N" closes it with "exit N".
 // Output is sent in binary frames; a text frame {"type":"resize",...} is recorded.
 func (s *Server) terminal(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	if !s.checkCap(w, r, sb, bayapi.CapTerminal) {
@@ -59,13 +62,18 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 			case 0x04: // Ctrl-D
 				if len(line) == 0 {
 					send([]byte("exit\r\n"))
-					c.Close(websocket.StatusNormalClosure, "shell exited")
+					c.Close(websocket.StatusNormalClosure, shipapi.TerminalExitReason+"0")
 					return
 				}
 			case 0x03: // Ctrl-C
 				line = line[:0]
 				send([]byte("^C\r\n$ "))
 			case '\r', '\n':
+				if n, ok := strings.CutPrefix(string(line), "exit "); ok {
+					send([]byte("\r\n"))
+					c.Close(websocket.StatusNormalClosure, shipapi.TerminalExitReason+n)
+					return
+				}
 				out := append([]byte("\r\necho: "), line...)
 				out = append(out, "\r\n$ "...)
 				line = line[:0]

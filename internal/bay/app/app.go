@@ -142,7 +142,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}
 	if cfg.File != "" {
-		log.Info("configuration loaded", "file", cfg.File)
+		log.InfoContext(ctx, "configuration loaded", "file", cfg.File)
 	}
 
 	store := m.Store
@@ -371,7 +371,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		go func() {
 			defer wg.Done()
 			if err := run(bgCtx); err != nil && !errors.Is(err, context.Canceled) {
-				log.Error("background loop stopped", "loop", name, "err", err)
+				log.ErrorContext(ctx, "background loop stopped", "loop", name, "err", err)
 			}
 		}()
 	}
@@ -383,7 +383,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	close(m.ready)
 	m.mu.Unlock()
-	log.Info("bay listening", "addr", ln.Addr().String(), "instance_id", instanceID, "version", m.Version)
+	log.InfoContext(ctx, "bay listening", "addr", ln.Addr().String(), "instance_id", instanceID, "version", m.Version)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(httpapi.WrapListener(ln, log)) }()
@@ -395,7 +395,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining in-flight requests")
+	log.InfoContext(ctx, "shutting down: draining in-flight requests")
 	timeout := m.ShutdownTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -403,12 +403,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("drain incomplete, closing remaining connections", "err", err)
+		log.WarnContext(ctx, "drain incomplete, closing remaining connections", "err", err)
 		_ = srv.Close()
 	}
 	stopBG()
 	wg.Wait()
-	log.Info("bay stopped")
+	log.InfoContext(ctx, "bay stopped")
 	return nil
 }
 
@@ -442,11 +442,11 @@ func warmImageCaches(ctx context.Context, w imageCacheWarmer, profiles []bay.Pro
 		used, err := w.WarmImageCache(ctx, img)
 		if err != nil {
 			if ctx.Err() == nil {
-				log.Warn("image cache not warmed; sandboxes of this image read it from the image", "image", img, "err", err)
+				log.WarnContext(ctx, "image cache not warmed; sandboxes of this image read it from the image", "image", img, "err", err)
 			}
 			continue
 		}
-		log.Info("image cache warm", "image", img, "used", used, "took_ms", time.Since(began).Milliseconds())
+		log.InfoContext(ctx, "image cache warm", "image", img, "used", used, "took_ms", time.Since(began).Milliseconds())
 	}
 }
 
@@ -456,7 +456,7 @@ func warmImageCaches(ctx context.Context, w imageCacheWarmer, profiles []bay.Pro
 // now): sandboxes never run open unless security.sandbox_firewall is off.
 func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) (docker.NetworkGuard, *netguard.Guard) {
 	if !cfg.Security.SandboxFirewall {
-		log.Warn("security.sandbox_firewall is off: sandboxes can reach this host and private networks")
+		log.WarnContext(ctx, "security.sandbox_firewall is off: sandboxes can reach this host and private networks")
 		return nil, nil
 	}
 	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)
@@ -469,14 +469,14 @@ func networkGuard(ctx context.Context, cfg *config.Config, log *slog.Logger) (do
 		g, err = netguard.New(ctx, netguard.Config{Blocked: blocked, Allowed: allowed, Log: log.With("component", "netguard")})
 	}
 	if err != nil {
-		log.Error("sandbox firewall unavailable: sandboxes will not start", "err", err)
+		log.ErrorContext(ctx, "sandbox firewall unavailable: sandboxes will not start", "err", err)
 		refused := bay.Errorf(bay.CodeUnavailable, "Sandboxes cannot start: the sandbox network firewall is unavailable on bay's host (see bay's log)").WithCause(err)
 		return func(context.Context, string, map[string]string) error { return refused }, nil
 	}
 	// The driver puts runtimes on the configured network, except in host_port mode (see
 	// docker's networks): that network is the operator's.
 	if n := cfg.Driver.Docker.Network; n != "" && (cfg.Driver.Docker.ConnectMode != string(docker.ConnectHostPort) || n == "bridge") {
-		log.Warn("driver.docker.network is set: that network is the operator's and bay's firewall does not guard it",
+		log.WarnContext(ctx, "driver.docker.network is set: that network is the operator's and bay's firewall does not guard it",
 			"network", cfg.Driver.Docker.Network)
 	}
 	return func(ctx context.Context, id string, options map[string]string) error {

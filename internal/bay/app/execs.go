@@ -52,7 +52,7 @@ func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv ba
 	if err := svc.Reconcile(ctx); err != nil {
 		return nil, err
 	}
-	log.Info("audited execs ready", "runtime", rt, "workspace", paths.Native, "image", ec.Image, "max_concurrent_execs", ec.MaxConcurrentExecs)
+	log.InfoContext(ctx, "audited execs ready", "runtime", rt, "workspace", paths.Native, "image", ec.Image, "max_concurrent_execs", ec.MaxConcurrentExecs)
 	return svc, nil
 }
 

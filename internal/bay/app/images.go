@@ -19,10 +19,10 @@ func warnMissingImages(ctx context.Context, drv bay.Driver, profiles []bay.Profi
 	defer cancel()
 	missing, err := bay.FindMissingImages(ctx, ic, profiles...)
 	if err != nil {
-		log.Warn("could not check the profiles' images", "err", err)
+		log.WarnContext(ctx, "could not check the profiles' images", "err", err)
 	}
 	for _, m := range missing {
-		log.Warn("profile image missing: creates of this profile are refused until it is built",
+		log.WarnContext(ctx, "profile image missing: creates of this profile are refused until it is built",
 			"profile", m.Profile, "image", m.Image, "hint", bay.ImageBuildHint(m.Image))
 	}
 }

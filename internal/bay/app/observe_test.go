@@ -49,40 +49,53 @@ func sqliteConfig(t *testing.T, dir string) *config.Config {
 	return cfg
 }
 
+// runEchoBay runs the daemon (real SQLite, real auth, the key sk-test, no background cycle at
+// startup) on the fake driver whose runtimes are a ship stub that echoes python code, logging
+// JSON at debug level into the returned buffer; configure, if not nil, changes the stub first.
+// stop ends it and returns what Run returned.
+func runEchoBay(t *testing.T, configure func(*shipstub.Stub)) (m *app.Main, drv *fake.Driver, logs *syncBuffer, stop func() error) {
+	t.Helper()
+	dir := t.TempDir()
+	stub := shipstub.New()
+	t.Cleanup(stub.Close)
+	stub.Python = func(req shipapi.ExecPythonRequest) (int, any) {
+		n := 1
+		return 200, shipapi.ExecPythonResponse{Success: true, ExecutionCount: &n, Output: shipapi.PythonOutput{Text: req.Code}}
+	}
+	if configure != nil {
+		configure(stub)
+	}
+	drv = fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() }))
+	logs = &syncBuffer{}
+	m = &app.Main{
+		Config: sqliteConfig(t, dir), Addr: "127.0.0.1:0", Env: []string{"BAY_DATA_DIR=" + dir}, Driver: drv,
+		Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Version: "v9.9.9-test",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-m.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("run: %v", err)
+	}
+	return m, drv, logs, func() error { cancel(); return <-done }
+}
+
 // TestObservability runs the daemon (real SQLite, real auth, fake driver, ship stub) and checks
 // what an operator sees: /metrics behind authentication with the request, operation, error,
 // replay, driver, store, session-start, warm-pool and state series moving; /readyz following
 // the engine; GET /v1/sandboxes/{id}/metrics; an access log line per request and the request
 // id on every line a request caused.
 func TestObservability(t *testing.T) {
-	dir := t.TempDir()
-	stub := shipstub.New()
-	defer stub.Close()
-	stub.Python = func(req shipapi.ExecPythonRequest) (int, any) {
-		n := 1
-		return 200, shipapi.ExecPythonResponse{Success: true, ExecutionCount: &n, Output: shipapi.PythonOutput{Text: req.Code}}
-	}
-	cfg := sqliteConfig(t, dir)
-	drv := fake.New(fake.WithEndpointFunc(func(string, bay.ContainerSpec) string { return stub.URL() }))
-	logs := &syncBuffer{}
-	m := &app.Main{
-		Config: cfg, Addr: "127.0.0.1:0", Env: []string{"BAY_DATA_DIR=" + dir}, Driver: drv,
-		Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Version: "v9.9.9-test",
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
+	m, drv, logs, stop := runEchoBay(t, nil)
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("run: %v", err)
 		}
 	}()
-	select {
-	case <-m.Ready():
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
+	cfg := m.Config
 	base := "http://" + m.ListenAddr()
 	call := func(method, path, body string, hdr ...string) (int, http.Header, []byte) {
 		t.Helper()

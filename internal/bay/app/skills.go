@@ -35,14 +35,14 @@ func openSkills(ctx context.Context, cfg *config.Config, store bay.Store, dataDi
 		if err != nil {
 			return nil, err
 		}
-		log.Info("skills loaded", "component", "skills", "seed_dir", cfg.Skills.SeedDir, "skills", loaded)
+		log.InfoContext(ctx, "skills loaded", "component", "skills", "seed_dir", cfg.Skills.SeedDir, "skills", loaded)
 	}
 	if cfg.Skills.RootPath == "" {
 		// Profiles name library skills; one the library lacks is skipped at every start.
 		for _, p := range cfg.Profiles {
 			for _, name := range p.Skills {
 				if _, err := lib.Get(ctx, name); bay.IsNotFound(err) {
-					log.Warn("a profile names a skill the library does not have (upload it, or it is not mounted)",
+					log.WarnContext(ctx, "a profile names a skill the library does not have (upload it, or it is not mounted)",
 						"component", "skills", "profile", p.ID, "skill", name)
 				}
 			}

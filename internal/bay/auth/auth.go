@@ -117,7 +117,7 @@ func (a *Authenticator) Reload(ctx context.Context) error {
 		h := strings.ToLower(k.KeyHash)
 		b, err := hex.DecodeString(h)
 		if err != nil || len(b) != sha256.Size {
-			a.log.Warn("ignoring stored api key with a malformed hash", "key_id", k.ID)
+			a.log.WarnContext(ctx, "ignoring stored api key with a malformed hash", "key_id", k.ID)
 			continue
 		}
 		owner := k.Owner
@@ -138,7 +138,7 @@ func (a *Authenticator) Reload(ctx context.Context) error {
 		owners[owner] = true
 	}
 	if ignored > 0 {
-		a.log.Info("ignoring stored api keys that are not configured (security.revoke_unlisted_keys)", "count", ignored)
+		a.log.InfoContext(ctx, "ignoring stored api keys that are not configured (security.revoke_unlisted_keys)", "count", ignored)
 	}
 	a.mu.Lock()
 	a.keys, a.keyOwners = keys, owners

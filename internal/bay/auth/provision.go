@@ -111,7 +111,7 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 					continue
 				}
 				if s.Owner != k.owner {
-					log.Warn("configured api key is stored with another owner; the configured owner is used",
+					log.WarnContext(ctx, "configured api key is stored with another owner; the configured owner is used",
 						"source", k.source, "stored_owner", s.Owner, "owner", k.owner)
 				}
 				continue
@@ -149,7 +149,7 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 	if err != nil {
 		if wroteCredentials { // the transaction failed after the file was written: undo it
 			if rmErr := os.Remove(credPath); rmErr != nil && !errors.Is(rmErr, os.ErrNotExist) {
-				log.Error("remove credentials of a failed provisioning", "path", credPath, "err", rmErr)
+				log.ErrorContext(ctx, "remove credentials of a failed provisioning", "path", credPath, "err", rmErr)
 			}
 		}
 		return nil, res, fmt.Errorf("auth: provision api keys: %w", err)
@@ -158,7 +158,7 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 	if wroteCredentials {
 		res.Generated = true
 		res.CredentialsPath = credPath
-		log.Warn("no API key configured: generated one; it is in the credentials file (set BAY_API_KEY or security.api_key to choose your own)",
+		log.WarnContext(ctx, "no API key configured: generated one; it is in the credentials file (set BAY_API_KEY or security.api_key to choose your own)",
 			"path", credPath)
 	}
 
@@ -173,7 +173,7 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 		return nil, res, err
 	}
 	res.Active = a.KeyCount()
-	log.Info("api keys provisioned", "configured", res.Configured, "inserted", res.Inserted,
+	log.InfoContext(ctx, "api keys provisioned", "configured", res.Configured, "inserted", res.Inserted,
 		"active", res.Active, "allow_anonymous", cfg.Security.AllowAnonymous)
 	return a, res, nil
 }

@@ -89,7 +89,7 @@ func (s *Service) checkRuntimeCapability(ctx context.Context, sess *bay.Session,
 	m, err := rc.Describe(ctx, endpoint)
 	if err != nil {
 		s.lc.RuntimeUnreachable(sess, err)
-		s.log.Warn("runtime description unavailable", "session_id", sess.ID, "container", c.Name, "err", err)
+		s.log.WarnContext(ctx, "runtime description unavailable", "session_id", sess.ID, "container", c.Name, "err", err)
 		return nil
 	}
 	if len(m.Capabilities) == 0 || m.Has(capability) {

@@ -89,6 +89,7 @@ func (s *Service) ExecShell(ctx context.Context, owner, id string, p ShellParams
 	res := &bay.ShellResult{
 		Success: r.ReturnCode == 0 && r.Success, Output: strings.TrimSpace(r.Stdout), Error: errText,
 		ExitCode: r.ReturnCode, ExecutionTimeMS: ms, StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Notice: r.Notice,
+		TimedOut: r.TimedOut,
 	}
 	capShell(res, s.cfg.Limits.IOCaps)
 	if p.IncludeCode {

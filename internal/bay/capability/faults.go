@@ -59,7 +59,7 @@ func (s *Service) invoke(ctx context.Context, owner, id, capability string, opts
 		if err == nil || !s.runtimeFault(ctx, sess, c, ep, err) {
 			return sb, sess, err
 		}
-		s.log.Warn("runtime fault during a call; replacing the session", "sandbox_id", sb.ID, "session_id", sess.ID,
+		s.log.WarnContext(ctx, "runtime fault during a call; replacing the session", "sandbox_id", sb.ID, "session_id", sess.ID,
 			"container", c.Name, "err", err)
 		if derr := s.lc.DiscardDead(ctx, sb.ID, sess); derr != nil {
 			return nil, nil, derr

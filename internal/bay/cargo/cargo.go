@@ -83,7 +83,7 @@ func (s *Service) Create(ctx context.Context, owner string, sizeMB *int64, hook 
 		s.DeleteVolume(ctx, ref)
 		return nil, bay.Classify(err, "Failed to create cargo")
 	}
-	s.log.Info("cargo created", "cargo_id", c.ID, "owner", owner)
+	s.log.InfoContext(ctx, "cargo created", "cargo_id", c.ID, "owner", owner)
 	return c, nil
 }
 
@@ -129,7 +129,7 @@ func (s *Service) Get(ctx context.Context, owner, id string) (*bay.Cargo, error)
 	if v, err := s.driver.InspectVolume(ctx, c.DriverRef); err == nil {
 		c.Usage = &bay.CargoUsage{Enforced: v.SizeBytes > 0, UsedBytes: v.UsedBytes}
 	} else {
-		s.log.Warn("inspect cargo volume", "cargo_id", c.ID, "err", err)
+		s.log.WarnContext(ctx, "inspect cargo volume", "cargo_id", c.ID, "err", err)
 	}
 	return c, nil
 }
@@ -173,7 +173,7 @@ func (s *Service) Delete(ctx context.Context, owner, id string) error {
 		}
 		return bay.Internal("Failed to delete cargo", err)
 	}
-	s.log.Info("cargo deleted", "cargo_id", id, "owner", owner)
+	s.log.InfoContext(ctx, "cargo deleted", "cargo_id", id, "owner", owner)
 	return nil
 }
 
@@ -212,7 +212,7 @@ func (s *Service) CreateVolume(ctx context.Context, c *bay.Cargo) (string, error
 	ref, err := s.driver.CreateVolume(ctx, bay.VolumeSpec{Name: bay.VolumeName(c.ID), Labels: s.volumeLabels(c),
 		SizeBytes: int64(c.SizeLimitMB) << 20})
 	if err != nil {
-		s.log.Error("create volume", "cargo_id", c.ID, "err", err)
+		s.log.ErrorContext(ctx, "create volume", "cargo_id", c.ID, "err", err)
 		return "", bay.Internal("Failed to create the cargo volume", fmt.Errorf("create volume %s: %w", bay.VolumeName(c.ID), err))
 	}
 	return ref, nil
@@ -249,6 +249,6 @@ func (s *Service) DeleteVolume(ctx context.Context, ref string) {
 	dctx, cancel := bay.Detached(ctx, 30*time.Second)
 	defer cancel()
 	if err := s.driver.DeleteVolume(dctx, ref); err != nil {
-		s.log.Error("delete volume after a failed create", "volume", ref, "err", err)
+		s.log.ErrorContext(ctx, "delete volume after a failed create", "volume", ref, "err", err)
 	}
 }

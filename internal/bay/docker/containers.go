@@ -391,7 +391,7 @@ func (d *Driver) startContainer(ctx context.Context, id string, oneShot bool) (s
 		delay *= 2
 	}
 	if oneShot {
-		d.log.Debug("one-shot container started", "id", id)
+		d.log.DebugContext(ctx, "one-shot container started", "id", id)
 		return "", nil
 	}
 	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})

@@ -291,7 +291,7 @@ func (d *Driver) Ping(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("ping docker engine at %s: %w", d.cfg.Socket, classify(err))
 	}
-	d.log.Debug("engine reachable", "api_version", res.APIVersion, "client_version", d.cli.ClientVersion())
+	d.log.DebugContext(ctx, "engine reachable", "api_version", res.APIVersion, "client_version", d.cli.ClientVersion())
 	return nil
 }
 

@@ -179,7 +179,7 @@ func (c *imageCache) keeperStill(ctx context.Context, key string, e *cacheEntry)
 		delete(c.entries, key)
 	}
 	c.mu.Unlock()
-	c.d.log.Warn("image cache: keeper gone, creating without the cache", "cache_key", shortID(key), "err", err)
+	c.d.log.WarnContext(ctx, "image cache: keeper gone, creating without the cache", "cache_key", shortID(key), "err", err)
 	return nil, false
 }
 
@@ -200,7 +200,7 @@ func (c *imageCache) on(ctx context.Context) bool {
 		}
 		on := slices.Contains(slowStorageDrivers, info.Info.Driver)
 		c.enabled = &on
-		c.d.log.Info("image cache", "storage_driver", info.Info.Driver, "enabled", on)
+		c.d.log.InfoContext(ctx, "image cache", "storage_driver", info.Info.Driver, "enabled", on)
 	}
 	return *c.enabled
 }
@@ -212,10 +212,18 @@ func imageLabels(res client.ImageInspectResult) map[string]string {
 	return res.Config.Labels
 }
 
-// cacheKey is the image's LabelHotPathsKey when it is a plain hex digest, else its id.
+// builtLayers is how many layers an image of `bay image build` has: its root filesystem and
+// the runtime's own files.
+const builtLayers = 2
+
+// cacheKey is the image's LabelHotPathsKey when it is a plain hex digest and the image has no
+// more layers than `bay image build` makes, else its id. An image built FROM one of ours
+// inherits the label but its own layers may add to the hot paths (a Python package in
+// /usr/lib/python3/dist-packages): the parent's cache mounted over them would hide them.
 func cacheKey(res client.ImageInspectResult) string {
 	k := imageLabels(res)[LabelHotPathsKey]
-	if len(k) >= 12 && len(k) <= 128 && strings.Trim(k, "0123456789abcdef") == "" {
+	if len(k) >= 12 && len(k) <= 128 && strings.Trim(k, "0123456789abcdef") == "" &&
+		res.RootFS.Type != "" && len(res.RootFS.Layers) <= builtLayers {
 		return k
 	}
 	return res.ID
@@ -336,7 +344,7 @@ func (c *imageCache) createKeeper(ctx context.Context, name, key, id string, pat
 			defer cancel()
 			for _, v := range vols {
 				if rerr := c.d.DeleteVolume(dctx, v); rerr != nil {
-					c.d.log.Warn("image cache: remove volume after a failed copy", "volume", v, "err", rerr)
+					c.d.log.WarnContext(ctx, "image cache: remove volume after a failed copy", "volume", v, "err", rerr)
 				}
 			}
 		}
@@ -353,7 +361,7 @@ func (c *imageCache) createKeeper(ctx context.Context, name, key, id string, pat
 		vols = append(vols, v)
 		mounts = append(mounts, mount.Mount{Type: mount.TypeVolume, Source: v, Target: p})
 	}
-	c.d.log.Info("image cache: copying the image's hot paths into volumes", "cache_key", shortID(key), "image_id", shortID(id), "paths", paths)
+	c.d.log.InfoContext(ctx, "image cache: copying the image's hot paths into volumes", "cache_key", shortID(key), "image_id", shortID(id), "paths", paths)
 	_, err = c.d.cli.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name,
 		Config: &container.Config{Image: id, Labels: map[string]string{labelCacheKey: key},
@@ -381,7 +389,7 @@ func (c *imageCache) pruneStale(ctx context.Context, current string) {
 	res, err := c.d.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", labelCacheKey)})
 	if err != nil {
-		c.d.log.Warn("image cache: list keepers", "err", err)
+		c.d.log.WarnContext(ctx, "image cache: list keepers", "err", err)
 		return
 	}
 	held := map[string]bool{}
@@ -395,14 +403,14 @@ func (c *imageCache) pruneStale(ctx context.Context, current string) {
 			continue
 		}
 		if err := c.d.removeContainer(ctx, k.ID); err != nil {
-			c.d.log.Warn("image cache: remove a stale keeper", "container", k.ID, "err", err)
+			c.d.log.WarnContext(ctx, "image cache: remove a stale keeper", "container", k.ID, "err", err)
 			continue
 		}
-		c.d.log.Info("image cache: removed the cache no tagged image uses", "cache_key", shortID(key))
+		c.d.log.InfoContext(ctx, "image cache: removed the cache no tagged image uses", "cache_key", shortID(key))
 	}
 	vols, err := c.d.cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", labelCacheKey)})
 	if err != nil {
-		c.d.log.Warn("image cache: list volumes", "err", err)
+		c.d.log.WarnContext(ctx, "image cache: list volumes", "err", err)
 		return
 	}
 	for _, v := range vols.Items {
@@ -411,7 +419,7 @@ func (c *imageCache) pruneStale(ctx context.Context, current string) {
 			continue
 		}
 		if err := c.d.DeleteVolume(ctx, v.Name); err != nil {
-			c.d.log.Info("image cache: a stale volume stays for now", "volume", v.Name, "err", err)
+			c.d.log.InfoContext(ctx, "image cache: a stale volume stays for now", "volume", v.Name, "err", err)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func (d *Driver) createNetworkLocked(ctx context.Context, name string, labels, o
 	if err != nil {
 		return fmt.Errorf("create network %s: %w", name, classify(err))
 	}
-	d.log.Debug("network created", "network", name, "id", res.ID)
+	d.log.DebugContext(ctx, "network created", "network", name, "id", res.ID)
 
 	all, err := d.networksNamed(ctx, name)
 	if err != nil || len(all) < 2 {
@@ -79,7 +79,7 @@ func (d *Driver) createNetworkLocked(ctx context.Context, name string, labels, o
 	slices.SortFunc(all, oldestFirst)
 	if all[0].ID != res.ID {
 		if _, err := d.cli.NetworkRemove(ctx, res.ID, client.NetworkRemoveOptions{}); err != nil {
-			d.log.Warn("remove duplicate network", "network", name, "id", res.ID, "err", err)
+			d.log.WarnContext(ctx, "remove duplicate network", "network", name, "id", res.ID, "err", err)
 		}
 	}
 	return nil
@@ -118,7 +118,7 @@ func (d *Driver) ensureSandboxNetwork(ctx context.Context) (string, error) {
 	// oldest. One still in use (it should not be) is left and reported.
 	for _, n := range nets[1:] {
 		if _, err := d.cli.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
-			d.log.Warn("remove a duplicate of the sandbox network", "network", d.sandboxNet, "id", n.ID, "err", err)
+			d.log.WarnContext(ctx, "remove a duplicate of the sandbox network", "network", d.sandboxNet, "id", n.ID, "err", err)
 		}
 	}
 	if nets[0].Options[iccOption] != "false" {
@@ -178,7 +178,7 @@ func (d *Driver) removeNetwork(ctx context.Context, name string) error {
 		}
 	}
 	if len(nets) > 0 {
-		d.log.Debug("network removed", "network", name)
+		d.log.DebugContext(ctx, "network removed", "network", name)
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func (d *Driver) CreateVolume(ctx context.Context, spec bay.VolumeSpec) (string,
 		}
 		dir, err := d.makeLoopCargo(ctx, name, spec.SizeBytes)
 		if err != nil {
-			d.undoLoopCargo(name)
+			d.undoLoopCargo(ctx, name)
 			return "", fmt.Errorf("create volume %s: %w", name, err)
 		}
 		opts.Labels = maps.Clone(spec.Labels)
@@ -55,7 +55,7 @@ func (d *Driver) CreateVolume(ctx context.Context, spec bay.VolumeSpec) (string,
 	res, err := d.cli.VolumeCreate(ctx, opts)
 	if err != nil {
 		if bounded {
-			d.undoLoopCargo(name)
+			d.undoLoopCargo(ctx, name)
 		}
 		return "", fmt.Errorf("create volume %s: %w", name, classify(err))
 	}
@@ -63,12 +63,13 @@ func (d *Driver) CreateVolume(ctx context.Context, spec bay.VolumeSpec) (string,
 	return res.Volume.Name, nil
 }
 
-// undoLoopCargo removes what a failed bounded create made, on a context of its own.
-func (d *Driver) undoLoopCargo(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), RemoveTimeout)
+// undoLoopCargo removes what a failed bounded create made, on a context of its own (the
+// request's identity kept for the log).
+func (d *Driver) undoLoopCargo(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
 	defer cancel()
 	if err := d.dropLoopCargo(ctx, name); err != nil {
-		d.log.Error("undo a failed cargo volume", "volume", name, "err", err)
+		d.log.ErrorContext(ctx, "undo a failed cargo volume", "volume", name, "err", err)
 	}
 }
 

@@ -37,7 +37,7 @@ func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr i
 	if ended != nil {
 		ended = ctx.Err()
 		if _, err := d.cli.ContainerKill(dctx, id, client.ContainerKillOptions{Signal: "KILL"}); err != nil {
-			d.log.Debug("kill of a one-shot failed (it may have ended)", "id", id, "err", err)
+			d.log.DebugContext(ctx, "kill of a one-shot failed (it may have ended)", "id", id, "err", err)
 		}
 		if err := d.waitStopped(dctx, id); err != nil {
 			return bay.Exit{}, fmt.Errorf("wait instance %s: %w (then the kill: %w)", name, ended, err)

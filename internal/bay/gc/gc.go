@@ -241,9 +241,9 @@ func (s *Scheduler) Config() Config { return s.cfg }
 // A tick that finds a manual cycle in flight is skipped. Errors are logged, never fatal.
 func (s *Scheduler) Run(ctx context.Context) error {
 	if n, err := s.RecoverStaleStarts(ctx); err != nil {
-		s.log.Warn("restart recovery incomplete", "recovered", n, "err", err)
+		s.log.WarnContext(ctx, "restart recovery incomplete", "recovered", n, "err", err)
 	} else if n > 0 {
-		s.log.Info("restart recovery: destroyed sessions left starting by a dead bay", "count", n)
+		s.log.InfoContext(ctx, "restart recovery: destroyed sessions left starting by a dead bay", "count", n)
 	}
 	if !s.cfg.Enabled {
 		<-ctx.Done()
@@ -268,13 +268,13 @@ func (s *Scheduler) tick(ctx context.Context) {
 	res, err := s.RunOnce(ctx, RunOptions{})
 	switch {
 	case errors.Is(err, ErrRunning):
-		s.log.Debug("gc tick skipped: a cycle is in flight")
+		s.log.DebugContext(ctx, "gc tick skipped: a cycle is in flight")
 	case err != nil:
 		if ctx.Err() == nil {
-			s.log.Error("gc cycle failed", "err", err)
+			s.log.ErrorContext(ctx, "gc cycle failed", "err", err)
 		}
 	case res.TotalCleaned > 0 || res.TotalErrors > 0:
-		s.log.Info("gc cycle", "cleaned", res.TotalCleaned, "errors", res.TotalErrors, "duration_ms", res.DurationMS)
+		s.log.InfoContext(ctx, "gc cycle", "cleaned", res.TotalCleaned, "errors", res.TotalErrors, "duration_ms", res.DurationMS)
 	}
 }
 
@@ -352,7 +352,7 @@ func (s *Scheduler) runTask(ctx context.Context, name string, dryRun bool) TaskR
 	}
 	if !ok {
 		tr.Note = NoteLeaseHeld
-		s.log.Info("gc task skipped: lease held elsewhere", "task", name)
+		s.log.InfoContext(ctx, "gc task skipped: lease held elsewhere", "task", name)
 		return tr
 	}
 	defer lease.Release(ctx, s.store, leaseName, s.cfg.InstanceID, s.cfg.CallTimeout, s.log)

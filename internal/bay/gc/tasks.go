@@ -139,7 +139,7 @@ func (r *taskRun) act(ctx context.Context, pin bay.Pin, what string, fn func(con
 		r.cleaned(what, "reason", pin.Reason, "sandbox_id", pin.SandboxID)
 	default:
 		r.res.SkippedCount++ // revived or changed since the decision
-		r.log.Debug("gc action skipped: sandbox changed since the decision", "what", what, "reason", pin.Reason)
+		r.log.DebugContext(ctx, "gc action skipped: sandbox changed since the decision", "what", what, "reason", pin.Reason)
 	}
 }
 

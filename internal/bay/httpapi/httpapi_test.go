@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"mime/multipart"
@@ -541,6 +542,7 @@ func TestTerminalProxy(t *testing.T) {
 		t.Fatalf("binary: %v %q %v", typ, b, err)
 	}
 	c.Close(websocket.StatusNormalClosure, "bye")
+
 	// Closing our side closes ship's side.
 	deadline := time.Now().Add(10 * time.Second)
 	for h.ship.TermClosed.Load() == 0 {
@@ -548,5 +550,17 @@ func TestTerminalProxy(t *testing.T) {
 			t.Fatal("upstream terminal not closed")
 		}
 		time.Sleep(5 * time.Millisecond) // waiting for another goroutine's effect, not timing logic
+	}
+	// The shell's exit closes the client's side with ship's code and reason (its status).
+	c, _, err = websocket.Dial(ctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer alice-key"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, websocket.MessageBinary, []byte("exit 3")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.Read(ctx)
+	if ce := (websocket.CloseError{}); !errors.As(err, &ce) || ce.Code != websocket.StatusNormalClosure || ce.Reason != "exit 3" {
+		t.Fatalf("the shell's exit reached the client as %v, want a normal closure \"exit 3\"", err)
 	}
 }

@@ -319,7 +319,7 @@ func (s *Server) jobOutput(w http.ResponseWriter, r *http.Request) {
 		j, out, err = f.Read(r.Context(), offs, jobFollowWait)
 		if err != nil {
 			if r.Context().Err() == nil {
-				s.log.Warn("job output stream ended by an error", "job_id", jobID, "err", err, "request_id", requestID(r.Context()))
+				s.log.WarnContext(r.Context(), "job output stream ended by an error", "job_id", jobID, "err", err)
 				_, env := statusOf(err)
 				env.Error.RequestID = requestID(r.Context())
 				writeEvent(w, bayapi.ExecEventError, "", env)

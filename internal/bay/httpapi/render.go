@@ -115,7 +115,7 @@ func renderPython(r *bay.PythonResult) *bayapi.PythonExecResponse {
 		ExecutionID:     r.ExecutionID,
 		ExecutionTimeMS: r.ExecutionTimeMS, Code: r.Code,
 		KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
-		OutputTruncated: r.OutputTruncated, ImagesTruncated: r.ImagesTruncated, ErrorTruncated: r.ErrorTruncated, Notice: r.Notice,
+		OutputTruncated: r.OutputTruncated, ImagesTruncated: r.ImagesTruncated, ErrorTruncated: r.ErrorTruncated, Notice: r.Notice, TimedOut: r.TimedOut,
 	}
 }
 
@@ -123,7 +123,7 @@ func renderShell(r *bay.ShellResult) *bayapi.ShellExecResponse {
 	return &bayapi.ShellExecResponse{
 		Success: r.Success, Output: r.Output, Error: r.Error, ExitCode: r.ExitCode, ExecutionID: r.ExecutionID,
 		ExecutionTimeMS: r.ExecutionTimeMS, Command: r.Command,
-		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Notice: r.Notice,
+		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, Notice: r.Notice, TimedOut: r.TimedOut,
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 // terminal proxies a WebSocket to ship's /term/ws: same authentication as every endpoint, the
 // sandbox is started first (errors come back as the usual JSON envelope, before the upgrade),
 // frames are relayed both ways with their type, the idle deadline is refreshed while the
-// terminal is open, and either side closing closes the other.
+// terminal is open, and either side closing closes the other with the same code and reason.
 func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 	var is issues
 	cols := queryInt(r, &is, "cols", 80, 1, 1000)
@@ -50,8 +50,10 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		case err := <-errc:
 			code := websocket.StatusNormalClosure
 			reason := ""
-			if cs := websocket.CloseStatus(err); cs != -1 {
-				code = cs
+			var ce websocket.CloseError
+			if errors.As(err, &ce) {
+				// The reason too: ship's "exit N" is the shell's exit status for the client.
+				code, reason = ce.Code, ce.Reason
 			} else if err != nil && !errors.Is(err, context.Canceled) {
 				code, reason = websocket.StatusGoingAway, "peer closed"
 			}
@@ -62,7 +64,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 			tctx, tcancel := context.WithTimeout(ctx, 5*time.Second)
 			if err := s.svc.Touch(tctx, id); err != nil {
-				s.log.Warn("terminal keepalive", "sandbox_id", id, "err", err)
+				s.log.WarnContext(ctx, "terminal keepalive", "sandbox_id", id, "err", err)
 			}
 			tcancel()
 		}

@@ -253,9 +253,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			n, err := m.Sweep(sctx)
 			cancel()
 			if err != nil {
-				m.log.Error("sweep expired idempotency records", "err", err)
+				m.log.ErrorContext(ctx, "sweep expired idempotency records", "err", err)
 			} else if n > 0 {
-				m.log.Info("swept expired idempotency records", "count", n)
+				m.log.InfoContext(ctx, "swept expired idempotency records", "count", n)
 			}
 		}
 	}

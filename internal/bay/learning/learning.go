@@ -101,7 +101,7 @@ func (l *Learner) Run(ctx context.Context) error {
 
 func (l *Learner) tick(ctx context.Context) {
 	if _, err := l.RunOnce(ctx); err != nil && ctx.Err() == nil {
-		l.log.Warn("learning cycle failed", "err", err)
+		l.log.WarnContext(ctx, "learning cycle failed", "err", err)
 	}
 }
 
@@ -172,7 +172,7 @@ func (l *Learner) setStatus(ctx context.Context, id, status string, learnErr *st
 func (l *Learner) learn(ctx context.Context, id string, rep *Report) {
 	e, err := l.setStatus(ctx, id, "processing", nil)
 	if err != nil {
-		l.log.Warn("learning: cannot claim execution", "execution_id", id, "err", err)
+		l.log.WarnContext(ctx, "learning: cannot claim execution", "execution_id", id, "err", err)
 		return
 	}
 	made, err := l.learnExecution(ctx, e, rep)
@@ -186,7 +186,7 @@ func (l *Learner) learn(ctx context.Context, id string, rep *Report) {
 			msg = be.Message
 		}
 		rep.Failed++
-		l.log.Warn("learning failed", "execution_id", id, "err", err)
+		l.log.WarnContext(ctx, "learning failed", "execution_id", id, "err", err)
 		_, err = l.setStatus(dctx, id, "error", &msg)
 	case made == 0:
 		reason := NoSegments
@@ -197,7 +197,7 @@ func (l *Learner) learn(ctx context.Context, id string, rep *Report) {
 		_, err = l.setStatus(dctx, id, "processed", nil)
 	}
 	if err != nil {
-		l.log.Warn("learning: cannot record the outcome", "execution_id", id, "err", err)
+		l.log.WarnContext(ctx, "learning: cannot record the outcome", "execution_id", id, "err", err)
 	}
 }
 
@@ -348,7 +348,7 @@ func (l *Learner) learnExecution(ctx context.Context, e *bay.Execution, rep *Rep
 				return i + 1, err
 			}
 			rep.Released = append(rep.Released, v.ID)
-			l.log.Info("browser skill released to canary", "skill_key", v.SkillKey, "release_id", v.ID, "version", v.Version)
+			l.log.InfoContext(ctx, "browser skill released to canary", "skill_key", v.SkillKey, "release_id", v.ID, "version", v.Version)
 		}
 	}
 	return len(segs), nil
@@ -377,7 +377,7 @@ func (l *Learner) evaluate(ctx context.Context, owner, profile, candidateID stri
 		dctx, cancel := bay.Detached(ctx, time.Minute)
 		defer cancel()
 		if err := l.lc.DeleteSandbox(dctx, owner, sb.ID); err != nil {
-			l.log.Warn("learning: cannot delete the replay sandbox", "sandbox_id", sb.ID, "err", err)
+			l.log.WarnContext(ctx, "learning: cannot delete the replay sandbox", "sandbox_id", sb.ID, "err", err)
 		}
 	}()
 	rep := replayReport{Runs: l.o.ReplayRuns}
@@ -414,7 +414,7 @@ func (l *Learner) evaluate(ctx context.Context, owner, profile, candidateID stri
 	rep.P95Duration = durations[int(math.Ceil(0.95*float64(len(durations))))-1]
 	cfg := l.o.Config
 	passed := rep.Score >= cfg.ScoreThreshold && rep.ReplaySuccess >= cfg.ReplaySuccessThreshold && rep.Samples >= cfg.MinSamples
-	l.log.Info("browser skill candidate replayed", "candidate_id", candidateID, "runs", rep.Runs, "score", rep.Score,
+	l.log.InfoContext(ctx, "browser skill candidate replayed", "candidate_id", candidateID, "runs", rep.Runs, "score", rep.Score,
 		"replay_success", rep.ReplaySuccess, "p95_ms", rep.P95Duration, "passed", passed, "first_error", rep.FirstError)
 	raw, _ := json.Marshal(rep)
 	report, bench, score := string(raw), BenchmarkID, rep.Score
@@ -447,16 +447,16 @@ func (l *Learner) judgeCanaries(ctx context.Context, rep *Report) error {
 		case h.ShouldRollback:
 			nv, err := l.skills.Rollback(ctx, v.Owner, v.ID, true)
 			if err != nil {
-				l.log.Warn("learning: cannot roll back an unhealthy canary", "release_id", v.ID, "reasons", h.Reasons, "err", err)
+				l.log.WarnContext(ctx, "learning: cannot roll back an unhealthy canary", "release_id", v.ID, "reasons", h.Reasons, "err", err)
 				continue
 			}
 			rep.RolledBack = append(rep.RolledBack, v.ID)
-			l.log.Info("unhealthy canary rolled back", "release_id", v.ID, "new_release_id", nv.ID, "reasons", h.Reasons)
+			l.log.InfoContext(ctx, "unhealthy canary rolled back", "release_id", v.ID, "new_release_id", nv.ID, "reasons", h.Reasons)
 		case l.o.AutoReleaseEnabled && h.WindowComplete && h.Healthy:
 			nv, err := l.skills.Promote(ctx, v.Owner, v.CandidateID, skillrel.PromoteParams{Stage: bay.StageStable, Auto: true,
 				AutoPromotedFrom: &v.ID, PromotedBy: bay.SystemAutoCreator})
 			if err != nil {
-				l.log.Warn("learning: cannot promote a healthy canary", "release_id", v.ID, "err", err)
+				l.log.WarnContext(ctx, "learning: cannot promote a healthy canary", "release_id", v.ID, "err", err)
 				continue
 			}
 			rep.Promoted = append(rep.Promoted, nv.ID)

@@ -36,7 +36,7 @@ func Release(ctx context.Context, st bay.Store, name, holder string, timeout tim
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	if err := st.Tx(cctx, func(tx bay.Tx) error { return tx.ReleaseLease(cctx, name, holder) }); err != nil {
-		log.Warn("release lease", "lease", name, "err", err)
+		log.WarnContext(ctx, "release lease", "lease", name, "err", err)
 	}
 }
 
@@ -92,9 +92,9 @@ func HoldInstance(ctx context.Context, st bay.Store, instanceID, bootID string, 
 		ok, err := Acquire(ctx, st, name, bootID, now(), InstanceTTL, 5*time.Second)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			log.Warn("renew the instance lease", "instance_id", instanceID, "err", err)
+			log.WarnContext(ctx, "renew the instance lease", "instance_id", instanceID, "err", err)
 		case err == nil && !ok:
-			log.Error("another bay holds this bay's instance id; give each bay its own instance_id", "instance_id", instanceID)
+			log.ErrorContext(ctx, "another bay holds this bay's instance id; give each bay its own instance_id", "instance_id", instanceID)
 		}
 	}
 }

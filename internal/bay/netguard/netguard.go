@@ -165,7 +165,7 @@ func (g *Guard) Protect(ctx context.Context, bridge string) error {
 			g.verified[bridge] = time.Now()
 			return nil
 		}
-		g.cfg.Log.Warn("sandbox firewall missing, installing it again", "table", g.cfg.Table, "bridge", bridge)
+		g.cfg.Log.WarnContext(ctx, "sandbox firewall missing, installing it again", "table", g.cfg.Table, "bridge", bridge)
 	}
 	if err := g.install(ctx, bridge); err != nil {
 		return err
@@ -212,7 +212,7 @@ func (g *Guard) Run(ctx context.Context) error {
 			return ctx.Err()
 		case <-t.C:
 			if err := g.Refresh(ctx); err != nil && ctx.Err() == nil {
-				g.cfg.Log.Error("sandbox firewall refresh failed", "table", g.cfg.Table, "err", err)
+				g.cfg.Log.ErrorContext(ctx, "sandbox firewall refresh failed", "table", g.cfg.Table, "err", err)
 			}
 		}
 	}
@@ -232,7 +232,7 @@ func (g *Guard) install(ctx context.Context, bridge string) error {
 	if _, err := g.nft(ctx, []byte(g.script(bridge, stale)), "-f", "-"); err != nil {
 		return fmt.Errorf("firewall: install table inet %s: %w", g.cfg.Table, err)
 	}
-	g.cfg.Log.Info("sandbox firewall installed", "table", g.cfg.Table, "bridge", bridge,
+	g.cfg.Log.InfoContext(ctx, "sandbox firewall installed", "table", g.cfg.Table, "bridge", bridge,
 		"blocked", len(g.cfg.Blocked), "allowed", len(g.cfg.Allowed), "pruned", len(stale))
 	return nil
 }

@@ -105,10 +105,10 @@ func Resolve(ctx context.Context, store bay.Store, owner, key string, p Policy, 
 			if err := store.Tx(ctx, func(tx bay.Tx) error { return tx.DeleteReuseKey(ctx, owner, key, id) }); err != nil {
 				return "", false, bay.Errorf(bay.CodeInternal, "Failed to release the reuse key").WithCause(err)
 			}
-			log.Info("reuse key released", "owner", owner, "sandbox_id", id, "why", why)
+			log.InfoContext(ctx, "reuse key released", "owner", owner, "sandbox_id", id, "why", why)
 			if sb != nil && sb.DeletedAt == nil {
 				if err := remove(ctx, id); err != nil && !bay.IsNotFound(err) {
-					log.Warn("reuse: cannot delete the sandbox the key released", "sandbox_id", id, "err", err)
+					log.WarnContext(ctx, "reuse: cannot delete the sandbox the key released", "sandbox_id", id, "err", err)
 				}
 			}
 			continue

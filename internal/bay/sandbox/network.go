@@ -71,7 +71,7 @@ func (s *Service) SetNetwork(ctx context.Context, owner, id string, req bay.Netw
 	if err != nil {
 		return nil, bay.Classify(err, "Failed to change the network policy")
 	}
-	s.log.Info("network policy changed", "sandbox_id", id, "from", old.EffectiveMode(), "to", sb.Network.Mode,
+	s.log.InfoContext(ctx, "network policy changed", "sandbox_id", id, "from", old.EffectiveMode(), "to", sb.Network.Mode,
 		"allow", len(sb.Network.Allow), "deny", len(sb.Network.Deny))
 	if cur != nil {
 		if err := s.applyNetwork(ctx, sb, cur, old); err != nil {
@@ -90,7 +90,7 @@ func (s *Service) applyNetwork(ctx context.Context, sb *bay.Sandbox, cur *bay.Se
 			return nil
 		}
 		if !errors.Is(err, bay.ErrRestartRequired) && !bay.IsNotFound(err) {
-			s.log.Warn("network policy not applied in place; restarting the compute", "sandbox_id", sb.ID, "err", err)
+			s.log.WarnContext(ctx, "network policy not applied in place; restarting the compute", "sandbox_id", sb.ID, "err", err)
 		}
 	}
 	if old.EffectiveMode() == sb.Network.EffectiveMode() && old.EffectiveMode() != bay.NetworkAllowlist {

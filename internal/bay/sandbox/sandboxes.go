@@ -135,7 +135,7 @@ func (s *Service) createManaged(ctx context.Context, sb *bay.Sandbox, now time.T
 		}
 		return nil, bay.Classify(err, "Failed to create sandbox")
 	}
-	s.log.Info("sandbox created", "sandbox_id", sb.ID, "owner", sb.Owner, "profile", sb.ProfileID, "cargo_id", cargo.ID, "warm", sb.IsWarm)
+	s.log.InfoContext(ctx, "sandbox created", "sandbox_id", sb.ID, "owner", sb.Owner, "profile", sb.ProfileID, "cargo_id", cargo.ID, "warm", sb.IsWarm)
 	return resp, nil
 }
 
@@ -168,7 +168,7 @@ func (s *Service) createOnCargo(ctx context.Context, owner string, prof *bay.Pro
 	if err != nil {
 		return nil, bay.Classify(err, "Failed to create sandbox")
 	}
-	s.log.Info("sandbox created", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID, "cargo_id", cargoID)
+	s.log.InfoContext(ctx, "sandbox created", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID, "cargo_id", cargoID)
 	return resp, nil
 }
 
@@ -196,7 +196,7 @@ func (s *Service) claimWarm(ctx context.Context, owner string, prof *bay.Profile
 		}
 		return nil, nil, bay.Classify(err, "Failed to claim a warm sandbox")
 	}
-	s.log.Info("warm sandbox claimed", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID)
+	s.log.InfoContext(ctx, "warm sandbox claimed", "sandbox_id", sb.ID, "owner", owner, "profile", prof.ID)
 	return resp, sb, nil
 }
 
@@ -498,10 +498,10 @@ func (s *Service) deleteSandbox(ctx context.Context, id string, check func(*bay.
 	if !s.removeSandboxInstances(ctx, id, sessions) {
 		// A container that is still there keeps the volume in use: the engine refuses the
 		// volume removal below, and the cargo row stays for the orphan_cargo GC.
-		s.log.Warn("sandbox containers not all removed; its managed cargo may be left to the orphan_cargo GC", "sandbox_id", id)
+		s.log.WarnContext(ctx, "sandbox containers not all removed; its managed cargo may be left to the orphan_cargo GC", "sandbox_id", id)
 	}
 	s.deleteManagedCargo(ctx, sb)
-	s.log.Info("sandbox deleted", "sandbox_id", id, "reason", string(reason))
+	s.log.InfoContext(ctx, "sandbox deleted", "sandbox_id", id, "reason", string(reason))
 	return true, nil
 }
 
@@ -513,7 +513,7 @@ func (s *Service) deleteManagedCargo(ctx context.Context, sb *bay.Sandbox) {
 	c, err := s.store.GetCargo(dctx, sb.CargoID)
 	if err != nil {
 		if !bay.IsNotFound(err) {
-			s.log.Error("load cargo for deletion", "cargo_id", sb.CargoID, "err", err)
+			s.log.ErrorContext(ctx, "load cargo for deletion", "cargo_id", sb.CargoID, "err", err)
 		}
 		return
 	}
@@ -521,6 +521,6 @@ func (s *Service) deleteManagedCargo(ctx context.Context, sb *bay.Sandbox) {
 		return
 	}
 	if err := s.cargos.DeleteResources(dctx, c); err != nil {
-		s.log.Error("delete managed cargo; the row is kept for the orphan_cargo GC", "cargo_id", c.ID, "sandbox_id", sb.ID, "err", err)
+		s.log.ErrorContext(ctx, "delete managed cargo; the row is kept for the orphan_cargo GC", "cargo_id", c.ID, "sandbox_id", sb.ID, "err", err)
 	}
 }

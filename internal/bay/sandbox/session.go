@@ -187,7 +187,7 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 				if alive {
 					return cur, nil
 				}
-				s.log.Info("runtime container is gone, rebuilding the session", "sandbox_id", id, "session_id", cur.ID)
+				s.log.InfoContext(ctx, "runtime container is gone, rebuilding the session", "sandbox_id", id, "session_id", cur.ID)
 				if _, err := s.discardSession(ctx, id, cur, ReasonDead); err != nil {
 					return nil, err
 				}
@@ -199,7 +199,7 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 					// Another bay on this database is starting it.
 					return nil, bay.ErrNotReady("Session is starting", id, true)
 				}
-				s.log.Warn("discarding a stale starting session", "sandbox_id", id, "session_id", cur.ID, "instance", cur.InstanceID)
+				s.log.WarnContext(ctx, "discarding a stale starting session", "sandbox_id", id, "session_id", cur.ID, "instance", cur.InstanceID)
 				if _, err := s.discardSession(ctx, id, cur, bay.ReasonStaleStart); err != nil {
 					return nil, err
 				}
@@ -324,7 +324,7 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)
 		}
-		log.Error("create runtime instance failed", "err", err)
+		log.ErrorContext(ctx, "create runtime instance failed", "err", err)
 		if be := (*bay.Error)(nil); errors.As(err, &be) && be.Code == bay.CodeUnavailable {
 			// The platform (or the host firewall sandboxes need) is not available: its own
 			// safe message says why.
@@ -344,7 +344,7 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)
 		}
-		log.Warn("runtime failed to become ready", "containers", names, "err", err)
+		log.WarnContext(ctx, "runtime failed to become ready", "containers", names, "err", err)
 		msg := "Runtime failed to become ready"
 		if len(containers) > 1 {
 			msg = "Containers not ready: [" + strings.Join(names, ", ") + "]"
@@ -369,7 +369,7 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	sess.Containers, sess.ObservedState, sess.LastObservedAt = containers, bay.SessionRunning, &now
 	s.markProbed(sess.ID, now)
 	// The steps' durations say where a slow start spent its time.
-	log.Info("session ready", "instance", inst.Name, "containers", len(containers), "endpoint", sess.Primary().Endpoint, "startup_ms", time.Since(began).Milliseconds(),
+	log.InfoContext(ctx, "session ready", "instance", inst.Name, "containers", len(containers), "endpoint", sess.Primary().Endpoint, "startup_ms", time.Since(began).Milliseconds(),
 		"volume_ms", tVolume.Sub(began).Milliseconds(), "previous_instances_ms", tOthers.Sub(tVolume).Milliseconds(),
 		"instance_ms", tInstance.Sub(tOthers).Milliseconds(), "record_ms", tRecorded.Sub(tInstance).Milliseconds(),
 		"ready_ms", time.Since(tRecorded).Milliseconds())
@@ -383,7 +383,7 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 func (s *Service) destroyOtherInstances(ctx context.Context, sandboxID, keep string) {
 	list, err := s.driver.ListInstances(ctx, map[string]string{bay.LabelSandboxID: sandboxID})
 	if err != nil {
-		s.log.Warn("list the sandbox's instances before a start", "sandbox_id", sandboxID, "err", err)
+		s.log.WarnContext(ctx, "list the sandbox's instances before a start", "sandbox_id", sandboxID, "err", err)
 		return
 	}
 	for _, inst := range list {
@@ -392,7 +392,7 @@ func (s *Service) destroyOtherInstances(ctx context.Context, sandboxID, keep str
 		}
 		dctx, cancel := bay.Detached(ctx, s.cfg.StopTimeout)
 		if err := s.driver.DestroyInstance(dctx, inst.Name); err != nil {
-			s.log.Warn("destroy a previous instance before a start", "sandbox_id", sandboxID, "instance", inst.Name, "err", err)
+			s.log.WarnContext(ctx, "destroy a previous instance before a start", "sandbox_id", sandboxID, "instance", inst.Name, "err", err)
 		}
 		cancel()
 	}
@@ -526,7 +526,7 @@ func (s *Service) failSession(ctx context.Context, sess *bay.Session) (gone bool
 		return true
 	}
 	if err != nil {
-		s.log.Error("mark session failed", "session_id", sess.ID, "err", err)
+		s.log.ErrorContext(ctx, "mark session failed", "session_id", sess.ID, "err", err)
 	}
 	return false
 }
@@ -538,7 +538,7 @@ func (s *Service) destroyInstance(ctx context.Context, sess *bay.Session) {
 	dctx, cancel := bay.Detached(ctx, s.cfg.StopTimeout)
 	defer cancel()
 	if err := s.driver.DestroyInstance(dctx, bay.InstanceName(sess.ID)); err != nil {
-		s.log.Error("destroy instance", "session_id", sess.ID, "err", err)
+		s.log.ErrorContext(ctx, "destroy instance", "session_id", sess.ID, "err", err)
 	}
 }
 
@@ -634,7 +634,7 @@ func (s *Service) probe(ctx context.Context, sess *bay.Session) (bool, error) {
 		if bay.IsNotFound(err) {
 			return false, nil
 		}
-		s.log.Warn("liveness probe failed, trusting the database", "session_id", sess.ID, "err", err)
+		s.log.WarnContext(ctx, "liveness probe failed, trusting the database", "session_id", sess.ID, "err", err)
 		return true, nil
 	}
 	for _, want := range sess.Containers {
@@ -675,7 +675,7 @@ func (s *Service) WatchDeaths(ctx context.Context) error {
 			}
 		})
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("watching runtime deaths failed; watching again", "err", err)
+			s.log.WarnContext(ctx, "watching runtime deaths failed; watching again", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(5 * time.Second):
@@ -719,7 +719,7 @@ func (s *Service) discardSession(ctx context.Context, sandboxID string, sess *ba
 	if err != nil {
 		return false, bay.Classify(err, "Failed to discard session")
 	}
-	s.log.Info("session discarded", "sandbox_id", sandboxID, "session_id", sess.ID, "reason", string(reason))
+	s.log.InfoContext(ctx, "session discarded", "sandbox_id", sandboxID, "session_id", sess.ID, "reason", string(reason))
 	return existed, nil
 }
 
@@ -795,7 +795,7 @@ func (s *Service) destroySessions(ctx context.Context, sandboxID string, check f
 	s.cancelStart(sandboxID)
 	s.removeSandboxInstances(ctx, sandboxID, sessions)
 	if len(sessions) > 0 {
-		s.log.Info("sessions destroyed", "sandbox_id", sandboxID, "sessions", len(sessions), "reason", string(reason))
+		s.log.InfoContext(ctx, "sessions destroyed", "sandbox_id", sandboxID, "sessions", len(sessions), "reason", string(reason))
 	}
 	return true, nil
 }
@@ -817,7 +817,7 @@ func (s *Service) removeSandboxInstances(ctx context.Context, sandboxID string, 
 			names[i.Name] = true
 		}
 	} else {
-		s.log.Warn("list sandbox instances", "sandbox_id", sandboxID, "err", err)
+		s.log.WarnContext(ctx, "list sandbox instances", "sandbox_id", sandboxID, "err", err)
 		done = false
 	}
 	var failed atomic.Bool
@@ -826,7 +826,7 @@ func (s *Service) removeSandboxInstances(ctx context.Context, sandboxID string, 
 		wg.Go(func() {
 			if err := s.driver.DestroyInstance(dctx, name); err != nil {
 				failed.Store(true)
-				s.log.Error("destroy instance", "sandbox_id", sandboxID, "instance", name, "err", err)
+				s.log.ErrorContext(ctx, "destroy instance", "sandbox_id", sandboxID, "instance", name, "err", err)
 			}
 		})
 	}

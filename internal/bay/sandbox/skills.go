@@ -92,7 +92,7 @@ func (s *Service) addSkillMounts(ctx context.Context, sb *bay.Sandbox, prof *bay
 		c.Mounts = append(slices.Clip(c.Mounts), mounts...)
 	}
 	if len(mounted) > 0 {
-		s.log.Info("skills mounted", "sandbox_id", sb.ID, "skills", mounted)
+		s.log.InfoContext(ctx, "skills mounted", "sandbox_id", sb.ID, "skills", mounted)
 	}
 	return nil
 }

@@ -411,7 +411,7 @@ func PythonResult(r *shipapi.ExecPythonResponse) *bay.PythonResult {
 	return &bay.PythonResult{
 		Success: r.Success, Text: r.Output.Text, Stdout: r.Stdout, Stderr: r.Stderr, Images: r.Output.Images, Error: r.Error,
 		ExecutionCount: r.ExecutionCount, KernelRestarted: r.KernelRestarted, KernelNotice: r.KernelNotice,
-		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice,
+		OutputTruncated: r.TextTruncated, ImagesTruncated: r.ImagesTruncated, Notice: r.Notice, TimedOut: r.TimedOut,
 	}
 }
 

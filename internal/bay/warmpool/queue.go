@@ -107,7 +107,7 @@ func (p *Pool) warm(ctx context.Context, id string) {
 	cancel()
 	if err != nil {
 		if !bay.IsNotFound(err) {
-			p.log.Warn("warm-up: load sandbox", "sandbox_id", id, "err", err)
+			p.log.WarnContext(ctx, "warm-up: load sandbox", "sandbox_id", id, "err", err)
 		}
 		return
 	}
@@ -161,9 +161,9 @@ func (p *Pool) ready(ctx context.Context, sb *bay.Sandbox, pc ProfileConfig) {
 	switch {
 	case err != nil:
 		// The next maintenance pass sees it pending and warms it again (a no-op start).
-		p.log.Warn("warm-up: mark available", "sandbox_id", sb.ID, "err", err)
+		p.log.WarnContext(ctx, "warm-up: mark available", "sandbox_id", sb.ID, "err", err)
 	case made:
-		p.log.Info("warm sandbox available", "sandbox_id", sb.ID, "profile", sb.ProfileID)
+		p.log.InfoContext(ctx, "warm sandbox available", "sandbox_id", sb.ID, "profile", sb.ProfileID)
 	}
 }
 
@@ -186,18 +186,18 @@ func (p *Pool) failed(ctx context.Context, sb *bay.Sandbox, pc ProfileConfig, ca
 		return true
 	})
 	if err != nil {
-		p.log.Warn("warm-up: record failure", "sandbox_id", sb.ID, "err", err)
+		p.log.WarnContext(ctx, "warm-up: record failure", "sandbox_id", sb.ID, "err", err)
 		return
 	}
 	if attempts == 0 {
 		return // claimed, retired or deleted meanwhile
 	}
 	if attempts >= pc.MaxAttempts {
-		p.log.Warn("warm-up failed too often, replacing the warm sandbox", "sandbox_id", sb.ID,
+		p.log.WarnContext(ctx, "warm-up failed too often, replacing the warm sandbox", "sandbox_id", sb.ID,
 			"attempts", attempts, "err", cause)
 		p.reclaim(ctx, bay.Pin{SandboxID: sb.ID, Version: updated.Version, Reason: bay.ReasonWarmupFailed})
 		return
 	}
-	p.log.Info("warm-up failed, retrying", "sandbox_id", sb.ID, "attempts", attempts, "retry_in", next, "err", cause)
+	p.log.InfoContext(ctx, "warm-up failed, retrying", "sandbox_id", sb.ID, "attempts", attempts, "retry_in", next, "err", cause)
 	p.retryAt(sb.ID, next)
 }

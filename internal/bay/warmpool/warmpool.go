@@ -252,8 +252,8 @@ func (p *Pool) WarmPoolEnabled(profileID string) bool {
 
 // Claimed is told by the create path that sb was claimed (sandbox.WarmClaimer); the pool
 // refills soon, in the background. It never blocks.
-func (p *Pool) Claimed(_ context.Context, sb *bay.Sandbox) {
-	p.log.Debug("warm sandbox claimed", "sandbox_id", sb.ID, "profile", sb.ProfileID)
+func (p *Pool) Claimed(ctx context.Context, sb *bay.Sandbox) {
+	p.log.DebugContext(ctx, "warm sandbox claimed", "sandbox_id", sb.ID, "profile", sb.ProfileID)
 	select {
 	case p.refill <- struct{}{}:
 	default:
@@ -322,7 +322,7 @@ func (p *Pool) maintain(ctx context.Context, fill bool) {
 			return
 		}
 		if err := p.maintainProfile(ctx, p.profiles[id], fill); err != nil {
-			p.log.Warn("warm pool maintenance", "profile", id, "err", err)
+			p.log.WarnContext(ctx, "warm pool maintenance", "profile", id, "err", err)
 		}
 	}
 }
@@ -344,7 +344,7 @@ func (p *Pool) maintainProfile(ctx context.Context, pc ProfileConfig, fill bool)
 		return err
 	}
 	if !ok {
-		p.log.Debug("warm pool maintenance skipped", "profile", pc.ProfileID, "reason", errLeaseHeld)
+		p.log.DebugContext(ctx, "warm pool maintenance skipped", "profile", pc.ProfileID, "reason", errLeaseHeld)
 		return nil
 	}
 	defer lease.Release(ctx, p.store, leaseName, p.cfg.InstanceID, p.cfg.CallTimeout, p.log)
@@ -374,7 +374,7 @@ func (p *Pool) maintainProfile(ctx context.Context, pc ProfileConfig, fill bool)
 				continue
 			}
 			if !p.alive(mctx, sb) {
-				p.log.Info("warm sandbox's runtime is gone, warming it again", "sandbox_id", sb.ID)
+				p.log.InfoContext(ctx, "warm sandbox's runtime is gone, warming it again", "sandbox_id", sb.ID)
 				if r, ok := p.setState(mctx, sb, bay.WarmAvailable, bay.WarmPending); ok {
 					pending = append(pending, r)
 					p.Enqueue(r.ID)
@@ -396,10 +396,10 @@ func (p *Pool) maintainProfile(ctx context.Context, pc ProfileConfig, fill bool)
 			sb, err := p.lc.CreateWarmSandbox(cctx, pc.ProfileID, p.cfg.InstanceID)
 			ccancel()
 			if err != nil {
-				p.log.Warn("create warm sandbox", "profile", pc.ProfileID, "err", err)
+				p.log.WarnContext(ctx, "create warm sandbox", "profile", pc.ProfileID, "err", err)
 				break
 			}
-			p.log.Info("warm sandbox created", "sandbox_id", sb.ID, "profile", pc.ProfileID)
+			p.log.InfoContext(ctx, "warm sandbox created", "sandbox_id", sb.ID, "profile", pc.ProfileID)
 			p.Enqueue(sb.ID)
 		}
 		// The pool shrank: retire the oldest available surplus.
@@ -446,7 +446,7 @@ func (p *Pool) requeue(ctx context.Context, sb *bay.Sandbox, now time.Time) {
 		if err != nil || !adopted {
 			return
 		}
-		p.log.Info("adopted a warming sandbox of another bay", "sandbox_id", sb.ID, "from", sb.WarmInstanceID)
+		p.log.InfoContext(ctx, "adopted a warming sandbox of another bay", "sandbox_id", sb.ID, "from", sb.WarmInstanceID)
 	}
 	p.Enqueue(sb.ID)
 }
@@ -495,7 +495,7 @@ func (p *Pool) setState(ctx context.Context, sb *bay.Sandbox, from, to string) (
 		return true
 	})
 	if err != nil {
-		p.log.Warn("update warm state", "sandbox_id", sb.ID, "from", from, "to", to, "err", err)
+		p.log.WarnContext(ctx, "update warm state", "sandbox_id", sb.ID, "from", from, "to", to, "err", err)
 		return nil, false
 	}
 	return out, out != nil
@@ -527,9 +527,9 @@ func (p *Pool) reclaim(ctx context.Context, pin bay.Pin) {
 	done, err := p.lc.ReclaimSandbox(cctx, pin)
 	switch {
 	case err != nil:
-		p.log.Warn("delete warm sandbox", "sandbox_id", pin.SandboxID, "reason", pin.Reason, "err", err)
+		p.log.WarnContext(ctx, "delete warm sandbox", "sandbox_id", pin.SandboxID, "reason", pin.Reason, "err", err)
 	case done:
-		p.log.Info("warm sandbox deleted", "sandbox_id", pin.SandboxID, "reason", pin.Reason)
+		p.log.InfoContext(ctx, "warm sandbox deleted", "sandbox_id", pin.SandboxID, "reason", pin.Reason)
 	}
 }
 
@@ -540,7 +540,7 @@ func (p *Pool) cleanup(ctx context.Context) {
 	warm := true
 	list, err := p.store.ListSandboxes(dctx, bay.SandboxQuery{Warm: &warm})
 	if err != nil {
-		p.log.Warn("shutdown cleanup: list warm sandboxes", "err", err)
+		p.log.WarnContext(ctx, "shutdown cleanup: list warm sandboxes", "err", err)
 		return
 	}
 	for _, sb := range list {

@@ -8,7 +8,8 @@
 // that parses as {"type":"resize","cols":C,"rows":R}, which resizes it.
 // When the socket closes, every process of the terminal's session is killed
 // (bash puts each job in its own process group, so killing one group is not
-// enough).
+// enough). When the shell exits by itself, ship closes the socket normally
+// with the reason "exit N" (shipapi.TerminalExitReason): its exit status.
 package pty
 
 import (
@@ -87,23 +88,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 
-	// PTY -> socket.
+	// PTY -> socket. The PTY ends (EIO) when the shell and every process holding it are gone.
+	// Then the socket is closed normally with the shell's exit status, which also ends the
+	// read loop below (the close handshake; cancelling its context would drop the socket
+	// without a close frame).
 	outDone := make(chan struct{})
 	go func() {
 		defer close(outDone)
-		defer cancel()
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := ptmx.Read(buf)
 			if n > 0 {
 				if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
+					cancel()
 					return
 				}
 			}
 			if err != nil {
-				return // EIO once the shell side is gone
+				break // EIO once the shell side is gone
 			}
 		}
+		select {
+		case <-exited:
+			conn.Close(websocket.StatusNormalClosure, shipapi.TerminalExitReason+strconv.Itoa(exitStatus(cmd.ProcessState)))
+		case <-time.After(time.Second):
+			conn.Close(websocket.StatusNormalClosure, "")
+		case <-ctx.Done():
+		}
+		cancel()
 	}()
 
 	// Socket -> PTY.
@@ -128,7 +140,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		log.Warn("terminal shell not reaped", "pid", sid)
 	}
 	<-outDone
-	conn.Close(websocket.StatusNormalClosure, "")
+	conn.Close(websocket.StatusNormalClosure, "") // a no-op when the shell's exit closed it
 	log.Info("terminal closed", "pid", sid)
 }
 
@@ -215,4 +227,13 @@ func SessionPIDs(sid int) []int {
 		}
 	})
 	return out
+}
+
+// exitStatus is a finished shell's status as bash reports one: its exit code, or 128+N when
+// signal N ended it.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }

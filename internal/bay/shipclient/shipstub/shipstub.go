@@ -269,6 +269,11 @@ func (s *Stub) terminal(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
+		if n, ok := strings.CutPrefix(string(b), "exit "); ok {
+			// Like ship when the shell exits: a normal closure naming its status.
+			c.Close(websocket.StatusNormalClosure, shipapi.TerminalExitReason+strings.TrimSpace(n))
+			return
+		}
 		if err := c.Write(r.Context(), typ, append([]byte(prefix), b...)); err != nil {
 			return
 		}
