@@ -346,9 +346,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// and gateway of this process know them again (a restart of bay): before serving.
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	if n, err := svc.RestoreNetworks(rctx); err != nil {
-		log.Warn("restoring the network policies of running sandboxes", "restored", n, "err", err)
+		log.WarnContext(ctx, "restoring the network policies of running sandboxes", "restored", n, "err", err)
 	} else if n > 0 {
-		log.Info("network policies of running sandboxes restored", "sandboxes", n)
+		log.InfoContext(ctx, "network policies of running sandboxes restored", "sandboxes", n)
 	}
 	rcancel()
 

@@ -271,7 +271,7 @@ func (a *Authenticator) Run(ctx context.Context) error {
 		}
 		a.flushUses(ctx)
 		if err := a.Reload(ctx); err != nil && ctx.Err() == nil {
-			a.log.Warn("refresh api keys", "err", err)
+			a.log.WarnContext(ctx, "refresh api keys", "err", err)
 		}
 	}
 }
@@ -318,7 +318,7 @@ func (a *Authenticator) flushUses(ctx context.Context) {
 	defer a.useMu.Unlock()
 	if err != nil {
 		if !errors.Is(err, context.Canceled) {
-			a.log.Warn("write api key last use", "err", err)
+			a.log.WarnContext(ctx, "write api key last use", "err", err)
 		}
 		for id, at := range pending {
 			if _, newer := a.pending[id]; !newer {

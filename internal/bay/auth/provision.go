@@ -106,7 +106,7 @@ func Provision(ctx context.Context, store bay.Store, cfg *config.Config, env []s
 		for _, k := range keys {
 			if s, ok := byHash[k.hash]; ok {
 				if !s.Active {
-					log.Error("configured api key was revoked through the admin API and stays revoked; remove it from the configuration",
+					log.ErrorContext(ctx, "configured api key was revoked through the admin API and stays revoked; remove it from the configuration",
 						"source", k.source, "key_id", s.ID)
 					continue
 				}

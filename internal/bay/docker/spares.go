@@ -92,7 +92,7 @@ func (s *spares) take(ctx context.Context, img, mnt string, size int64) (taken, 
 			return false, false // the cargo's file exists: the create says so
 		}
 		if err != nil {
-			s.d.log.Warn("take a spare cargo file", "file", src, "err", err)
+			s.d.log.WarnContext(ctx, "take a spare cargo file", "file", src, "err", err)
 			return false, false
 		}
 		s.mu.Lock()
@@ -122,10 +122,10 @@ func (s *spares) moveMount(ctx context.Context, from, to string) bool {
 	s.noMove = true
 	s.mu.Unlock()
 	if first {
-		s.d.log.Info("spare cargo files are formatted but not mounted ahead: the kernel refuses to move their mounts here", "dir", s.dir(), "err", err)
+		s.d.log.InfoContext(ctx, "spare cargo files are formatted but not mounted ahead: the kernel refuses to move their mounts here", "dir", s.dir(), "err", err)
 	}
 	if out, err := exec.CommandContext(ctx, "umount", from).CombinedOutput(); err != nil {
-		s.d.log.Warn("unmount a spare cargo file", "dir", from, "err", err, "output", strings.TrimSpace(string(out)))
+		s.d.log.WarnContext(ctx, "unmount a spare cargo file", "dir", from, "err", err, "output", strings.TrimSpace(string(out)))
 	}
 	return false
 }

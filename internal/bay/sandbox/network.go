@@ -146,7 +146,7 @@ func (s *Service) KeepNetworksRestored(ctx context.Context) error {
 		case <-t.C:
 		}
 		if n, err := s.RestoreNetworks(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("restoring the network policies of running sandboxes", "restored", n, "err", err)
+			s.log.WarnContext(ctx, "restoring the network policies of running sandboxes", "restored", n, "err", err)
 		}
 	}
 }
