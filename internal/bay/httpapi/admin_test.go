@@ -76,6 +76,7 @@ func TestKeyAdminAPI(t *testing.T) {
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/v1/admin/keys"}, {"POST", "/v1/admin/keys"}, {"DELETE", "/v1/admin/keys/x"},
 		{"GET", "/v1/admin/owners"}, {"GET", "/v1/admin/warmpool"},
+		{"POST", "/v1/admin/gc/run"}, {"GET", "/v1/admin/gc/status"},
 	} {
 		code, b, _ := do(c.method, c.path, "alice-key", map[string]string{"owner": "bob", "name": "x"})
 		if code != 403 || errCode(b) != bayapi.CodeForbidden {

@@ -738,6 +738,9 @@ func (s *Server) deleteCargo(w http.ResponseWriter, r *http.Request) {
 var errGCUnavailable = errors.New("gc unavailable")
 
 func (s *Server) gcRun(w http.ResponseWriter, r *http.Request) {
+	if !s.requireAdmin(w, r, "GC is run and read with an admin API key") {
+		return
+	}
 	if s.opts.GC == nil {
 		s.fail(w, r, bay.Errorf(bay.CodeUnavailable, "GC scheduler is not available").WithCause(errGCUnavailable))
 		return
@@ -746,6 +749,9 @@ func (s *Server) gcRun(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) gcStatus(w http.ResponseWriter, r *http.Request) {
+	if !s.requireAdmin(w, r, "GC is run and read with an admin API key") {
+		return
+	}
 	if s.opts.GC == nil {
 		s.fail(w, r, bay.Errorf(bay.CodeUnavailable, "GC scheduler is not available").WithCause(errGCUnavailable))
 		return

@@ -148,8 +148,8 @@ func (s *Server) routeTable() []route {
 			doc: opDoc{id: "deleteCargo", summary: "Delete a cargo", tag: "cargos", status: 204}},
 
 		{method: "POST", pattern: bayapi.PathGCRun, auth: true, handler: s.gcRun,
-			doc: opDoc{id: "gcRun", summary: "Run one GC cycle now", tag: "admin", request: bayapi.GCRunRequest{}, optionalReq: true, status: 200, response: bayapi.GCRunResponse{}}},
+			doc: opDoc{id: "gcRun", summary: "Run one GC cycle now (admin)", tag: "admin", request: bayapi.GCRunRequest{}, optionalReq: true, status: 200, response: bayapi.GCRunResponse{}}},
 		{method: "GET", pattern: bayapi.PathGCStatus, auth: true, handler: s.gcStatus,
-			doc: opDoc{id: "gcStatus", summary: "GC status", tag: "admin", status: 200, response: bayapi.GCStatusResponse{}}},
+			doc: opDoc{id: "gcStatus", summary: "GC status (admin)", tag: "admin", status: 200, response: bayapi.GCStatusResponse{}}},
 	}, s.skillLifeRoutes()...)
 }
