@@ -8,6 +8,9 @@ LDVERSION := -X github.com/shipyard-dev/shipyard/internal/version.Version=$(VERS
 BIN := bin
 # Test timeout: the whole suite must end well inside CI's 90 minutes on 2 cores.
 TEST_TIMEOUT ?= 45m
+# K8S_TEST_PKGS: the packages `make test` and `make test-k8s` run with the build tag k8s
+# against the test cluster (scripts/k8s/test.sh starts it and stops it after).
+K8S_TEST_PKGS ?= ./internal/bay/k8s/...
 BENCH_OUT ?= bench-results
 
 .PHONY: test-k8s k8s-build k8s-up k8s-up-tier1 k8s-down all build run test chaos bench bench-quick lint host-deps image image-base image-gull images clean leftovers
@@ -43,18 +46,23 @@ run: image
 	BAY_SKILLS__SEED_DIR=$(CURDIR)/skills $(BIN)/bay serve
 
 ## test: lint, unit tests, tests against the real Docker engine, a real kernel, a real
-## SQLite file and PostgreSQL, and the end-to-end scenarios; then check that nothing was left
-## behind. (The Kubernetes driver's tests run with test-k8s; not yet part of test.)
+## SQLite file and PostgreSQL, and the end-to-end scenarios; then the Kubernetes tests
+## (K8S_TEST_PKGS) against a real single-node cluster started for them and stopped after; then
+## check that nothing was left behind. Every part runs even when an earlier one failed; the
+## status is the first failure's.
 test: lint images
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
-	@scripts/check-leftovers.sh
+	@status=0; \
+	  $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./... || status=$$?; \
+	  GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/k8s/test.sh $(K8S_TEST_PKGS) || { s=$$?; [ $$status = 0 ] && status=$$s; }; \
+	  scripts/check-leftovers.sh || { s=$$?; [ $$status = 0 ] && status=$$s; }; \
+	  exit $$status
 
-## test-k8s: the Kubernetes driver against a real single-node cluster started here (scripts/k8s;
-## the first run builds the kube binaries from source, about 800 CPU-seconds, then cached) and
-## stopped after.
-test-k8s: images k8s-up
-	@status=0; $(GO) test -tags k8s -count=1 -timeout $(TEST_TIMEOUT) ./internal/bay/k8s/... || status=$$?; \
-	  scripts/k8s/down.sh; exit $$status
+## test-k8s: the Kubernetes tests alone (K8S_TEST_PKGS) against the test cluster (scripts/k8s;
+## the first run builds the kube binaries from source, about 800 CPU-seconds, then cached),
+## started and stopped by scripts/k8s/test.sh; then the leftover check.
+test-k8s: images host-deps
+	@GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/k8s/test.sh $(K8S_TEST_PKGS)
+	@scripts/check-leftovers.sh
 
 ## chaos: the long reliability suite (chaos/): hostile input, cross-tenant calls, abuse from
 ## inside a sandbox, killed and frozen processes, 60 s of load against a real bay; `make test`

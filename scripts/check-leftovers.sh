@@ -25,5 +25,17 @@ if [ -d "$cargos" ]; then
     left=1
   fi
 fi
+# The Kubernetes test cluster (scripts/k8s/test.sh stops it after the tests): no state, no
+# process it recorded, no bridge, no cgroup of its own.
+. "$(dirname "$0")/k8s/env.sh"
+k8s=""
+[ -d "$K8S_STATE" ] && k8s+=" $K8S_STATE"
+[ -d "$K8S_RUN" ] && k8s+=" $K8S_RUN"
+ip link show "$K8S_BRIDGE" >/dev/null 2>&1 && k8s+=" bridge $K8S_BRIDGE"
+for h in /sys/fs/cgroup/*/shipyard-k8s /sys/fs/cgroup/shipyard-k8s; do [ -d "$h" ] && k8s+=" $h"; done
+if [ -n "$k8s" ]; then
+  echo "the Kubernetes test cluster is left behind:$k8s (make k8s-down)" >&2
+  left=1
+fi
 if [ $left = 1 ]; then exit 1; fi
-echo "no leftover containers, volumes, networks or cargo files"
+echo "no leftover containers, volumes, networks, cargo files or test cluster"

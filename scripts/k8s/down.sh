@@ -31,12 +31,22 @@ done
 for f in "$K8S_RUN"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
   [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
 done
-sleep 0.2
 ip link del "$K8S_BRIDGE" 2>/dev/null
-for h in /sys/fs/cgroup/*/shipyard-k8s; do
-  [ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} + 2>/dev/null
+# The last killed processes take a moment to leave their cgroups and the node's mount namespace
+# (until then its mounts keep their mount points busy): retry for up to 10 s.
+for _ in $(seq 1 50); do
+  sleep 0.2
+  for h in /sys/fs/cgroup/*/shipyard-k8s; do
+    [ -d "$h" ] && find "$h" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
+  # Mounts under the state directory made outside the node's namespace (the volumes' shared
+  # mount and the volume files on it).
+  grep -o " $S[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
+  rm -rf "$S" "$K8S_RUN" 2>/dev/null
+  left=0
+  for h in /sys/fs/cgroup/*/shipyard-k8s; do [ -d "$h" ] && left=1; done
+  [ -e "$S" ] || [ -e "$K8S_RUN" ] && left=1
+  [ "$left" = 0 ] && break
 done
-# Mounts under the state directory made outside the node's namespace (none expected).
-grep -o " $S[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null; done
-rm -rf "$S" "$K8S_RUN"
+[ "$left" = 0 ] || echo "k8s-down: $S or the cgroups shipyard-k8s could not be removed" >&2
 echo "k8s-down: done" >&2

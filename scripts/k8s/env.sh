@@ -27,3 +27,9 @@ K8S_PAUSE_IMAGE="shipyard.local/k8s-pause:1"
 # K8S_STORAGE_CLASS: the test node's storage class, served by scripts/k8s/localpv.
 K8S_STORAGE_CLASS="shipyard-local"
 K8S_PV_ROOT="$K8S_STATE/volumes"
+# K8S_LOOPBACK_CLASS: the RuntimeClass whose Pods get loopback only (containerd handler
+# "loopback"; driver.k8s.no_network_runtime_class of the tests).
+K8S_LOOPBACK_CLASS="shipyard-loopback"
+# K8S_SECCOMP_USERNS: the user-namespace seccomp profile under the kubelet's seccomp root
+# (driver.k8s.seccomp_userns_profile's default).
+K8S_SECCOMP_USERNS="shipyard/userns.json"

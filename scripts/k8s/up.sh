@@ -111,7 +111,8 @@ start kube-apiserver "$bindir/kube-apiserver" \
   --kubelet-preferred-address-types=InternalIP \
   --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$pki/sa.pub" \
   --service-account-signing-key-file="$pki/sa.key" \
-  --authorization-mode=Node,RBAC --anonymous-auth=false --allow-privileged=false --profiling=false
+  --authorization-mode=Node,RBAC --anonymous-auth=false --allow-privileged=false --profiling=false \
+  --feature-gates=PodLogsQuerySplitStreams=true
 "$tool" ready -kubeconfig "$K8S_KUBECONFIG" -timeout 120s || died kube-apiserver
 say "API server ready after $(elapsed) s"
 
@@ -120,7 +121,15 @@ start kube-controller-manager "$bindir/kube-controller-manager" \
   --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
   --use-service-account-credentials=false --cluster-name=shipyard --profiling=false
 start kube-scheduler "$bindir/kube-scheduler" --kubeconfig="$K8S_KUBECONFIG" --leader-elect=false --profiling=false
-"$tool" setup -kubeconfig "$K8S_KUBECONFIG" -class "$K8S_STORAGE_CLASS"
+"$tool" setup -kubeconfig "$K8S_KUBECONFIG" -class "$K8S_STORAGE_CLASS" -loopback-class "$K8S_LOOPBACK_CLASS"
+# The volumes' directory is a shared mount of its own: the volume files localpv mounts on it
+# here propagate into the node's mount namespace (a slave of this one), whatever the
+# propagation of the host's own mounts. down.sh unmounts it with the state.
+mkdir -p "$K8S_PV_ROOT"
+if ! grep -q " $K8S_PV_ROOT " /proc/self/mountinfo; then
+  mount --bind "$K8S_PV_ROOT" "$K8S_PV_ROOT"
+  mount --make-shared "$K8S_PV_ROOT"
+fi
 start localpv "$tool" localpv -kubeconfig "$K8S_KUBECONFIG" -class "$K8S_STORAGE_CLASS" -root "$K8S_PV_ROOT"
 sleep 0.3
 for p in kube-controller-manager kube-scheduler localpv; do alive "$p" || died "$p"; done
@@ -140,7 +149,19 @@ for h in /sys/fs/cgroup/*/; do
     cat "$h/cpuset.mems" >"$h/shipyard-k8s/cpuset.mems"
   fi
 done
-mkdir -p "$S/cni/net.d" "$S/cni/data" "$S/kubelet" "$S/pod-logs" "$S/sysctl" "$K8S_PV_ROOT"
+mkdir -p "$S/cni/net.d" "$S/cni/loopback.d" "$S/cni/data" "$S/cni/bin" "$S/kubelet/seccomp/shipyard" "$S/pod-logs" "$S/sysctl" "$K8S_PV_ROOT"
+# The CNI plugins: Debian's, and the loopback-only one of the runtime handler "loopback"
+# (scripts/k8s/cni-loopback) whose Pods get no interface but lo.
+for p in /usr/lib/cni/*; do ln -sf "$p" "$S/cni/bin/"; done
+if [ ! -x "$S/cni/bin/shipyard-loopback" ]; then
+  (cd "$repo" && CGO_ENABLED=0 go build -o "$S/cni/bin/shipyard-loopback" ./scripts/k8s/cni-loopback)
+fi
+cat >"$S/cni/loopback.d/10-loopback.conflist" <<CNI
+{"cniVersion": "1.0.0", "name": "shipyard-loopback", "plugins": [{"type": "shipyard-loopback"}]}
+CNI
+# The Localhost seccomp profile of the user-namespace opt-in (driver.k8s.seccomp_userns_profile
+# is relative to the kubelet's seccomp root, <root-dir>/seccomp).
+"$tool" seccomp -out "$S/kubelet/seccomp/$K8S_SECCOMP_USERNS"
 cat >"$S/cni/net.d/10-shipyard.conflist" <<CNI
 {
   "cniVersion": "1.0.0",
@@ -168,8 +189,13 @@ state = "$K8S_RUN/containerd"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+    # RuntimeClass shipyard-loopback: runc, with a CNI configuration that attaches nothing.
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.loopback]
+      runtime_type = "io.containerd.runc.v2"
+      cni_conf_dir = "$S/cni/loopback.d"
+      cni_max_conf_num = 1
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
+    bin_dir = "$S/cni/bin"
     conf_dir = "$S/cni/net.d"
 TOML
 cat >"$S/kubelet.yaml" <<YAML
@@ -190,6 +216,11 @@ readOnlyPort: 0
 healthzPort: 0
 failSwapOn: false
 podPidsLimit: 256
+# One-shots' output is read back from these logs (WaitInstance): 64 MiB a container, and the
+# stdout and stderr of a container returned apart (the API's log "stream" option).
+containerLogMaxSize: 64Mi
+containerLogMaxFiles: 2
+featureGates: {PodLogsQuerySplitStreams: true}
 podLogsDir: $S/pod-logs
 volumePluginDir: $S/kubelet/volume-plugins
 imageGCHighThresholdPercent: 100

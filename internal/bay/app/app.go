@@ -508,6 +508,15 @@ func k8sDriver(ctx context.Context, cfg *config.Config, log *slog.Logger) (*k8s.
 	kc.NetworkPolicy, kc.BayCIDRs, kc.BayPodLabels, kc.BayNamespace = c.NetworkPolicy, c.BayCIDRs, c.BayPodLabels, c.BayNamespace
 	kc.AllowDNS, kc.RequestRatio, kc.ConnectMode = c.AllowDNS, c.RequestRatio, k8s.ConnectMode(c.ConnectMode)
 	kc.ImagePullPolicy = k8s.PullPolicy(cfg.Driver.ImagePullPolicy)
+	kc.SeccompUserNamespacesProfile, kc.NoNetworkRuntimeClass = c.SeccompUsernsProfile, c.NoNetworkRuntimeClass
+	kc.StorageEnforcesSize = c.StorageEnforcesSize
+	// The ranges the host firewall keeps sandboxes from on Docker become the NetworkPolicies'
+	// exceptions here.
+	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)
+	if err != nil {
+		return nil, fmt.Errorf("k8s driver: security.blocked_hosts: %w", err)
+	}
+	kc.BlockedRanges = blocked
 	d, err := k8s.New(kc, log)
 	if err != nil {
 		return nil, fmt.Errorf("k8s driver: %w", err)

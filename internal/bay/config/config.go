@@ -126,6 +126,12 @@ type K8sConfig struct {
 	AllowDNS         bool                `yaml:"allow_dns"`
 	RequestRatio     float64             `yaml:"request_ratio"`
 	ConnectMode      string              `yaml:"connect_mode"` // pod_ip | proxy
+	// SeccompUsernsProfile is the Localhost seccomp profile of the user-namespace opt-in,
+	// relative to the kubelet's seccomp root; NoNetworkRuntimeClass the RuntimeClass of
+	// one-shots in network mode none ("" = the Pod network under a deny-all policy).
+	SeccompUsernsProfile  string `yaml:"seccomp_userns_profile"`
+	NoNetworkRuntimeClass string `yaml:"no_network_runtime_class"`
+	StorageEnforcesSize   bool   `yaml:"storage_enforces_size"`
 }
 
 // CargoConfig configures workspace volumes.
@@ -457,6 +463,8 @@ func DefaultConfig() *Config {
 				AllowDNS:           true,
 				RequestRatio:       0.25,
 				ConnectMode:        "pod_ip",
+				// As internal/bay/k8s.DefaultSeccompUserNamespacesProfile (scripts/k8s installs it).
+				SeccompUsernsProfile: "shipyard/userns.json",
 			},
 		},
 		Skills: SkillsConfig{MaxArchiveBytes: 32 << 20, MaxUnpackedBytes: 64 << 20, MaxFiles: 2000},

@@ -21,5 +21,9 @@ func (d *Driver) PodFor(spec bay.InstanceSpec) (*corev1.Pod, *networkingv1.Netwo
 	if err != nil {
 		return nil, nil, err
 	}
-	return pod, d.networkPolicy(spec, meta, map[string]string{d.labels.key(bay.LabelInstance): hashValue(spec.Name)}), nil
+	np, err := d.networkPolicy(spec, meta, map[string]string{d.labels.key(bay.LabelInstance): hashValue(spec.Name)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return pod, np, nil
 }

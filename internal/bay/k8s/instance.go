@@ -57,13 +57,18 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		d.deleteObjects(dctx, spec.Name, made, 0)
 	}()
 
+	// The policy is rendered first: one this driver cannot enforce is refused before anything
+	// is made.
+	np, err := d.networkPolicy(spec, meta, map[string]string{d.labels.key(bay.LabelInstance): hashValue(spec.Name)})
+	if err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: network policy: %w", spec.Name, err)
+	}
 	secrets := d.cs.CoreV1().Secrets(d.cfg.Namespace)
 	if _, err := secrets.Create(ctx, d.instanceSecret(spec, meta), metav1.CreateOptions{}); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: secret: %w", spec.Name, classify(err))
 	}
 	made = append(made, "secret")
 	if d.cfg.NetworkPolicy {
-		np := d.networkPolicy(spec, meta, map[string]string{d.labels.key(bay.LabelInstance): hashValue(spec.Name)})
 		if _, err := d.cs.NetworkingV1().NetworkPolicies(d.cfg.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
 			return bay.Instance{}, fmt.Errorf("create instance %s: network policy: %w", spec.Name, classify(err))
 		}
@@ -81,7 +86,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		return bay.Instance{}, fmt.Errorf("create instance %s: pod: %w", spec.Name, classify(err))
 	}
 	made = append(made, "pod")
-	running, err := d.waitRunning(ctx, created)
+	running, err := d.waitRunning(ctx, created, isOneShot(spec))
 	if err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
@@ -90,16 +95,17 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 }
 
 // waitRunning watches the Pod until every container runs (and the Pod has an address), then
-// returns it. A container that cannot start (its image missing or not pullable, its
-// configuration refused) or that ended fails at once with the cause; an unschedulable Pod is
-// waited for (a claim may still bind) and its cause reported at the timeout.
-func (d *Driver) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+// returns it; a one-shot's container may also have ended already. A container that cannot
+// start (its image missing or not pullable, its configuration refused) or that ended fails at
+// once with the cause; an unschedulable Pod is waited for (a claim may still bind) and its
+// cause reported at the timeout.
+func (d *Driver) waitRunning(ctx context.Context, pod *corev1.Pod, oneShot bool) (*corev1.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.PodStartupTimeout)
 	defer cancel()
 	cause := "not scheduled yet"
 	rv := pod.ResourceVersion
 	for {
-		done, why, err := startState(pod)
+		done, why, err := startState(pod, oneShot)
 		if done || err != nil {
 			return pod, err
 		}
@@ -124,7 +130,7 @@ func (d *Driver) waitRunning(ctx context.Context, pod *corev1.Pod) (*corev1.Pod,
 				continue
 			}
 			pod, rv = p, p.ResourceVersion
-			done, why, err := startState(pod)
+			done, why, err := startState(pod, oneShot)
 			if done || err != nil {
 				w.Stop()
 				return pod, err
@@ -157,10 +163,18 @@ func (d *Driver) startTimeout(ctx context.Context, err error, cause string) erro
 var imageErrors = []string{"ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ImageInspectError"}
 
 // startState says whether every container of the Pod runs (done), else why not: err for a
-// cause that will not pass, why for one that may.
-func startState(p *corev1.Pod) (done bool, why string, err error) {
+// cause that will not pass, why for one that may. A one-shot is done once its container
+// started, whether it still runs or has ended (its exit is WaitInstance's to report).
+func startState(p *corev1.Pod, oneShot bool) (done bool, why string, err error) {
 	if p.DeletionTimestamp != nil {
 		return false, "", errors.New("pod is being deleted")
+	}
+	if oneShot {
+		for _, s := range p.Status.ContainerStatuses {
+			if s.State.Running != nil || (s.State.Terminated != nil && s.State.Terminated.Reason != "StartError" && s.State.Terminated.Reason != "ContainerCannotRun") {
+				return true, "", nil
+			}
+		}
 	}
 	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
 		return false, "", fmt.Errorf("pod %s: %s %s", strings.ToLower(string(p.Status.Phase)), p.Status.Reason, p.Status.Message)

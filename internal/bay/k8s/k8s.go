@@ -5,17 +5,18 @@
 // they reach each other on localhost, and by container name through host aliases), a Secret
 // holding the containers' environment (the runtime token among it never appears in the Pod's
 // spec) and, unless switched off, a NetworkPolicy of its own. A cargo volume is a
-// PersistentVolumeClaim (ReadWriteOnce). Every object carries the spec's labels, encoded for
-// Kubernetes' label syntax (labels.go), so that the orphan GC and ListInstances find them by
-// label as on Docker.
+// PersistentVolumeClaim (ReadWriteOnce). A one-shot (an audited execution) is a Pod of its one
+// container, whose output WaitInstance reads back from the kubelet's log (wait.go). Every
+// object carries the spec's labels, encoded for Kubernetes' label syntax (labels.go), so that
+// the orphan GC and ListInstances find them by label as on Docker.
 //
 // What it guarantees, like the Docker driver: every container runs with all capabilities
 // dropped but the ones an image's runtime needs (RuntimeCaps, the rule the Docker driver reads
 // from the image's label), allowPrivilegeEscalation false (no-new-privileges), seccomp
-// RuntimeDefault, never privileged, as the spec's non-root user (default 1000:1000, runAsNonRoot)
-// unless the runtime separates privileges itself; the Pod never restarts a container (a died
-// runtime is a dead instance, as on Docker); images are never pulled unless the pull policy
-// says so. What Kubernetes cannot express per Pod is said where it applies: the pids limit is
+// RuntimeDefault (or, opted in, the node's user-namespace profile), never privileged, as the
+// spec's non-root user (default 1000:1000, runAsNonRoot) unless the runtime separates
+// privileges itself; the Pod never restarts a container (a died runtime is a dead instance, as
+// on Docker); images are never pulled unless the pull policy says so. What Kubernetes cannot express per Pod is said where it applies: the pids limit is
 // the kubelet's podPidsLimit, the same for every Pod of a node.
 package k8s
 
@@ -25,6 +26,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +51,9 @@ const (
 	DefaultPodStartupTimeout = 60 * time.Second
 	DefaultLabelPrefix       = "bay"
 	DefaultUser              = "1000:1000"
+	// DefaultSeccompUserNamespacesProfile is where scripts/k8s installs the user-namespace
+	// profile under the kubelet's seccomp root.
+	DefaultSeccompUserNamespacesProfile = "shipyard/userns.json"
 	// RemoveTimeout bounds a removal when its ctx has no deadline of its own.
 	RemoveTimeout = 60 * time.Second
 	// stopGrace is the Pod's termination grace period: gull closes Chromium on SIGTERM so that
@@ -68,6 +74,10 @@ type Config struct {
 	// DefaultStorageSize is a cargo claim's size when its labels carry no size (a quantity:
 	// "1Gi").
 	DefaultStorageSize string
+	// StorageEnforcesSize says that StorageClass bounds a volume by its claim's size (block
+	// CSI drivers do; hostPath-like provisioners do not): volumes then report the claim's
+	// capacity as their bound, else none (the port's rule for a bound that is not enforced).
+	StorageEnforcesSize bool
 	// ImagePullSecrets are the names of Secrets in Namespace the Pods pull with.
 	ImagePullSecrets []string
 	// ImagePullPolicy: Always, IfNotPresent (default) or Never.
@@ -106,6 +116,21 @@ type Config struct {
 	// RequestRatio is the share of a container's CPU and memory limits it requests (what the
 	// scheduler reserves); 0 < r <= 1, default 0.25.
 	RequestRatio float64
+	// BlockedRanges are closed to every sandbox's egress (security.blocked_hosts), as
+	// exceptions of the NetworkPolicy's address blocks; nil = the private, shared, loopback and
+	// link-local ranges.
+	BlockedRanges []netip.Prefix
+	// SeccompUserNamespacesProfile is the Localhost seccomp profile, relative to the kubelet's
+	// seccomp root (<kubelet root>/seccomp), of a container that opts into
+	// bay.SeccompUserNamespaces: the runtime's default filter plus clone, clone3, unshare,
+	// setns and chroot (UserNamespacesSeccompProfile writes it). Every node that may run such a
+	// Pod must have the file; scripts/k8s installs it on the test node.
+	SeccompUserNamespacesProfile string
+	// NoNetworkRuntimeClass is the RuntimeClass of one-shots in network mode none, whose
+	// handler gives a Pod loopback only (the test node's: a containerd runtime whose CNI
+	// configuration attaches no interface). "" = such a one-shot gets the Pod network, closed
+	// to and from everything by its NetworkPolicy where the network plugin enforces policies.
+	NoNetworkRuntimeClass string
 }
 
 // DefaultConfig returns the defaults.
@@ -120,6 +145,8 @@ func DefaultConfig() Config {
 		AllowDNS:           true,
 		RequestRatio:       0.25,
 		ConnectMode:        ConnectPodIP,
+
+		SeccompUserNamespacesProfile: DefaultSeccompUserNamespacesProfile,
 	}
 }
 
@@ -189,6 +216,17 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectMode != ConnectPodIP && c.ConnectMode != ConnectProxy {
 		errs = append(errs, fmt.Errorf("connect_mode must be pod_ip or proxy, got %q", c.ConnectMode))
+	}
+	if p := c.SeccompUserNamespacesProfile; p == "" || path.IsAbs(p) || path.Clean(p) != p || strings.HasPrefix(p, "..") {
+		errs = append(errs, fmt.Errorf("seccomp_userns_profile %q must be a clean path relative to the kubelet's seccomp root", p))
+	}
+	if c.NoNetworkRuntimeClass != "" && len(validation.IsDNS1123Subdomain(c.NoNetworkRuntimeClass)) > 0 {
+		errs = append(errs, fmt.Errorf("no_network_runtime_class %q is not a RuntimeClass name", c.NoNetworkRuntimeClass))
+	}
+	for _, r := range c.BlockedRanges {
+		if !r.IsValid() {
+			errs = append(errs, errors.New("blocked ranges: an invalid range"))
+		}
 	}
 	if c.RequestRatio <= 0 || c.RequestRatio > 1 {
 		errs = append(errs, fmt.Errorf("request_ratio must be in (0, 1], got %v", c.RequestRatio))

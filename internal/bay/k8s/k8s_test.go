@@ -7,9 +7,11 @@ package k8s_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"os"
 	"path"
 	"slices"
@@ -47,6 +49,7 @@ func newDriver(t *testing.T, env *k8stest.Env, ns string, tune func(*k8s.Config)
 	cfg.Namespace = ns
 	cfg.Kubeconfig = env.Kubeconfig
 	cfg.StorageClass = k8stest.StorageClass
+	cfg.StorageEnforcesSize = true         // localpv: a loop-mounted ext4 file of the claim's size
 	cfg.ImagePullPolicy = corev1.PullNever // there is no registry
 	cfg.PodStartupTimeout = 60 * time.Second
 	if tune != nil {
@@ -96,7 +99,7 @@ func benchImage(t testing.TB, env *k8stest.Env) string {
 func TestConformance(t *testing.T) {
 	env := k8stest.Node(t)
 	ns := env.Namespace(t, "drivertest")
-	d := newDriver(t, env, ns, nil)
+	d := newDriver(t, env, ns, func(c *k8s.Config) { c.NoNetworkRuntimeClass = k8stest.LoopbackRuntimeClass })
 	img := testImage(t, env)
 	drivertest.Run(t, drivertest.Harness{
 		Driver:        d,
@@ -143,6 +146,9 @@ func kill(t *testing.T, env *k8stest.Env, ns, id string) {
 // ociSpec is the part of a container's OCI runtime spec (containerd's record of what it runs)
 // the checks read.
 type ociSpec struct {
+	Root struct {
+		Readonly bool `json:"readonly"`
+	} `json:"root"`
 	Process struct {
 		User struct {
 			UID uint32 `json:"uid"`
@@ -184,7 +190,8 @@ func effective(t *testing.T, env *k8stest.Env, ns, id string) drivertest.Effecti
 	if err := json.Unmarshal(out, &s); err != nil {
 		t.Fatalf("containers info %s: %v: %s", id, err, out)
 	}
-	e := drivertest.Effective{User: fmt.Sprintf("%d:%d", s.Process.User.UID, s.Process.User.GID)}
+	e := drivertest.Effective{User: fmt.Sprintf("%d:%d", s.Process.User.UID, s.Process.User.GID), ReadonlyRootfs: s.Root.Readonly}
+	e.TmpfsBytes = tmpfsSizes(t, env, id)
 	for _, c := range s.Process.Capabilities.Bounding {
 		e.CapAdd = append(e.CapAdd, strings.TrimPrefix(c, "CAP_"))
 	}
@@ -235,6 +242,50 @@ func effective(t *testing.T, env *k8stest.Env, ns, id string) drivertest.Effecti
 		}
 	}
 	return e
+}
+
+// tmpfsSizes reads the memory-backed mounts of a running container and their sizes from its
+// process's mount table (the kubelet mounts a memory emptyDir as a tmpfs of its size limit).
+func tmpfsSizes(t *testing.T, env *k8stest.Env, id string) map[string]int64 {
+	t.Helper()
+	out, err := env.Ctr(t.Context(), "tasks", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := ""
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == k8stest.ContainerdID(id) {
+			pid = f[1]
+		}
+	}
+	sizes := map[string]int64{}
+	if pid == "" {
+		return sizes // not running
+	}
+	b, err := os.ReadFile("/proc/" + pid + "/mountinfo")
+	if errors.Is(err, os.ErrNotExist) {
+		return sizes // ended meanwhile (a one-shot)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || len(g) < 3 || g[0] != "tmpfs" {
+			continue
+		}
+		for _, o := range strings.Split(g[2], ",") {
+			if v, ok := strings.CutPrefix(o, "size="); ok {
+				n, _ := strconv.ParseInt(strings.TrimSuffix(v, "k"), 10, 64)
+				if strings.HasSuffix(v, "k") {
+					n <<= 10
+				}
+				sizes[f[4]] = n
+			}
+		}
+	}
+	return sizes
 }
 
 // spec is a single-container instance of image named name.
@@ -447,13 +498,77 @@ func TestObjects(t *testing.T) {
 		}
 	})
 
+	// The rendering of each mode is checked by pod_test.go; here the API server accepts it.
+	t.Run("network policy per mode", func(t *testing.T) {
+		d := newDriver(t, env, ns, func(c *k8s.Config) {
+			c.BayCIDRs = []string{"192.0.2.2/32"}
+			c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("203.0.113.128/25"), netip.MustParsePrefix("fc00::/7")}
+		})
+		for _, p := range []bay.NetworkPolicy{
+			{Mode: bay.NetworkNone}, {Mode: bay.NetworkOpen}, {Mode: bay.NetworkIsolated},
+			{Mode: bay.NetworkAllowlist, Allow: []string{"203.0.113.0/24:443", "198.51.100.7", "[2001:db8::/32]"}, Deny: []string{"203.0.113.64/26"}},
+		} {
+			sp := spec("objects-np", "shipyard-drivertest:1")
+			sp.Network = p
+			_, np, err := d.PodFor(sp)
+			if err != nil {
+				t.Fatalf("%+v: %v", p, err)
+			}
+			np.Namespace = ns
+			got, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				t.Fatalf("the API server refuses the NetworkPolicy of %+v: %v", p, err)
+			}
+			if len(got.Spec.Egress) != len(np.Spec.Egress) || len(got.Spec.Ingress) != 1 {
+				t.Errorf("%+v: the API server keeps egress %+v ingress %+v", p, got.Spec.Egress, got.Spec.Ingress)
+			}
+		}
+		// A policy the driver cannot enforce is refused before anything is made.
+		sp := spec("objects-np-names", "shipyard-drivertest:1")
+		sp.Network = bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"pypi.org"}}
+		_, err := d.CreateInstance(ctx, sp)
+		var be *bay.Error
+		if !errors.As(err, &be) || be.Code != bay.CodeCapabilityNotSupported {
+			t.Errorf("CreateInstance with a name allowlist: %v, want capability_not_supported", err)
+		}
+		if _, err := cs.CoreV1().Secrets(ns).Get(ctx, sp.Name, metav1.GetOptions{}); err == nil {
+			t.Error("the refused create left its Secret")
+		}
+	})
+
+	t.Run("one-shot and seccomp opt-in", func(t *testing.T) {
+		d := newDriver(t, env, ns, func(c *k8s.Config) { c.NoNetworkRuntimeClass = rc.Name })
+		sp := bay.InstanceSpec{Name: "objects-oneshot", Labels: map[string]string{"bay.exec_id": "e1"}, Network: bay.NetworkPolicy{Mode: bay.NetworkNone},
+			Containers: []bay.ContainerSpec{{Name: "exec", RuntimeType: "exec", Image: "shipyard-drivertest:1", User: "1000:1000",
+				Command: []string{"python3", "-c", "print(1)"}, WorkDir: "/work", Seccomp: bay.SeccompUserNamespaces,
+				Mounts: []bay.Mount{{Source: "/srv/ws/in", Target: "/in", ReadOnly: true}, {Source: "/srv/ws/work", Target: "/work"}}}}}
+		pod, np, err := d.PodFor(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Namespace, np.Namespace = ns, ns
+		got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatalf("the API server refuses the one-shot's Pod: %v", err)
+		}
+		if sc := got.Spec.Containers[0].SecurityContext.SeccompProfile; sc.Type != corev1.SeccompProfileTypeLocalhost {
+			t.Errorf("the API server keeps seccomp %+v", sc)
+		}
+		if _, err := cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatalf("the API server refuses the one-shot's NetworkPolicy: %v", err)
+		}
+	})
+
 	t.Run("config", func(t *testing.T) {
 		bad := k8s.DefaultConfig()
 		bad.Namespace, bad.DefaultStorageSize, bad.RequestRatio = "Not A Namespace", "lots", 3
 		bad.RuntimeCaps = map[string][]string{"ship:latest": {"SYS_ADMIN"}}
 		bad.BayCIDRs = []string{"10.0.0.1"}
+		bad.SeccompUserNamespacesProfile = "/etc/passwd"
+		bad.NoNetworkRuntimeClass = "No Class"
 		err := bad.Validate()
-		for _, want := range []string{"namespace", "default_storage_size", "request_ratio", "not an image repository", "SYS_ADMIN", "bay_cidrs"} {
+		for _, want := range []string{"namespace", "default_storage_size", "request_ratio", "not an image repository", "SYS_ADMIN", "bay_cidrs",
+			"seccomp_userns_profile", "no_network_runtime_class"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("Validate() = %v, want it to name %s", err, want)
 			}

@@ -1,12 +1,11 @@
 package k8s
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
+	"net/netip"
 	"path"
 	"regexp"
 	"slices"
@@ -29,6 +28,7 @@ type podContainer struct {
 	Name        string `json:"name"`
 	RuntimeType string `json:"runtime_type"`
 	Port        int    `json:"port"`
+	OneShot     bool   `json:"one_shot,omitempty"`
 }
 
 var (
@@ -50,12 +50,17 @@ func validateInstance(spec bay.InstanceSpec) error {
 		return errors.New("instance without containers")
 	}
 	switch spec.Network.Mode {
-	case "", bay.NetworkIsolated:
+	case "", bay.NetworkIsolated, bay.NetworkOpen, bay.NetworkNone, bay.NetworkAllowlist:
 	default:
 		return fmt.Errorf("network mode %q is not supported", spec.Network.Mode)
 	}
 	if spec.VolumeRef != "" && !path.IsAbs(spec.MountPath) {
 		return fmt.Errorf("volume %s needs an absolute mount path, got %q", spec.VolumeRef, spec.MountPath)
+	}
+	// A one-shot is its Pod's only container: WaitInstance waits for the Pod's primary, and a
+	// runtime next to it would outlive it.
+	if len(spec.Containers) > 1 && slices.ContainsFunc(spec.Containers, func(c bay.ContainerSpec) bool { return len(c.Command) > 0 }) {
+		return errors.New("a one-shot container runs alone in its instance")
 	}
 	names, ports := map[string]bool{}, map[int]string{}
 	for _, c := range spec.Containers {
@@ -69,20 +74,25 @@ func validateInstance(spec bay.InstanceSpec) error {
 		if c.Image == "" {
 			return fmt.Errorf("container %s: no image", c.Name)
 		}
-		// Not realised on Kubernetes yet: refused with a cause instead of run differently.
+		if c.Seccomp != bay.SeccompDefault && c.Seccomp != bay.SeccompUserNamespaces {
+			return fmt.Errorf("container %s: unknown seccomp filter %q", c.Name, c.Seccomp)
+		}
 		if len(c.Command) > 0 {
-			return notYet("one-shot containers (audited executions)")
+			if c.Port != 0 || len(c.CapAdd) > 0 {
+				return fmt.Errorf("container %s: a one-shot container has no runtime port and adds no capability", c.Name)
+			}
+			if c.WorkDir != "" && !path.IsAbs(c.WorkDir) {
+				return fmt.Errorf("container %s: work dir %q is not absolute", c.Name, c.WorkDir)
+			}
+		} else {
+			if c.Port <= 0 || c.Port > 65535 {
+				return fmt.Errorf("container %s: invalid runtime port %d", c.Name, c.Port)
+			}
+			if other, ok := ports[c.Port]; ok {
+				return fmt.Errorf("containers %s and %s both listen on port %d; the containers of a Pod share one network", other, c.Name, c.Port)
+			}
+			ports[c.Port] = c.Name
 		}
-		if c.Seccomp != bay.SeccompDefault {
-			return notYet(fmt.Sprintf("the seccomp filter %q", c.Seccomp))
-		}
-		if c.Port <= 0 || c.Port > 65535 {
-			return fmt.Errorf("container %s: invalid runtime port %d", c.Name, c.Port)
-		}
-		if other, ok := ports[c.Port]; ok {
-			return fmt.Errorf("containers %s and %s both listen on port %d; the containers of a Pod share one network", other, c.Name, c.Port)
-		}
-		ports[c.Port] = c.Name
 		for _, cp := range c.CapAdd {
 			if !slices.Contains(bay.AddableCaps, normCap(cp)) {
 				return fmt.Errorf("container %s: capability %s may not be added", c.Name, cp)
@@ -106,6 +116,11 @@ func validateInstance(spec bay.InstanceSpec) error {
 		}
 	}
 	return nil
+}
+
+// isOneShot reports whether spec is a one-shot instance (its primary runs a Command).
+func isOneShot(spec bay.InstanceSpec) bool {
+	return len(spec.Containers) > 0 && len(spec.Containers[0].Command) > 0
 }
 
 // secretKey is the Secret key of one container's variable.
@@ -147,9 +162,10 @@ func parseUser(u string) (int64, int64) {
 }
 
 // securityContext hardens one container: ALL capabilities dropped but the allowed additions,
-// no privilege escalation, seccomp RuntimeDefault, the spec's non-root user. An image whose
-// runtime separates privileges (RuntimeCaps) starts as root with exactly its capabilities, as
-// on Docker.
+// no privilege escalation, seccomp RuntimeDefault (or, opted in, the node's user-namespace
+// profile), the spec's non-root user. An image whose runtime separates privileges
+// (RuntimeCaps) starts as root with exactly its capabilities, as on Docker; a one-shot never
+// does.
 func (d *Driver) securityContext(c bay.ContainerSpec) *corev1.SecurityContext {
 	user := c.User
 	if user == "" {
@@ -165,7 +181,7 @@ func (d *Driver) securityContext(c bay.ContainerSpec) *corev1.SecurityContext {
 	for _, cp := range c.CapAdd {
 		addCap(cp)
 	}
-	if caps := d.cfg.RuntimeCaps[repository(c.Image)]; len(caps) > 0 {
+	if caps := d.cfg.RuntimeCaps[repository(c.Image)]; len(caps) > 0 && len(c.Command) == 0 {
 		uid, gid = 0, 0
 		for _, cp := range caps {
 			addCap(cp)
@@ -173,6 +189,11 @@ func (d *Driver) securityContext(c bay.ContainerSpec) *corev1.SecurityContext {
 	}
 	f, t := false, true
 	nonRoot := uid != 0
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	if c.Seccomp == bay.SeccompUserNamespaces {
+		profile := d.cfg.SeccompUserNamespacesProfile
+		seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
+	}
 	return &corev1.SecurityContext{
 		RunAsUser:                &uid,
 		RunAsGroup:               &gid,
@@ -181,7 +202,7 @@ func (d *Driver) securityContext(c bay.ContainerSpec) *corev1.SecurityContext {
 		AllowPrivilegeEscalation: &f,
 		ReadOnlyRootFilesystem:   &t, // as on Docker: writes go to the cargo and the bounded /tmp
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: add},
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		SeccompProfile:           seccomp,
 	}
 }
 
@@ -207,7 +228,7 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 	var list []podContainer
 	var aliases []string
 	for _, c := range spec.Containers {
-		list = append(list, podContainer{Name: c.Name, RuntimeType: c.RuntimeType, Port: c.Port})
+		list = append(list, podContainer{Name: c.Name, RuntimeType: c.RuntimeType, Port: c.Port, OneShot: len(c.Command) > 0})
 		aliases = append(aliases, c.Name)
 	}
 	b, err := json.Marshal(list)
@@ -239,6 +260,12 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 	if d.cfg.RuntimeClassName != "" {
 		pod.Spec.RuntimeClassName = &d.cfg.RuntimeClassName
 	}
+	// A one-shot in mode none is never called by bay: where the cluster has a runtime class
+	// whose Pods get loopback only, it runs there (as on Docker, without any interface but
+	// lo); else on the Pod network, closed by its deny-all NetworkPolicy.
+	if isOneShot(spec) && spec.Network.Mode == bay.NetworkNone && d.cfg.NoNetworkRuntimeClass != "" {
+		pod.Spec.RuntimeClassName = &d.cfg.NoNetworkRuntimeClass
+	}
 	for _, s := range d.cfg.ImagePullSecrets {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
 	}
@@ -252,10 +279,17 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 			Name:                     c.Name,
 			Image:                    c.Image,
 			ImagePullPolicy:          d.cfg.ImagePullPolicy,
-			Ports:                    []corev1.ContainerPort{{ContainerPort: int32(c.Port), Protocol: corev1.ProtocolTCP}},
 			Resources:                d.resources(c.Limits),
 			SecurityContext:          d.securityContext(c),
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		}
+		if len(c.Command) > 0 {
+			// The argv replaces the image's entrypoint and command; its output is the
+			// container's log, read back by WaitInstance.
+			ctr.Command, ctr.WorkingDir = slices.Clone(c.Command), c.WorkDir
+			ctr.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+		} else {
+			ctr.Ports = []corev1.ContainerPort{{ContainerPort: int32(c.Port), Protocol: corev1.ProtocolTCP}}
 		}
 		for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 			ctr.Env = append(ctr.Env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{
@@ -299,14 +333,90 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 	return pod, nil
 }
 
-// privateRanges are closed to a sandbox's egress: the host's, the cluster's and every other
-// private, shared or link-local network.
-var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8", "0.0.0.0/8"}
-var privateRanges6 = []string{"fc00::/7", "fe80::/10", "::1/128"}
+// privateRanges are closed to a sandbox's egress unless BlockedRanges says otherwise: the
+// host's, the cluster's and every other private, shared or link-local network.
+var privateRanges = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8", "0.0.0.0/8",
+	"fc00::/7", "fe80::/10", "::1/128"}
 
-// networkPolicy admits ingress from bay only, on the runtime ports, and egress to public
-// addresses (and the cluster's DNS when AllowDNS) only.
-func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta metav1.ObjectMeta, podLabels map[string]string) *networkingv1.NetworkPolicy {
+// blocked is the ranges closed to every sandbox's egress.
+func (d *Driver) blocked() []netip.Prefix {
+	if d.cfg.BlockedRanges != nil {
+		return d.cfg.BlockedRanges
+	}
+	out := make([]netip.Prefix, 0, len(privateRanges))
+	for _, r := range privateRanges {
+		out = append(out, netip.MustParsePrefix(r))
+	}
+	return out
+}
+
+// networkPolicy admits ingress from bay only, on the runtime ports (a one-shot has none, so
+// nothing), and egress as the instance's network policy says:
+//
+//   - none: nothing at all;
+//   - open (and the legacy isolated): every address but the blocked ranges (security.
+//     blocked_hosts), as ipBlock exceptions, plus the cluster's DNS when AllowDNS;
+//   - allowlist: the address entries of Allow only, each without the Deny entries and blocked
+//     ranges inside it (on every port: an exception has no port), plus the cluster's DNS. A
+//     NetworkPolicy cannot name hosts, and this driver has no egress gateway that could: a
+//     policy with a name entry is refused rather than enforced partly.
+func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta metav1.ObjectMeta, podLabels map[string]string) (*networkingv1.NetworkPolicy, error) {
+	var ingress []networkingv1.NetworkPolicyIngressRule
+	var ports []networkingv1.NetworkPolicyPort
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	for _, c := range spec.Containers {
+		if c.Port > 0 {
+			p := intstr.FromInt32(int32(c.Port))
+			ports = append(ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &p})
+		}
+	}
+	if len(ports) > 0 {
+		ingress = []networkingv1.NetworkPolicyIngressRule{{From: d.bayPeers(), Ports: ports}}
+	}
+	var egress []networkingv1.NetworkPolicyEgressRule
+	mode := spec.Network.EffectiveMode()
+	switch mode {
+	case bay.NetworkNone:
+	case bay.NetworkAllowlist:
+		rules, err := d.allowlistEgress(spec.Network)
+		if err != nil {
+			return nil, err
+		}
+		egress = rules
+	default:
+		var to []networkingv1.NetworkPolicyPeer
+		for _, all := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
+			if b := d.ipBlock(all, nil); b != nil {
+				to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: b})
+			}
+		}
+		if len(to) > 0 { // a rule without peers would admit every destination
+			egress = []networkingv1.NetworkPolicyEgressRule{{To: to}}
+		}
+	}
+	if d.cfg.AllowDNS && mode != bay.NetworkNone {
+		dns := intstr.FromInt32(53)
+		egress = append(egress, networkingv1.NetworkPolicyEgressRule{
+			To: []networkingv1.NetworkPolicyPeer{{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+			}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+		})
+	}
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: meta,
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: podLabels},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     ingress,
+			Egress:      egress,
+		},
+	}, nil
+}
+
+// bayPeers are where bay reaches the runtimes from: BayCIDRs and/or bay's Pods.
+func (d *Driver) bayPeers() []networkingv1.NetworkPolicyPeer {
 	var from []networkingv1.NetworkPolicyPeer
 	for _, cidr := range d.cfg.BayCIDRs {
 		from = append(from, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
@@ -325,35 +435,61 @@ func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta metav1.ObjectMeta, po
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
 		})
 	}
-	var ports []networkingv1.NetworkPolicyPort
-	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
-	for _, c := range spec.Containers {
-		p := intstr.FromInt32(int32(c.Port))
-		ports = append(ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &p})
+	return from
+}
+
+// ipBlock is the range r without the blocked ranges and the extra ones (deny entries) that
+// lie strictly inside it; nil when one of them covers r whole.
+func (d *Driver) ipBlock(r netip.Prefix, extra []netip.Prefix) *networkingv1.IPBlock {
+	b := &networkingv1.IPBlock{CIDR: r.String()}
+	for _, x := range append(slices.Clone(d.blocked()), extra...) {
+		x = x.Masked()
+		switch {
+		case x.Addr().Is4() != r.Addr().Is4():
+		case x.Bits() <= r.Bits() && x.Contains(r.Addr()):
+			return nil // r lies inside x: nothing of it is left
+		case x.Bits() > r.Bits() && r.Contains(x.Addr()):
+			if s := x.String(); !slices.Contains(b.Except, s) {
+				b.Except = append(b.Except, s)
+			}
+		}
 	}
-	egress := []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{
-		{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: privateRanges}},
-		{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: privateRanges6}},
-	}}}
-	if d.cfg.AllowDNS {
-		dns := intstr.FromInt32(53)
-		egress = append(egress, networkingv1.NetworkPolicyEgressRule{
-			To: []networkingv1.NetworkPolicyPeer{{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
-				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
-			}},
-			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
-		})
+	return b
+}
+
+// allowlistEgress renders an allowlist's address entries as egress rules (see networkPolicy).
+func (d *Driver) allowlistEgress(p bay.NetworkPolicy) ([]networkingv1.NetworkPolicyEgressRule, error) {
+	parsed, err := bay.ParseNetworkPolicy("network", p)
+	if err != nil {
+		return nil, err
 	}
-	return &networkingv1.NetworkPolicy{
-		ObjectMeta: meta,
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: podLabels},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-			Ingress:     []networkingv1.NetworkPolicyIngressRule{{From: from, Ports: ports}},
-			Egress:      egress,
-		},
+	var deny []netip.Prefix
+	for _, e := range parsed.Deny {
+		if !e.Prefix.IsValid() {
+			return nil, bay.Errorf(bay.CodeCapabilityNotSupported,
+				"The Kubernetes driver enforces network allowlists by address only (a NetworkPolicy cannot name hosts): deny entry %s", e)
+		}
+		deny = append(deny, e.Prefix) // on every port: an ipBlock exception has none
 	}
+	tcp := corev1.ProtocolTCP
+	var rules []networkingv1.NetworkPolicyEgressRule
+	for _, e := range parsed.Allow {
+		if !e.Prefix.IsValid() {
+			return nil, bay.Errorf(bay.CodeCapabilityNotSupported,
+				"The Kubernetes driver enforces network allowlists by address only (a NetworkPolicy cannot name hosts): allow entry %s", e)
+		}
+		b := d.ipBlock(e.Prefix, deny)
+		if b == nil {
+			continue // wholly blocked or denied
+		}
+		rule := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: b}}}
+		if e.Port > 0 {
+			port := intstr.FromInt32(int32(e.Port))
+			rule.Ports = []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}
+		}
+		rules = append(rules, rule)
+	}
+	return rules, nil
 }
 
 // containerList reads the annContainers annotation of a Pod ("" or broken: from the spec).
@@ -375,13 +511,3 @@ func containerList(p *corev1.Pod) []podContainer {
 
 // DefaultTmpBytes bounds /tmp and /var/tmp when a spec has none (as the Docker driver's).
 const DefaultTmpBytes = 256 << 20
-
-// notYet is the error of a spec feature this driver does not realise yet.
-func notYet(what string) error {
-	return bay.Errorf(bay.CodeCapabilityNotSupported, "The Kubernetes driver does not support %s yet", what)
-}
-
-// WaitInstance belongs to one-shot containers, which CreateInstance refuses on Kubernetes.
-func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr io.Writer) (bay.Exit, error) {
-	return bay.Exit{}, fmt.Errorf("wait for instance %s: %w", name, notYet("one-shot containers (audited executions)"))
-}

@@ -126,7 +126,7 @@ func (d *Driver) InspectVolume(ctx context.Context, ref string) (bay.VolumeInfo,
 	if pvc.DeletionTimestamp != nil {
 		return bay.VolumeInfo{}, fmt.Errorf("inspect volume %s: being deleted: %w", ref, bay.ErrNotFound)
 	}
-	return volumeInfo(pvc), nil
+	return d.volumeInfo(pvc), nil
 }
 
 // ListVolumes lists the claims carrying all the labels.
@@ -142,14 +142,26 @@ func (d *Driver) ListVolumes(ctx context.Context, labels map[string]string) ([]b
 	out := make([]bay.VolumeInfo, 0, len(list.Items))
 	for i := range list.Items {
 		if list.Items[i].DeletionTimestamp == nil {
-			out = append(out, volumeInfo(&list.Items[i]))
+			out = append(out, d.volumeInfo(&list.Items[i]))
 		}
 	}
 	return out, nil
 }
 
-func volumeInfo(pvc *corev1.PersistentVolumeClaim) bay.VolumeInfo {
-	return bay.VolumeInfo{Name: pvc.Name, Labels: decodeLabels(pvc.Annotations, pvc.Labels), CreatedAt: pvc.CreationTimestamp.UTC()}
+// volumeInfo describes a claim. Its bound is the claim's size where the storage enforces it
+// (StorageEnforcesSize), else none. What a claim holds cannot be read cheaply through the API
+// (the kubelet measures mounted volumes, not for bay): UsedBytes is -1.
+func (d *Driver) volumeInfo(pvc *corev1.PersistentVolumeClaim) bay.VolumeInfo {
+	v := bay.VolumeInfo{Name: pvc.Name, Labels: decodeLabels(pvc.Annotations, pvc.Labels), CreatedAt: pvc.CreationTimestamp.UTC(), UsedBytes: -1}
+	if d.cfg.StorageEnforcesSize {
+		// The capacity of the bound volume, or what the claim asks for while it is pending.
+		q, ok := pvc.Status.Capacity[corev1.ResourceStorage]
+		if !ok {
+			q = pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+		}
+		v.SizeBytes = q.Value()
+	}
+	return v
 }
 
 // sleepCtx waits for d or until ctx ends (then it returns ctx's error).

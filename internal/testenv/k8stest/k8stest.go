@@ -35,6 +35,9 @@ const (
 const (
 	NodeName     = "shipyard-node"
 	StorageClass = "shipyard-local"
+	// LoopbackRuntimeClass gives a Pod loopback only (the node's containerd handler
+	// "loopback").
+	LoopbackRuntimeClass = "shipyard-loopback"
 )
 
 // Env is the cluster as a test sees it.

@@ -4,8 +4,12 @@
 // cannot write. For every pending claim of its storage class it makes a directory under -root
 // owned by -uid:-gid (as a fresh Docker volume takes the ownership of the image's
 // /workspace), and a hostPath PersistentVolume bound to that claim; when the claim is deleted
-// (the volume is Released) it removes the directory and the volume. A real cluster has a CSI
-// driver behind the storage class bay is configured with instead.
+// (the volume is Released) it removes the directory and the volume. A claim's size is enforced
+// as the Docker driver bounds a cargo: the directory is the mount point of an ext4 file of that
+// size (loop-mounted here, on the host, whence it propagates into the node's mount namespace),
+// so a sandbox writing beyond it gets "No space left on device" and the host's disk is
+// untouched. A real cluster has a CSI driver behind the storage class bay is configured with
+// instead.
 
 package main
 
@@ -16,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -124,13 +129,10 @@ func (p *provisioner) sync(ctx context.Context) error {
 func (p *provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeClaim) error {
 	name := prefix + string(c.UID)
 	dir := filepath.Join(p.root, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.Chown(dir, p.uid, p.gid); err != nil {
-		return err
-	}
 	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+	if err := p.makeBounded(ctx, dir, size.Value()); err != nil {
+		return err
+	}
 	hostType := corev1.HostPathDirectory
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"shipyard.local/localpv": "true"}},
@@ -160,7 +162,16 @@ func (p *provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeC
 
 func (p *provisioner) release(ctx context.Context, v *corev1.PersistentVolume) error {
 	if v.Spec.HostPath != nil && filepath.Dir(v.Spec.HostPath.Path) == filepath.Clean(p.root) {
-		if err := os.RemoveAll(v.Spec.HostPath.Path); err != nil {
+		dir := v.Spec.HostPath.Path
+		if mounted(dir) {
+			if out, err := exec.CommandContext(ctx, "umount", dir).CombinedOutput(); err != nil {
+				return fmt.Errorf("umount %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
+			}
+		}
+		if err := os.Remove(dir + ".img"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if err := os.RemoveAll(dir); err != nil {
 			return err
 		}
 	}
@@ -170,4 +181,57 @@ func (p *provisioner) release(ctx context.Context, v *corev1.PersistentVolume) e
 	}
 	p.log.Info("released", "volume", v.Name)
 	return nil
+}
+
+// makeBounded makes dir the mount point of a fresh ext4 file of size bytes (dir.img), owned by
+// the provisioner's uid:gid; an existing mount (a retried provision) is kept.
+func (p *provisioner) makeBounded(ctx context.Context, dir string, size int64) error {
+	if size <= 0 {
+		return fmt.Errorf("claim without a size")
+	}
+	if mounted(dir) {
+		return nil
+	}
+	// Unreadable while nothing is mounted on it: a Pod started on it then cannot write the
+	// host's disk.
+	if err := os.Mkdir(dir, 0o000); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	img := dir + ".img"
+	f, err := os.OpenFile(img, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("volume file of %d bytes: %w", size, err)
+	}
+	owner := fmt.Sprintf("root_owner=%d:%d", p.uid, p.gid)
+	if out, err := exec.CommandContext(ctx, "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "lazy_itable_init=1,"+owner, img).CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	if out, err := exec.CommandContext(ctx, "mount", "-o", "loop,nosuid,nodev,noatime", img, dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("mount %s: %w: %s", img, err, strings.TrimSpace(string(out)))
+	}
+	if err := os.Remove(filepath.Join(dir, "lost+found")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// mounted reports whether dir is a mount point of this mount namespace.
+func mounted(dir string) bool {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
 }

@@ -2,7 +2,8 @@
 // talk to the API server and would be fragile in shell.
 //
 //	kubetool ready   -kubeconfig K [-node N] [-timeout D]   wait for the API server (and a Ready node)
-//	kubetool setup   -kubeconfig K -class C                 the storage class the node serves
+//	kubetool setup   -kubeconfig K -class C [-loopback-class R]  the storage class the node serves, the loopback-only RuntimeClass
+//	kubetool seccomp -out FILE                              the user-namespace seccomp profile (internal/bay/k8s)
 //	kubetool localpv -kubeconfig K -class C -root DIR       the node's volume provisioner (runs until SIGTERM)
 //	kubetool drain   -kubeconfig K [-timeout D]             delete every pod and wait until they are gone
 package main
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,7 +30,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: kubetool ready|setup|localpv|drain [flags]")
 		os.Exit(2)
 	}
-	cmds := map[string]func([]string) error{"ready": ready, "setup": setup, "localpv": localpv, "drain": drain}
+	cmds := map[string]func([]string) error{"ready": ready, "setup": setup, "seccomp": seccompProfile, "localpv": localpv, "drain": drain}
 	run, ok := cmds[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "kubetool: unknown command %q\n", os.Args[1])
@@ -107,6 +109,7 @@ func setup(args []string) error {
 	fs := flag.NewFlagSet("setup", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	class := fs.String("class", "shipyard-local", "storage class served by localpv")
+	loopback := fs.String("loopback-class", "", "RuntimeClass of the containerd handler \"loopback\" (none when empty)")
 	_ = fs.Parse(args)
 	cs, err := client(*kubeconfig)
 	if err != nil {
@@ -124,6 +127,12 @@ func setup(args []string) error {
 	}
 	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("storage class %s: %w", *class, err)
+	}
+	if *loopback != "" {
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: *loopback}, Handler: "loopback"}
+		if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("runtime class %s: %w", *loopback, err)
+		}
 	}
 	return nil
 }

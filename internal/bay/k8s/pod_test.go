@@ -1,0 +1,243 @@
+package k8s
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// These tests check what the driver renders, without a cluster; k8s_test.go (build tag k8s)
+// has the API server accept the same objects and runs them on the node.
+
+func testDriver(t *testing.T, tune func(*Config)) *Driver {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.BayCIDRs = []string{"192.0.2.2/32"}
+	if tune != nil {
+		tune(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	codec, err := newLabelCodec(cfg.LabelPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Driver{cfg: cfg, labels: codec}
+}
+
+func runtimeSpec(p bay.NetworkPolicy) bay.InstanceSpec {
+	return bay.InstanceSpec{Name: "i1", MountPath: "/workspace", Network: p, Containers: []bay.ContainerSpec{{
+		Name: "ship", RuntimeType: bay.RuntimeShip, Image: "ship:1", Port: 8123,
+	}}}
+}
+
+func TestNetworkPolicyModes(t *testing.T) {
+	d := testDriver(t, func(c *Config) {
+		c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("203.0.113.128/25"), netip.MustParsePrefix("fc00::/7")}
+	})
+	render := func(p bay.NetworkPolicy) (*networkingv1.NetworkPolicy, error) {
+		np, err := d.networkPolicy(runtimeSpec(p), metav1.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"})
+		if err == nil {
+			if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].From[0].IPBlock.CIDR != "192.0.2.2/32" || np.Spec.Ingress[0].Ports[0].Port.IntValue() != 8123 {
+				t.Errorf("%s: ingress = %+v, want from bay only, on the runtime port", p.Mode, np.Spec.Ingress)
+			}
+			if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+				t.Errorf("%s: policy types %v", p.Mode, np.Spec.PolicyTypes)
+			}
+		}
+		return np, err
+	}
+	dnsRule := func(r networkingv1.NetworkPolicyEgressRule) bool {
+		return len(r.Ports) == 2 && r.Ports[0].Port.IntValue() == 53 && len(r.To) == 1 && r.To[0].PodSelector != nil
+	}
+
+	np, err := render(bay.NetworkPolicy{Mode: bay.NetworkNone})
+	if err != nil || len(np.Spec.Egress) != 0 {
+		t.Errorf("none: %+v, %v; want no egress rule at all (nothing admitted, not even DNS)", np, err)
+	}
+	for _, mode := range []bay.NetworkMode{bay.NetworkOpen, bay.NetworkIsolated, ""} {
+		np, err := render(bay.NetworkPolicy{Mode: mode})
+		if err != nil {
+			t.Fatalf("%q: %v", mode, err)
+		}
+		if len(np.Spec.Egress) != 2 || !dnsRule(np.Spec.Egress[1]) || len(np.Spec.Egress[0].To) != 2 {
+			t.Fatalf("%q: egress = %+v, want every address but the blocked ones, and DNS", mode, np.Spec.Egress)
+		}
+		v4, v6 := np.Spec.Egress[0].To[0].IPBlock, np.Spec.Egress[0].To[1].IPBlock
+		if v4.CIDR != "0.0.0.0/0" || !slices.Equal(v4.Except, []string{"10.0.0.0/8", "203.0.113.128/25"}) ||
+			v6.CIDR != "::/0" || !slices.Equal(v6.Except, []string{"fc00::/7"}) || len(np.Spec.Egress[0].Ports) != 0 {
+			t.Errorf("%q: %+v %+v, want the blocked ranges as exceptions, every port", mode, v4, v6)
+		}
+	}
+
+	np, err = render(bay.NetworkPolicy{Mode: bay.NetworkAllowlist,
+		Allow: []string{"203.0.113.0/24:443", "198.51.100.7", "10.1.0.0/16", "[2001:db8::/32]"},
+		Deny:  []string{"203.0.113.64/26"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 10.1.0.0/16 lies inside a blocked range: no rule for it.
+	if len(np.Spec.Egress) != 4 || !dnsRule(np.Spec.Egress[3]) {
+		t.Fatalf("allowlist: egress = %+v, want three address rules and DNS", np.Spec.Egress)
+	}
+	r0, r1, r2 := np.Spec.Egress[0], np.Spec.Egress[1], np.Spec.Egress[2]
+	if b := r0.To[0].IPBlock; b.CIDR != "203.0.113.0/24" || !slices.Equal(b.Except, []string{"203.0.113.128/25", "203.0.113.64/26"}) ||
+		len(r0.Ports) != 1 || r0.Ports[0].Port.IntValue() != 443 || *r0.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("allowlist range with a port: %+v", r0)
+	}
+	if b := r1.To[0].IPBlock; b.CIDR != "198.51.100.7/32" || len(b.Except) != 0 || len(r1.Ports) != 0 {
+		t.Errorf("allowlist address: %+v", r1)
+	}
+	if b := r2.To[0].IPBlock; b.CIDR != "2001:db8::/32" || len(b.Except) != 0 {
+		t.Errorf("allowlist IPv6 range: %+v", r2)
+	}
+	// A deny entry covering an allowed range whole leaves no rule (never an empty peer list,
+	// which would admit everything).
+	np, err = render(bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"198.51.100.7"}, Deny: []string{"198.51.100.0/24"}})
+	if err != nil || len(np.Spec.Egress) != 1 || !dnsRule(np.Spec.Egress[0]) {
+		t.Errorf("allowlist wholly denied: %+v, %v; want DNS only", np, err)
+	}
+
+	for _, p := range []bay.NetworkPolicy{
+		{Mode: bay.NetworkAllowlist, Allow: []string{"pypi.org"}},
+		{Mode: bay.NetworkAllowlist, Allow: []string{"198.51.100.7"}, Deny: []string{"*.example.com"}},
+	} {
+		_, err := render(p)
+		var be *bay.Error
+		if !errors.As(err, &be) || be.Code != bay.CodeCapabilityNotSupported {
+			t.Errorf("allowlist %+v: %v, want capability_not_supported (a NetworkPolicy cannot name hosts)", p, err)
+		}
+	}
+
+	// Every range blocked: no egress rule rather than one without peers.
+	d = testDriver(t, func(c *Config) {
+		c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}
+	})
+	if np, err := render(bay.NetworkPolicy{Mode: bay.NetworkOpen}); err != nil || len(np.Spec.Egress) != 1 || !dnsRule(np.Spec.Egress[0]) {
+		t.Errorf("open with everything blocked: %+v, %v; want DNS only", np, err)
+	}
+}
+
+func oneShot() bay.InstanceSpec {
+	return bay.InstanceSpec{Name: "o1", Network: bay.NetworkPolicy{Mode: bay.NetworkNone},
+		Containers: []bay.ContainerSpec{{Name: "exec", RuntimeType: "exec", Image: "registry.example:5000/ship:v2", User: "1000:1000",
+			Command: []string{"python3", "-c", "print(1)"}, WorkDir: "/work", Seccomp: bay.SeccompUserNamespaces,
+			Mounts: []bay.Mount{{Source: "/srv/ws/in", Target: "/in", ReadOnly: true}, {Source: "/srv/ws/work", Target: "/work"}}}}}
+}
+
+func TestOneShotPod(t *testing.T) {
+	d := testDriver(t, func(c *Config) {
+		c.NoNetworkRuntimeClass = "loopback-only"
+		c.RuntimeCaps = map[string][]string{"registry.example:5000/ship": {"SETUID", "SETGID", "KILL"}}
+	})
+	sp := oneShot()
+	if err := validateInstance(sp); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := d.instancePod(sp, metav1.ObjectMeta{Name: "o1", Annotations: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if !slices.Equal(c.Command, sp.Containers[0].Command) || len(c.Args) != 0 || c.WorkingDir != "/work" || len(c.Ports) != 0 {
+		t.Errorf("one-shot container: command %v args %v dir %q ports %v", c.Command, c.Args, c.WorkingDir, c.Ports)
+	}
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != "loopback-only" {
+		t.Errorf("restart %s, runtime class %v; want Never and the loopback-only class", pod.Spec.RestartPolicy, pod.Spec.RuntimeClassName)
+	}
+	sc := c.SecurityContext
+	// A one-shot never gets its image's runtime capabilities.
+	if *sc.RunAsUser != 1000 || !*sc.RunAsNonRoot || len(sc.Capabilities.Add) != 0 || *sc.AllowPrivilegeEscalation || *sc.Privileged {
+		t.Errorf("one-shot security context: %+v", sc)
+	}
+	if sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || *sc.SeccompProfile.LocalhostProfile != DefaultSeccompUserNamespacesProfile {
+		t.Errorf("seccomp = %+v, want Localhost %s", sc.SeccompProfile, DefaultSeccompUserNamespacesProfile)
+	}
+	mounts := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m.ReadOnly
+	}
+	if ro, ok := mounts["/in"]; !ok || !ro {
+		t.Errorf("mounts = %v, want /in read-only", mounts)
+	}
+	if ro, ok := mounts["/work"]; !ok || ro {
+		t.Errorf("mounts = %v, want /work writable", mounts)
+	}
+	if list := containerList(pod); len(list) != 1 || !list[0].OneShot || list[0].Port != 0 {
+		t.Errorf("containers annotation = %+v", list)
+	}
+	np, err := d.networkPolicy(sp, metav1.ObjectMeta{Name: "o1"}, map[string]string{"bay.instance": "o1"})
+	if err != nil || len(np.Spec.Ingress) != 0 || len(np.Spec.Egress) != 0 {
+		t.Errorf("one-shot policy: %+v, %v; want nothing admitted either way", np, err)
+	}
+
+	// Without the loopback-only class, or in another mode, the Pod network; a runtime
+	// opting into user namespaces keeps its runtime capabilities and gets the profile.
+	plain := testDriver(t, nil)
+	if pod, _ := plain.instancePod(sp, metav1.ObjectMeta{Annotations: map[string]string{}}); pod.Spec.RuntimeClassName != nil {
+		t.Errorf("without no_network_runtime_class: runtime class %v", *pod.Spec.RuntimeClassName)
+	}
+	open := oneShot()
+	open.Network.Mode = bay.NetworkOpen
+	if pod, _ := d.instancePod(open, metav1.ObjectMeta{Annotations: map[string]string{}}); pod.Spec.RuntimeClassName != nil {
+		t.Errorf("a one-shot in mode open: runtime class %v", *pod.Spec.RuntimeClassName)
+	}
+	rt := runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkNone})
+	rt.Containers[0].Image, rt.Containers[0].Seccomp = "registry.example:5000/ship:v2", bay.SeccompUserNamespaces
+	pod, _ = d.instancePod(rt, metav1.ObjectMeta{Annotations: map[string]string{}})
+	if sc := pod.Spec.Containers[0].SecurityContext; pod.Spec.RuntimeClassName != nil || len(sc.Capabilities.Add) != 3 ||
+		sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || pod.Spec.Containers[0].Ports[0].ContainerPort != 8123 {
+		t.Errorf("runtime with the opt-in: class %v, %+v", pod.Spec.RuntimeClassName, sc)
+	}
+	if sc := plain.securityContext(runtimeSpec(bay.NetworkPolicy{}).Containers[0]); sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("default seccomp = %+v", sc.SeccompProfile)
+	}
+}
+
+func TestOneShotBadSpecs(t *testing.T) {
+	for name, mutate := range map[string]func(*bay.InstanceSpec){
+		"port":         func(s *bay.InstanceSpec) { s.Containers[0].Port = 8123 },
+		"capability":   func(s *bay.InstanceSpec) { s.Containers[0].CapAdd = []string{"KILL"} },
+		"relative dir": func(s *bay.InstanceSpec) { s.Containers[0].WorkDir = "work" },
+		"two": func(s *bay.InstanceSpec) {
+			c := s.Containers[0]
+			c.Name = "two"
+			s.Containers = append(s.Containers, c)
+		},
+		"with a runtime": func(s *bay.InstanceSpec) {
+			s.Containers = append(s.Containers, runtimeSpec(bay.NetworkPolicy{}).Containers[0])
+		},
+		"unconfined":   func(s *bay.InstanceSpec) { s.Containers[0].Seccomp = "unconfined" },
+		"unknown mode": func(s *bay.InstanceSpec) { s.Network.Mode = "bridge" },
+	} {
+		sp := oneShot()
+		mutate(&sp)
+		if err := validateInstance(sp); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestConfigValidateNewKeys(t *testing.T) {
+	for _, tune := range []func(*Config){
+		func(c *Config) { c.SeccompUserNamespacesProfile = "/etc/passwd" },
+		func(c *Config) { c.SeccompUserNamespacesProfile = "../x.json" },
+		func(c *Config) { c.SeccompUserNamespacesProfile = "" },
+		func(c *Config) { c.NoNetworkRuntimeClass = "No Class" },
+		func(c *Config) { c.BlockedRanges = []netip.Prefix{{}} },
+	} {
+		c := DefaultConfig()
+		tune(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%+v: valid", c)
+		}
+	}
+}
