@@ -1,5 +1,6 @@
 // Package deploytest holds what the tests of deploy/ share: bay's own image, built from this
-// checkout the way `make image-bay` builds it, and the repository's root.
+// checkout the way `make image-bay` builds it, the repository's root, and the smoke test a
+// deployed bay must pass.
 package deploytest
 
 import (
@@ -8,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/imagebuild"
+	"github.com/shipyard-dev/shipyard/sdk"
 )
 
 // Tag is the friendly tag the tests point at their bay image, so that they never move the
@@ -47,4 +50,42 @@ func BayImage(t testing.TB) string {
 		t.Fatalf("bay image: %v", err)
 	}
 	return res.ContentTag
+}
+
+// Smoke is the deployment smoke test through a bay at c: create a sandbox, run Python and a
+// shell command (as uid 1000), write and read back a file, delete it. It returns how long the
+// create plus the first exec (the runtime's cold start) took and how long the rest did.
+func Smoke(t testing.TB, c *sdk.Client) (coldStart, rest time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	t0 := time.Now()
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	defer sb.Delete(context.WithoutCancel(ctx))
+	py, err := sb.Python(ctx, "x = 6\nprint(x * 7)")
+	if err != nil || !py.Success || strings.TrimSpace(py.Output) != "42" {
+		t.Fatalf("python: %+v %v", py, err)
+	}
+	coldStart = time.Since(t0)
+	t1 := time.Now()
+	sh, err := sb.Shell(ctx, "id -u")
+	if err != nil || !sh.Success || strings.TrimSpace(sh.Output) != "1000" {
+		t.Fatalf("shell id -u: %+v %v", sh, err)
+	}
+	if err := sb.WriteFile(ctx, "note.txt", "smoke"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if got, err := sb.ReadFile(ctx, "note.txt"); err != nil || got != "smoke" {
+		t.Fatalf("read back %q, %v", got, err)
+	}
+	if err := sb.Delete(ctx); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := c.GetSandbox(ctx, sb.ID); !sdk.IsNotFound(err) {
+		t.Fatalf("get after delete: want not_found, got %v", err)
+	}
+	return coldStart, time.Since(t1)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	shipimage "github.com/shipyard-dev/shipyard/image"
+	"github.com/shipyard-dev/shipyard/internal/bay/config"
 )
 
 // TestBayFlavourPlan: the bay flavour is the control plane's image: its own small package list
@@ -30,7 +31,9 @@ func TestBayFlavourPlan(t *testing.T) {
 		t.Errorf("tags %s %s %s", p.Tag, p.ContentTag, p.RootfsTag)
 	}
 	df := p.Dockerfile()
-	if !strings.Contains(df, "ENV BAY_IMAGE="+p.ContentTag) || strings.Contains(df, "SHIP_IMAGE") || strings.Contains(df, "SHIP_SANDBOX_USER") {
+	// Not BAY_IMAGE: bay reads every BAY_* variable as a configuration key and refuses unknown ones.
+	if !strings.Contains(df, "ENV SHIPYARD_BAY_IMAGE="+p.ContentTag) || strings.Contains(df, "ENV BAY_") ||
+		strings.Contains(df, " SHIP_IMAGE") || strings.Contains(df, "SHIP_SANDBOX_USER") {
 		t.Errorf("Dockerfile:\n%s", df)
 	}
 	labels := p.Labels()
@@ -51,6 +54,17 @@ func TestBayFlavourPlan(t *testing.T) {
 		if strings.HasPrefix(c, "ENV BAY_") && c != "ENV BAY_DATA_DIR=/var/lib/bay" {
 			t.Errorf("bay image sets %s, which would override config.yaml", c)
 		}
+	}
+
+	// bay started with the image's environment accepts it (every BAY_* variable is a config key).
+	var env []string
+	for _, line := range append(slices.Clone(FlavourBay.spec().changes), strings.Split(df, "\n")...) {
+		if v, ok := strings.CutPrefix(line, "ENV "); ok {
+			env = append(env, v)
+		}
+	}
+	if _, err := config.Load(config.LoadOptions{Env: env, SearchPaths: []string{}}); err != nil {
+		t.Errorf("bay refuses its image's environment %v: %v", env, err)
 	}
 
 	var layer bytes.Buffer

@@ -54,7 +54,7 @@ type flavourSpec struct {
 	hook     string   // customize hook in the recipe
 	daemon   string   // the runtime binary: /opt/shipyard/bin/<daemon>
 	binary   string   // its default path on the host
-	imageEnv string   // variable naming the content tag in the image
+	imageEnv string   // variable naming the content tag in the image (never BAY_*: bay reads those as config)
 	filesDir string   // recipe dir copied to /opt/shipyard ("" for none)
 	skills   string   // recipe dir copied to /opt/shipyard/skills
 	changes  []string // runtime configuration of the imported root filesystem
@@ -74,7 +74,7 @@ var flavourSpecs = map[Flavour]flavourSpec{
 	FlavourGull: {repo: GullImageRepo, tag: "gull:latest", lists: []string{"gull"}, hook: gullHookPath,
 		daemon: "gull", binary: DefaultGullBinary, imageEnv: "GULL_IMAGE", skills: gullSkillsDir, changes: gullRootfsChanges},
 	FlavourBay: {repo: BayImageRepo, tag: "bay:latest", lists: []string{"bay"}, hook: bayHookPath,
-		daemon: "bay", binary: DefaultBayBinary, imageEnv: "BAY_IMAGE", changes: bayRootfsChanges},
+		daemon: "bay", binary: DefaultBayBinary, imageEnv: "SHIPYARD_BAY_IMAGE", changes: bayRootfsChanges},
 }
 
 func (f Flavour) spec() flavourSpec { return flavourSpecs[f] }
