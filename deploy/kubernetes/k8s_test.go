@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -274,6 +275,98 @@ patches:
 			t.Fatalf("%d Pods and %d claims left in shipyard-sandboxes 90 s after the deletes", len(left.Items), len(claims.Items))
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestManifestsOnAPIServer needs only the API server (`make k8s-up-tier1`): the namespaces and
+// bay's ServiceAccount, Role and RoleBinding are applied, everything else is accepted by a
+// server-side dry run; a Pod of the Deployment's template is admitted under the "restricted"
+// level its namespace enforces while the same Pod with a capability added is refused; and bay's
+// ServiceAccount may do exactly the driver's verbs in the sandboxes' namespace and nothing in its
+// own or cluster-wide.
+func TestManifestsOnAPIServer(t *testing.T) {
+	env := k8stest.Cluster(t)
+	cs := env.Clientset
+	ctx := t.Context()
+	for _, ns := range []string{"shipyard", "shipyard-sandboxes"} {
+		if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+			t.Fatalf("namespace %s exists already (another run, or a deployment of yours): remove it first", ns)
+		}
+	}
+	r := render(t, filepath.Join(deploytest.RepoRoot(t), "deploy", "kubernetes"))
+	t.Cleanup(func() {
+		for _, ns := range []string{"shipyard", "shipyard-sandboxes"} {
+			if err := cs.CoreV1().Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("delete namespace %s: %v", ns, err)
+			}
+		}
+	})
+	dir := t.TempDir()
+	var real, all strings.Builder
+	out, err := exec.Command("kubectl", "kustomize", filepath.Join(deploytest.RepoRoot(t), "deploy", "kubernetes")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		all.WriteString(doc + "\n---\n")
+		if m := regexp.MustCompile(`(?m)^kind: (\w+)$`).FindStringSubmatch(doc); m != nil && (m[1] == "Namespace" || m[1] == "ServiceAccount" || m[1] == "Role" || m[1] == "RoleBinding") {
+			real.WriteString(doc + "\n---\n")
+		}
+	}
+	for name, data := range map[string]string{"real.yaml": real.String(), "all.yaml": all.String()} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectl(t, env, time.Minute, "apply", "-f", filepath.Join(dir, "real.yaml"))
+	kubectl(t, env, time.Minute, "apply", "--dry-run=server", "-f", filepath.Join(dir, "all.yaml"))
+
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bay-template", Namespace: "shipyard", Labels: r.deployment.Spec.Template.Labels},
+		Spec: *r.deployment.Spec.Template.Spec.DeepCopy()}
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	if _, err := cs.CoreV1().Pods("shipyard").Create(ctx, pod, dry); err != nil {
+		t.Fatalf("a Pod of bay's template is refused in its namespace: %v", err)
+	}
+	bad := pod.DeepCopy()
+	bad.Spec.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
+	if _, err := cs.CoreV1().Pods("shipyard").Create(ctx, bad, dry); !apierrors.IsForbidden(err) {
+		t.Fatalf("a Pod with NET_ADMIN in namespace shipyard: want it forbidden by the restricted level, got %v", err)
+	}
+
+	type access struct {
+		ns, verb, group, resource, sub string
+		want                           bool
+	}
+	checks := []access{
+		{"shipyard-sandboxes", "create", "", "pods", "", true},
+		{"shipyard-sandboxes", "watch", "", "pods", "", true},
+		{"shipyard-sandboxes", "delete", "", "pods", "", true},
+		{"shipyard-sandboxes", "create", "", "secrets", "", true},
+		{"shipyard-sandboxes", "list", "", "persistentvolumeclaims", "", true},
+		{"shipyard-sandboxes", "create", "networking.k8s.io", "networkpolicies", "", true},
+		{"shipyard-sandboxes", "update", "", "pods", "", false},
+		{"shipyard-sandboxes", "patch", "", "secrets", "", false},
+		{"shipyard-sandboxes", "create", "", "pods", "exec", false},
+		{"shipyard-sandboxes", "get", "", "pods", "proxy", false},
+		{"shipyard-sandboxes", "create", "rbac.authorization.k8s.io", "roles", "", false},
+		{"shipyard", "get", "", "secrets", "", false},
+		{"shipyard", "create", "", "pods", "", false},
+		{"", "list", "", "nodes", "", false},
+		{"", "list", "", "pods", "", false},
+	}
+	for _, c := range checks {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   "system:serviceaccount:shipyard:bay",
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:shipyard", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.ns, Verb: c.verb, Group: c.group,
+				Resource: c.resource, Subresource: c.sub}}}
+		res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status.Allowed != c.want {
+			t.Errorf("bay may %s %s/%s in %q: %v, want %v", c.verb, c.resource, c.sub, c.ns, res.Status.Allowed, c.want)
+		}
 	}
 }
 
