@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 45m
 K8S_TEST_PKGS ?= ./internal/bay/k8s/...
 BENCH_OUT ?= bench-results
 
-.PHONY: test-k8s k8s-build k8s-up k8s-up-tier1 k8s-down all build run test chaos bench bench-quick lint host-deps image image-base image-gull images clean leftovers
+.PHONY: test-k8s k8s-build k8s-up k8s-up-tier1 k8s-down all build run test chaos bench bench-quick lint host-deps image image-base image-gull image-bay images clean leftovers
 
 all: build
 
@@ -39,6 +39,14 @@ image-base: build host-deps
 image-gull: build host-deps
 	$(BIN)/bay image build --flavour gull
 images: image-base image image-gull
+
+## image-bay: bay's own image (bay:latest) for deploy/kubernetes and deploy/compose: a static
+## bin/bay-static on a minimal Debian root filesystem, built and content-tagged like the
+## sandbox images.
+image-bay: host-deps
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDVERSION)' -o $(BIN)/bay-static ./cmd/bay
+	$(BIN)/bay-static image build --flavour bay
 
 ## run: build everything, the sandbox image included when missing, then start bay on :8114
 ## with SQLite and the local Docker engine; the repository's skills/ seed the skill library.

@@ -8,9 +8,9 @@ package image
 import "embed"
 
 // Files is the recipe tree: packages/*.txt, hooks/customize.sh, files/*,
-// skills/<name>/..., and the gull flavour's gull/customize.sh and
-// gull/skills/<name>/... (Dockerfile.registry and README.md are documentation for
-// people and not part of the hashed recipe).
+// skills/<name>/..., the gull flavour's gull/customize.sh and gull/skills/<name>/...,
+// and the bay (control plane) flavour's bay/customize.sh (Dockerfile.registry and
+// README.md are documentation for people and not part of the hashed recipe).
 //
-//go:embed packages hooks files skills gull
+//go:embed packages hooks files skills gull bay
 var Files embed.FS

@@ -7,9 +7,11 @@
 # own cluster is not used), nftables for bay's sandbox firewall (internal/bay/netguard),
 # iproute2 for the network namespaces its test makes, and a headless Chromium with fonts for
 # gull's tests (/usr/lib/chromium/chromium-headless-shell, the binary the gull image runs; on
-# the host it comes from the host's Debian release, e.g. bookworm-security, not trixie).
+# the host it comes from the host's Debian release, e.g. bookworm-security, not trixie);
+# docker-compose and systemd's systemd-analyze for the tests of deploy/compose and
+# deploy/systemd.
 set -euo pipefail
-pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates postgresql nftables iproute2)
+pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates postgresql nftables iproute2 docker-compose systemd)
 # Installed without Recommends: Chromium's would pull in a desktop's worth of packages.
 browser_pkgs=(chromium-headless-shell fonts-liberation fonts-dejavu-core)
 missing=()

@@ -19,6 +19,7 @@ var BuiltImages = map[string]string{
 	"ship:latest": "bay image build --flavour full (make image)",
 	"ship:base":   "bay image build --flavour base (make image-base)",
 	"gull:latest": "bay image build --flavour gull (make image-gull)",
+	"bay:latest":  "bay image build --flavour bay (make image-bay)",
 }
 
 // ImageBuildHint says how to get image onto the platform.

@@ -8,8 +8,8 @@ import (
 
 // Command returns the `image` command group for the bay binary:
 //
-//	bay image build [--flavour full|base|gull] [--force] [--ship-binary PATH] [--mirror URL] [--packages FILE]...
-//	bay image tags  [--flavour full|base|gull] [--ship-binary PATH] [--packages FILE]...
+//	bay image build [--flavour full|base|gull|bay] [--force] [--ship-binary PATH] [--mirror URL] [--packages FILE]...
+//	bay image tags  [--flavour full|base|gull|bay] [--ship-binary PATH] [--packages FILE]...
 func Command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
@@ -37,7 +37,9 @@ Images are tagged by content (ship:<flavour>-<hash>); an unchanged recipe and sh
 binary are not rebuilt, and a new ship binary only re-runs the fast last step.
 The full flavour is tagged ship:latest, the base flavour ship:base. The gull flavour
 (gull:latest) is the browser runtime: headless Chromium, fonts and bin/gull instead of
-ship, Python and Node.
+ship, Python and Node. The bay flavour (bay:latest) is the control plane itself for
+Kubernetes and docker-compose: bin/bay-static (CGO_ENABLED=0; make image-bay) on tini,
+certificates and nft.
 
 Extra Debian packages: --packages FILE (repeatable) names a list like
 image/packages/*.txt, one package per line, # comments; they are installed with the
@@ -74,10 +76,10 @@ reachable Docker engine, the Debian archive, and bin/ship (make build).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full (ship:latest), base (ship:base) or gull (gull:latest)")
+	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full (ship:latest), base (ship:base), gull (gull:latest) or bay (bay:latest, the control plane)")
 	f.BoolVar(&all, "all", false, "build both flavours")
 	f.BoolVar(&opts.Force, "force", false, "rebuild even if an image with the same content tag exists (re-downloads all packages)")
-	f.StringVar(&opts.ShipBinary, "ship-binary", "", "static runtime binary to put into the image (make build; default "+DefaultShipBinary+", "+DefaultGullBinary+" for the gull flavour)")
+	f.StringVar(&opts.ShipBinary, "ship-binary", "", "static runtime binary to put into the image (make build; default "+DefaultShipBinary+", "+DefaultGullBinary+" for the gull flavour, "+DefaultBayBinary+" for the bay flavour)")
 	f.StringVar(&opts.Mirror, "mirror", "", "Debian archive URL (default: the host's apt sources, else "+DefaultMirror+")")
 	f.StringVar(&opts.SecurityMirror, "security-mirror", "", `Debian security archive URL, or "none" (default: the host's apt sources unless --mirror is given)`)
 	f.StringVar(&opts.Tag, "tag", "", "friendly tag to point at the image (default ship:latest for full, ship:base for base)")
@@ -111,8 +113,8 @@ func tagsCommand() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full, base or gull")
-	f.StringVar(&opts.ShipBinary, "ship-binary", "", "static runtime binary (default "+DefaultShipBinary+", "+DefaultGullBinary+" for the gull flavour)")
+	f.StringVar(&flavour, "flavour", string(FlavourFull), "image flavour: full, base, gull or bay")
+	f.StringVar(&opts.ShipBinary, "ship-binary", "", "static runtime binary (default "+DefaultShipBinary+", "+DefaultGullBinary+" for the gull flavour, "+DefaultBayBinary+" for the bay flavour)")
 	f.StringArrayVar(&opts.PackageFiles, "packages", nil, packagesFlagUsage)
 	return cmd
 }

@@ -37,10 +37,14 @@ const (
 	// FlavourGull is the browser runtime's image (gull:latest): headless
 	// Chromium, fonts and the gull daemon; no Python, no Node.
 	FlavourGull Flavour = "gull"
+	// FlavourBay is the control plane's own image (bay:latest): the static bay binary on a
+	// minimal Debian (tini, certificates, nft), for Kubernetes (deploy/kubernetes) and
+	// docker-compose (deploy/compose). Not a sandbox image.
+	FlavourBay Flavour = "bay"
 )
 
 // Flavours lists the known flavours.
-var Flavours = []Flavour{FlavourFull, FlavourBase, FlavourGull}
+var Flavours = []Flavour{FlavourFull, FlavourBase, FlavourGull, FlavourBay}
 
 // flavourSpec is what differs between the flavours.
 type flavourSpec struct {
@@ -50,7 +54,7 @@ type flavourSpec struct {
 	hook     string   // customize hook in the recipe
 	daemon   string   // the runtime binary: /opt/shipyard/bin/<daemon>
 	binary   string   // its default path on the host
-	imageEnv string   // variable naming the content tag in the image
+	imageEnv string   // variable naming the content tag in the image (never BAY_*: bay reads those as config)
 	filesDir string   // recipe dir copied to /opt/shipyard ("" for none)
 	skills   string   // recipe dir copied to /opt/shipyard/skills
 	changes  []string // runtime configuration of the imported root filesystem
@@ -69,6 +73,8 @@ var flavourSpecs = map[Flavour]flavourSpec{
 		sandboxUser: SandboxUser, runtimeCaps: RuntimeCaps},
 	FlavourGull: {repo: GullImageRepo, tag: "gull:latest", lists: []string{"gull"}, hook: gullHookPath,
 		daemon: "gull", binary: DefaultGullBinary, imageEnv: "GULL_IMAGE", skills: gullSkillsDir, changes: gullRootfsChanges},
+	FlavourBay: {repo: BayImageRepo, tag: "bay:latest", lists: []string{"bay"}, hook: bayHookPath,
+		daemon: "bay", binary: DefaultBayBinary, imageEnv: "SHIPYARD_BAY_IMAGE", changes: bayRootfsChanges},
 }
 
 func (f Flavour) spec() flavourSpec { return flavourSpecs[f] }
@@ -76,8 +82,8 @@ func (f Flavour) spec() flavourSpec { return flavourSpecs[f] }
 // Valid reports whether f is a known flavour.
 func (f Flavour) Valid() bool { _, ok := flavourSpecs[f]; return ok }
 
-// DefaultTag is the friendly tag of a flavour: ship:latest, ship:base or
-// gull:latest.
+// DefaultTag is the friendly tag of a flavour: ship:latest, ship:base,
+// gull:latest or bay:latest.
 func (f Flavour) DefaultTag() string { return f.spec().tag }
 
 // Repo is the repository of the flavour's images: ship or gull.
@@ -88,6 +94,9 @@ const (
 	// DefaultGullBinary the static gull binary.
 	DefaultShipBinary = "bin/ship"
 	DefaultGullBinary = "bin/gull"
+	// DefaultBayBinary is the static bay binary of the bay flavour (`make image-bay` builds it
+	// with CGO_ENABLED=0; the bin/bay of `make build` may link the host's libc).
+	DefaultBayBinary = "bin/bay-static"
 	// DefaultSuite is the Debian release of the root filesystem.
 	DefaultSuite = "trixie"
 	// DefaultSourceDateEpoch pins file times for reproducible root
@@ -97,11 +106,14 @@ const (
 	// intermediate (imported) images.
 	ImageRepo     = "ship"
 	GullImageRepo = "gull"
+	BayImageRepo  = "bay"
 	RootfsRepo    = "shipyard-rootfs"
 	// ShipPort is the port the ship daemon listens on in the container,
 	// GullPort the gull daemon's.
 	ShipPort = 8123
 	GullPort = 8115
+	// BayPort is bay's HTTP port in its image (server.port's default).
+	BayPort = 8114
 	// NoSecurityMirror disables the trixie-security suite.
 	NoSecurityMirror = "none"
 )
@@ -147,13 +159,14 @@ var _ Engine = (*client.Client)(nil)
 // Options configure Build and EnsureImage. The zero value builds the full
 // flavour from bin/ship with the host's Debian mirror.
 type Options struct {
-	// Flavour is full (default), base or gull.
+	// Flavour is full (default), base, gull or bay.
 	Flavour Flavour
 	// Tag is the friendly tag pointed at the built image; default
 	// Flavour.DefaultTag().
 	Tag string
-	// ShipBinary is the path of the flavour's static runtime binary: ship
-	// (default bin/ship), or gull for the gull flavour (default bin/gull).
+	// ShipBinary is the path of the flavour's static binary: ship (default
+	// bin/ship), gull for the gull flavour (default bin/gull), bay for the bay
+	// flavour (default bin/bay-static).
 	ShipBinary string
 	// Mirror is the Debian archive URL (for the trixie and trixie-updates
 	// suites); default: the host's apt sources, else deb.debian.org.
@@ -223,7 +236,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Flavour = FlavourFull
 	}
 	if !o.Flavour.Valid() {
-		return o, fmt.Errorf("unknown flavour %q (want full, base or gull)", o.Flavour)
+		return o, fmt.Errorf("unknown flavour %q (want full, base, gull or bay)", o.Flavour)
 	}
 	if o.Tag == "" {
 		o.Tag = o.Flavour.DefaultTag()

@@ -41,8 +41,10 @@ const (
 	// The gull flavour's hook and skills.
 	gullHookPath  = "gull/customize.sh"
 	gullSkillsDir = "gull/skills"
-	shipyardDir   = "/opt/shipyard"
-	mplConfigDir  = shipyardDir + "/mplconfig"
+	// The bay flavour's hook (it has no files and no skills).
+	bayHookPath  = "bay/customize.sh"
+	shipyardDir  = "/opt/shipyard"
+	mplConfigDir = shipyardDir + "/mplconfig"
 )
 
 // mmdebstrap settings that shape the root filesystem (part of its hash).
@@ -397,6 +399,22 @@ var gullRootfsChanges = []string{
 	`CMD ["/usr/local/bin/gull"]`,
 }
 
+// bayRootfsChanges configure the bay flavour's root filesystem: bay as uid 1000 with its data
+// directory as the working directory; its configuration is a mounted /etc/bay/config.yaml
+// (bay's last default search path) plus BAY_* variables. server.host is not set here: a BAY_*
+// variable beats the file, so the deployment says where bay listens.
+var bayRootfsChanges = []string{
+	"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"ENV LANG=C.UTF-8",
+	"ENV HOME=/var/lib/bay",
+	"ENV BAY_DATA_DIR=/var/lib/bay",
+	"USER 1000:1000",
+	"WORKDIR /var/lib/bay",
+	"EXPOSE " + strconv.Itoa(BayPort) + "/tcp",
+	`ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/bay"]`,
+	`CMD ["serve"]`,
+}
+
 // contextName maps a recipe path to its build context path: files/X goes to
 // shipyard/X, the skills dir's X to shipyard/skills/X (all copied to
 // /opt/shipyard).
@@ -469,7 +487,7 @@ var suitePython = map[string]string{"bookworm": "3.11", "trixie": "3.13"}
 // nothing writes at run time (uid 1000 cannot). Bay's Docker driver may serve them from a
 // volume when the engine's storage driver is slow to read (fuse-overlayfs).
 func (p Plan) HotPaths() string {
-	if p.Flavour == FlavourGull {
+	if p.Flavour == FlavourGull || p.Flavour == FlavourBay {
 		return "" // no Python
 	}
 	paths := []string{"/usr/lib/python3"}
