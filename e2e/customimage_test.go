@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/build"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -147,29 +148,48 @@ func waitKeeper(ctx context.Context, t *testing.T, cli *client.Client, image str
 	}
 }
 
-// removeImageAndCache removes a test image and the image cache a bay made of it.
+// removeImageAndCache removes a test image and the image cache a bay made of it. A keeper can
+// appear while this runs (a bay warming its images' caches, or removing a keeper at the same
+// moment), so keepers and volumes are removed in rounds until none is left.
 func removeImageAndCache(t *testing.T, cli *client.Client, tag, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	key := id // an image without a shared cache key is cached under its id
-	keepers, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", "dev.shipyard.image-cache.key="+key)})
-	if err == nil {
-		for _, k := range keepers.Items {
-			if _, err := cli.ContainerRemove(ctx, k.ID, client.ContainerRemoveOptions{Force: true}); err != nil {
-				t.Errorf("remove the image cache keeper of %s: %v", tag, err)
+	byKey := make(client.Filters).Add("label", "dev.shipyard.image-cache.key="+key)
+	var last error
+	for {
+		last = nil
+		keepers, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: byKey})
+		if err != nil {
+			last = err
+		} else {
+			for _, k := range keepers.Items {
+				if _, err := cli.ContainerRemove(ctx, k.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+					last = fmt.Errorf("remove the image cache keeper of %s: %w", tag, err)
+				}
 			}
 		}
-	}
-	vols, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: make(client.Filters).Add("label", "dev.shipyard.image-cache.key="+key)})
-	if err == nil {
-		for _, v := range vols.Items {
-			if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil {
-				t.Errorf("remove the image cache volume %s: %v", v.Name, err)
+		vols, err := cli.VolumeList(ctx, client.VolumeListOptions{Filters: byKey})
+		if err != nil {
+			last = err
+		} else {
+			for _, v := range vols.Items {
+				if _, err := cli.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+					last = fmt.Errorf("remove the image cache volume %s: %w", v.Name, err)
+				}
 			}
 		}
-	}
-	if _, err := cli.ImageRemove(ctx, tag, client.ImageRemoveOptions{PruneChildren: true}); err != nil {
-		t.Errorf("remove %s: %v", tag, err)
+		if last == nil {
+			if _, err := cli.ImageRemove(ctx, tag, client.ImageRemoveOptions{PruneChildren: true}); err == nil || cerrdefs.IsNotFound(err) {
+				return
+			} else {
+				last = fmt.Errorf("remove %s: %w", tag, err)
+			}
+		}
+		if ctx.Err() != nil {
+			t.Error(last)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }
