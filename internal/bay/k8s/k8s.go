@@ -232,7 +232,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("request_ratio must be in (0, 1], got %v", c.RequestRatio))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("k8s driver config: %w", err)
+		return fmt.Errorf("config: %w", err)
 	}
 	return nil
 }
@@ -271,13 +271,13 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	}
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("k8s driver: %w", err)
+		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	rc.UserAgent = "shipyard-bay"
 	rc.QPS, rc.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, fmt.Errorf("k8s driver: client: %w", err)
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	codec, _ := newLabelCodec(cfg.LabelPrefix)
 	if log == nil {
