@@ -41,7 +41,8 @@ func runtimeSpec(p bay.NetworkPolicy) bay.InstanceSpec {
 
 func TestNetworkPolicyModes(t *testing.T) {
 	d := testDriver(t, func(c *Config) {
-		c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("203.0.113.128/25"), netip.MustParsePrefix("fc00::/7")}
+		c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("203.0.113.128/25"), netip.MustParsePrefix("fc00::/7"),
+			netip.MustParsePrefix("::ffff:0.0.0.0/96")} // in the default blocked hosts; no NetworkPolicy may name it
 	})
 	render := func(p bay.NetworkPolicy) (*networkingv1.NetworkPolicy, error) {
 		np, err := d.networkPolicy(runtimeSpec(p), metav1.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"})
