@@ -26,26 +26,13 @@ func TestReadinessTimeoutRemovesTheContainer(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, "bay.db"), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		drv := fake.New()
-		svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{
-			Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 10 * time.Second,
-		})
 		var probes atomic.Int64
-		svc.SetHealthCheck(func(ctx context.Context, endpoint string) error {
+		svc, drv, r := readinessSandbox(t, dir, func() error {
 			probes.Add(1)
 			return errors.New("connection refused")
 		})
-		r, err := svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
-		_, err = svc.EnsureRunning(ctx, r.ID)
+		_, err := svc.EnsureRunning(ctx, r.ID)
 		elapsed := time.Since(start)
 		var be *bay.Error
 		if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Message != "Runtime failed to become ready" || be.Details["retry_after_ms"] != 1000 {
@@ -76,26 +63,13 @@ func TestReadinessStopsAtAForeignRuntime(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, "bay.db"), Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
-		drv := fake.New()
-		svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{
-			Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 10 * time.Second,
-		})
 		var probes atomic.Int64
-		svc.SetHealthCheck(func(ctx context.Context, endpoint string) error {
+		svc, drv, r := readinessSandbox(t, dir, func() error {
 			probes.Add(1)
 			return fmt.Errorf("%w: 401", runtime.ErrForeign)
 		})
-		r, err := svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
-		_, err = svc.EnsureRunning(ctx, r.ID)
+		_, err := svc.EnsureRunning(ctx, r.ID)
 		var be *bay.Error
 		if !errors.As(err, &be) || be.Code != bay.CodeSessionNotReady || be.Details["retry_after_ms"] != 1000 {
 			t.Fatalf("err = %v, want a retryable session_not_ready", err)
@@ -107,4 +81,26 @@ func TestReadinessStopsAtAForeignRuntime(t *testing.T) {
 			t.Fatalf("container left: %+v", c)
 		}
 	})
+}
+
+// readinessSandbox is a lifecycle service on a fake driver whose runtime health is health, with
+// one sandbox of alice's created; the store closes with the test.
+func readinessSandbox(t *testing.T, dir string, health func() error) (*sandbox.Service, *fake.Driver, *bay.SandboxView) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: filepath.Join(dir, "bay.db"), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	drv := fake.New()
+	svc := sandbox.New(st, drv, shipclient.New(nil, nil), nil, nil, sandbox.Config{
+		Profiles: testProfiles(), InstanceID: "test", ReadinessTimeout: 10 * time.Second,
+	})
+	svc.SetHealthCheck(func(context.Context, string) error { return health() })
+	r, err := svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc, drv, r
 }
