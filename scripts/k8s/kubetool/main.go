@@ -120,7 +120,10 @@ func setup(args []string) error {
 	bind := storagev1.VolumeBindingImmediate
 	reclaim := corev1.PersistentVolumeReclaimDelete
 	sc := &storagev1.StorageClass{
-		ObjectMeta:        metav1.ObjectMeta{Name: *class},
+		// The cluster's default class, as real clusters have one: a claim that names no class
+		// (the shipped deployment's storage_class: "") is provisioned here too.
+		ObjectMeta: metav1.ObjectMeta{Name: *class,
+			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
 		Provisioner:       "shipyard.local/localpv",
 		ReclaimPolicy:     &reclaim,
 		VolumeBindingMode: &bind,
