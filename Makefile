@@ -10,7 +10,7 @@ BIN := bin
 TEST_TIMEOUT ?= 45m
 # K8S_TEST_PKGS: the packages `make test` and `make test-k8s` run with the build tag k8s
 # against the test cluster (scripts/k8s/test.sh starts it and stops it after).
-K8S_TEST_PKGS ?= ./internal/bay/k8s/...
+K8S_TEST_PKGS ?= ./internal/bay/k8s/... ./deploy/kubernetes ./e2e/k8se2e
 BENCH_OUT ?= bench-results
 
 .PHONY: test-k8s k8s-build k8s-up k8s-up-tier1 k8s-down all build run test chaos bench bench-quick lint host-deps image image-base image-gull image-bay images clean leftovers

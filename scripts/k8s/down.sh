@@ -32,6 +32,9 @@ for f in "$K8S_RUN"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
   [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
 done
 ip link del "$K8S_BRIDGE" 2>/dev/null
+for chain in DOCKER-USER FORWARD; do
+  while iptables -D "$chain" -i "$K8S_BRIDGE" -o "$K8S_BRIDGE" -j ACCEPT 2>/dev/null; do :; done
+done
 # The last killed processes take a moment to leave their cgroups and the node's mount namespace
 # (until then its mounts keep their mount points busy): retry for up to 10 s.
 for _ in $(seq 1 50); do

@@ -162,6 +162,13 @@ CNI
 # The Localhost seccomp profile of the user-namespace opt-in (driver.k8s.seccomp_userns_profile
 # is relative to the kubelet's seccomp root, <root-dir>/seccomp).
 "$tool" seccomp -out "$S/kubelet/seccomp/$K8S_SECCOMP_USERNS"
+# Pods talk to each other across the node's bridge (in-cluster bay to its sandboxes). With the
+# Docker engine on the same host, bridged frames pass iptables' FORWARD chain, whose policy the
+# engine sets to DROP: let the bridge's own traffic through (removed by down.sh).
+fwd_chain=FORWARD
+iptables -n -L DOCKER-USER >/dev/null 2>&1 && fwd_chain=DOCKER-USER
+iptables -C "$fwd_chain" -i "$K8S_BRIDGE" -o "$K8S_BRIDGE" -j ACCEPT 2>/dev/null ||
+  iptables -I "$fwd_chain" -i "$K8S_BRIDGE" -o "$K8S_BRIDGE" -j ACCEPT
 cat >"$S/cni/net.d/10-shipyard.conflist" <<CNI
 {
   "cniVersion": "1.0.0",
