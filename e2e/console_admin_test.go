@@ -123,12 +123,12 @@ func TestConsoleAdmin(t *testing.T) {
 	p.screenshot(shots, "admin-key-revoked")
 	clean("key revoked", false)
 
-	// A key that is not an admin key: each admin section says so, and no form is offered.
+	// A key that is not an admin key: each admin section (GC, keys, owners, warm pool) says so, and no form is offered.
 	carol := b.do("POST", "/v1/admin/keys", map[string]any{"owner": "carol", "name": "not an admin"}, nil)
 	expect(t, carol, 201, "create carol's key")
 	p.eval(`document.getElementById('signout').click()`, nil)
 	signIn(carol.Str("key"))
-	p.waitFor("the refusals", `document.querySelectorAll('main .forbidden').length === 3`, 20*time.Second)
+	p.waitFor("the refusals", `document.querySelectorAll('main .forbidden').length === 4`, 20*time.Second)
 	var shown bool
 	p.eval(`document.querySelector('form[aria-label="Create an API key"]').offsetParent !== null`, &shown)
 	if shown {

@@ -277,7 +277,6 @@ func (d *Driver) RestoreNetworks(ctx context.Context, policy bay.PolicyLookup) (
 	}
 	byInstance := map[string]*found{}
 	var order []string
-	netIDs := map[string]string{} // policy network name -> id of the one in use
 	for _, c := range res.Items {
 		inst := c.Labels[bay.LabelInstance]
 		if inst == "" || c.NetworkSettings == nil || d.egress.Known(inst) {
@@ -296,16 +295,45 @@ func (d *Driver) RestoreNetworks(ctx context.Context, policy bay.PolicyLookup) (
 			}
 			if f.net == name {
 				f.addrs = append(f.addrs, ep.IPAddress)
-				netIDs[name] = ep.NetworkID
 			}
 		}
 	}
-	if len(order) == 0 {
-		return 0, nil
+	// Only instances of this bay's own sandboxes, under the policy of the network they are on,
+	// are restored. Another deployment's sandboxes on the same engine host are none of its
+	// business: their gateway stays with the bay that runs them, and this one does not take
+	// the gateway's ports for them.
+	var errs []error
+	policies := map[string]bay.NetworkPolicy{}
+	mine := order[:0]
+	for _, inst := range order {
+		f := byInstance[inst]
+		p, ok, err := policy(ctx, inst)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("instance %s: %w", inst, err))
+			continue
+		}
+		if !ok {
+			d.log.DebugContext(ctx, "running instance left refused: no sandbox of this bay runs it", "instance", inst, "network", f.net)
+			continue
+		}
+		want := NoneNetwork
+		if p.EffectiveMode() == bay.NetworkAllowlist {
+			want = EgressNetwork
+		}
+		if p.EffectiveMode() == bay.NetworkOpen || want != f.net {
+			d.log.InfoContext(ctx, "running instance left refused: its sandbox's policy is not the one of its network", "instance", inst, "network", f.net, "mode", p.EffectiveMode())
+			continue
+		}
+		policies[inst] = p
+		mine = append(mine, inst)
 	}
 	// The gateway on each policy network the instances are on (idempotent when it runs).
 	gateways := map[string]netip.Addr{}
-	for name := range netIDs {
+	for _, inst := range mine {
+		name := byInstance[inst].net
+		if _, done := gateways[name]; done {
+			continue
+		}
 		nets, err := d.networksNamed(ctx, name)
 		if err != nil {
 			return 0, fmt.Errorf("restore network policies: %w", err)
@@ -327,30 +355,13 @@ func (d *Driver) RestoreNetworks(ctx context.Context, policy bay.PolicyLookup) (
 		gateways[name] = gw
 	}
 	n := 0
-	var errs []error
-	for _, inst := range order {
+	for _, inst := range mine {
 		f := byInstance[inst]
 		gw, ok := gateways[f.net]
 		if !ok {
 			continue
 		}
-		p, ok, err := policy(ctx, inst)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("instance %s: %w", inst, err))
-			continue
-		}
-		want := NoneNetwork
-		if p.EffectiveMode() == bay.NetworkAllowlist {
-			want = EgressNetwork
-		}
-		if !ok {
-			d.log.DebugContext(ctx, "running instance left refused: no sandbox runs it", "instance", inst, "network", f.net)
-			continue
-		}
-		if p.EffectiveMode() == bay.NetworkOpen || want != f.net {
-			d.log.InfoContext(ctx, "running instance left refused: its sandbox's policy is not the one of its network", "instance", inst, "network", f.net, "mode", p.EffectiveMode())
-			continue
-		}
+		p := policies[inst]
 		restored := false
 		for _, a := range f.addrs {
 			r, err := d.egress.Restore(a, gw, inst, f.sandboxID, p)

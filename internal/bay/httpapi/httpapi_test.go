@@ -185,7 +185,7 @@ func TestEnvelopeForRoutingErrors(t *testing.T) {
 	}
 	h.expect(h.do("GET", "/v1/sandboxes", "", nil), 401, "unauthorized")
 	h.expect(h.do("GET", "/v1/profiles", "", nil), 200, "")
-	h.expect(h.do("GET", "/v1/admin/gc/status", "alice", nil), 503, "unavailable")
+	h.expect(h.do("GET", "/v1/admin/gc/status", "alice", nil), 403, "forbidden") // an admin's, and alice is none
 }
 
 func TestCreateValidation(t *testing.T) {
