@@ -19,7 +19,14 @@ done
 cargos=${SHIPYARD_CARGO_DIR:-/var/lib/shipyard/cargos}
 if [ -d "$cargos" ]; then
   files=$(find "$cargos" -maxdepth 1 -name '*.img' | head -20)
-  mounts=$(awk -v d="$cargos/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | head -20)
+  # A complete spare (.spare/<size>-<id>.img mounted on its .d, formatted ahead of time) is a
+  # cache, not a leftover: a bay that was killed leaves its spares for the next bay to take, and
+  # the refill keeps at most two of a size. A spare's mount without its file is a leftover.
+  mounts=$(awk -v d="$cargos/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo |
+    while read -r m; do
+      case "$m" in "$cargos/.spare/"*.d) [ -f "${m%.d}.img" ] && continue ;; esac
+      echo "$m"
+    done | head -20)
   if [ -n "$files$mounts" ]; then
     echo "leftover cargo files or mounts in $cargos:" $files $mounts >&2
     left=1
