@@ -552,10 +552,13 @@ func (m *Manager) Restart(ctx context.Context) error {
 	return nil
 }
 
+// stopGrace is how long a kernel asked to shut down may take before it is killed.
+const stopGrace = 2 * time.Second
+
 func (m *Manager) stopSlot(s *slot) {
 	<-s.ready
 	if s.k != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), stopGrace)
 		s.k.Shutdown(ctx)
 		cancel()
 	}
@@ -570,7 +573,7 @@ func (m *Manager) KernelPID() int {
 	return st.PID
 }
 
-// Close shuts the kernel down (gracefully while ctx lasts, then by
+// Close shuts the kernel down (gracefully while ctx and a 2 s grace last, then by
 // SIGKILL) and stops restarting it. When it returns no kernel process of this
 // manager is left running.
 func (m *Manager) Close(ctx context.Context) {
@@ -589,8 +592,12 @@ func (m *Manager) Close(ctx context.Context) {
 			<-s.ready
 		}
 		if s.k != nil {
-			s.k.Shutdown(ctx)
+			// A kernel that ignores the shutdown request (stuck, or busy at the pids limit) is
+			// killed after the same grace as a retired one, whatever ctx allows.
+			sctx, cancel := context.WithTimeout(ctx, stopGrace)
+			s.k.Shutdown(sctx)
+			cancel()
 		}
 	}
-	m.stopping.Wait() // bounded: each stop gives up after 2s and kills
+	m.stopping.Wait() // bounded: each stop gives up after stopGrace and kills
 }
