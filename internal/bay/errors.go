@@ -125,3 +125,16 @@ func Classify(err error, msg string) error {
 	}
 	return Internal(msg, err)
 }
+
+// Classified returns err classified as kind: its message is err's, and errors.Is/As see both
+// kind (first) and err. Drivers use it to give an engine's or API server's errors the domain
+// meaning (bay.ErrNotFound, bay.ErrConflict, unavailable) their callers test for.
+func Classified(kind *Error, err error) error { return &classified{kind, err} }
+
+type classified struct {
+	kind *Error
+	err  error
+}
+
+func (c *classified) Error() string   { return c.err.Error() }
+func (c *classified) Unwrap() []error { return []error{c.kind, c.err} }

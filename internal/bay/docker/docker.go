@@ -302,16 +302,6 @@ func (d *Driver) Ping(ctx context.Context) error {
 // errUnavailable classifies "cannot connect to the engine".
 var errUnavailable = &bay.Error{Code: bay.CodeUnavailable, Message: "container engine unreachable"}
 
-// classified is an engine error with a domain classification. Its message is the engine's;
-// errors.Is/As see both the bay sentinel (first) and the engine error.
-type classified struct {
-	kind *bay.Error
-	err  error
-}
-
-func (c *classified) Error() string   { return c.err.Error() }
-func (c *classified) Unwrap() []error { return []error{c.kind, c.err} }
-
 // classify maps an engine error onto bay.ErrNotFound / bay.ErrConflict / unavailable; other
 // errors (and context errors) are returned as they are.
 func classify(err error) error {
@@ -321,17 +311,14 @@ func classify(err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case cerrdefs.IsNotFound(err):
-		return &classified{bay.ErrNotFound, err}
+		return bay.Classified(bay.ErrNotFound, err)
 	case cerrdefs.IsConflict(err):
-		return &classified{bay.ErrConflict, err}
+		return bay.Classified(bay.ErrConflict, err)
 	case client.IsErrConnectionFailed(err):
-		return &classified{errUnavailable, err}
+		return bay.Classified(errUnavailable, err)
 	}
 	return err
 }
-
-// classifyAs attaches kind to err (for engine answers whose status code does not say it).
-func classifyAs(kind *bay.Error, err error) error { return &classified{kind, err} }
 
 // hostPort joins a host and port for a URL (brackets IPv6).
 func hostPort(host string, port string) string { return net.JoinHostPort(host, port) }

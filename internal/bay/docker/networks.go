@@ -172,7 +172,7 @@ func (d *Driver) removeNetwork(ctx context.Context, name string) error {
 		case err == nil, cerrdefs.IsNotFound(err):
 		case cerrdefs.IsConflict(err), cerrdefs.IsPermissionDenied(err):
 			// 20.10 answers 403 "network ... has active endpoints".
-			return fmt.Errorf("remove network %s: in use: %w", name, classifyAs(bay.ErrConflict, err))
+			return fmt.Errorf("remove network %s: in use: %w", name, bay.Classified(bay.ErrConflict, err))
 		default:
 			return fmt.Errorf("remove network %s: %w", name, classify(err))
 		}

@@ -333,15 +333,6 @@ func (d *Driver) Ping(ctx context.Context) error {
 
 var errUnavailable = &bay.Error{Code: bay.CodeUnavailable, Message: "kubernetes API server unreachable"}
 
-// classified is an API error with a domain classification (errors.Is sees both).
-type classified struct {
-	kind *bay.Error
-	err  error
-}
-
-func (c *classified) Error() string   { return c.err.Error() }
-func (c *classified) Unwrap() []error { return []error{c.kind, c.err} }
-
 // classify maps an API error onto bay.ErrNotFound / bay.ErrConflict / unavailable.
 func classify(err error) error {
 	var netErr net.Error
@@ -351,11 +342,11 @@ func classify(err error) error {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case apierrors.IsNotFound(err):
-		return &classified{bay.ErrNotFound, err}
+		return bay.Classified(bay.ErrNotFound, err)
 	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
-		return &classified{bay.ErrConflict, err}
+		return bay.Classified(bay.ErrConflict, err)
 	case apierrors.IsServiceUnavailable(err), errors.As(err, &netErr):
-		return &classified{errUnavailable, err}
+		return bay.Classified(errUnavailable, err)
 	}
 	return err
 }
