@@ -48,10 +48,17 @@ image-bay: host-deps
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDVERSION)' -o $(BIN)/bay-static ./cmd/bay
 	$(BIN)/bay-static image build --flavour bay
 
-## run: build everything, the sandbox image included when missing, then start bay on :8114
-## with SQLite and the local Docker engine; the repository's skills/ seed the skill library.
-run: image
-	BAY_SKILLS__SEED_DIR=$(CURDIR)/skills $(BIN)/bay serve
+## run: build the binaries and install what serving needs (side by side), then start bay on
+## :8114 with SQLite and the local Docker engine; the repository's skills/ seed the skill
+## library. Missing sandbox images are built by bay in the background once it serves
+## (images.build_missing): ship:base first (python sandboxes start on it until ship:latest is
+## ready), then ship:latest and gull:latest. `make image` builds them ahead instead.
+run:
+	@mkdir -p $(BIN)
+	@scripts/install-deps.sh run >$(BIN)/.install-deps.log 2>&1 & deps=$$!; \
+	  $(MAKE) --no-print-directory build || exit 1; \
+	  wait $$deps || { cat $(BIN)/.install-deps.log; exit 1; }
+	BAY_IMAGES__BUILD_MISSING=true BAY_SKILLS__SEED_DIR=$(CURDIR)/skills $(BIN)/bay serve
 
 ## test: lint, unit tests, tests against the real Docker engine, a real kernel, a real
 ## SQLite file and PostgreSQL, and the end-to-end scenarios; then the Kubernetes tests

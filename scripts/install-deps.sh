@@ -10,10 +10,18 @@
 # the host it comes from the host's Debian release, e.g. bookworm-security, not trixie);
 # docker-compose and systemd's systemd-analyze for the tests of deploy/compose and
 # deploy/systemd.
+#
+# `install-deps.sh run` installs only what `make run` needs (building the images and serving:
+# mmdebstrap, nft for the sandbox firewall, ip and nsenter for the egress routes), so that a
+# fresh machine serves sandboxes sooner; the test set comes with `make test`.
 set -euo pipefail
-pkgs=(mmdebstrap gpg uidmap python3-ipykernel python3-matplotlib ca-certificates postgresql nftables iproute2 docker-compose systemd)
-# Installed without Recommends: Chromium's would pull in a desktop's worth of packages.
-browser_pkgs=(chromium-headless-shell fonts-liberation fonts-dejavu-core)
+pkgs=(mmdebstrap gpg uidmap ca-certificates nftables iproute2 util-linux e2fsprogs)
+browser_pkgs=()
+if [ "${1:-test}" != run ]; then
+  pkgs+=(python3-ipykernel python3-matplotlib postgresql docker-compose systemd)
+  # Installed without Recommends: Chromium's would pull in a desktop's worth of packages.
+  browser_pkgs=(chromium-headless-shell fonts-liberation fonts-dejavu-core)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

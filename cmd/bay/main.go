@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -42,6 +43,7 @@ func root() *cobra.Command {
 		// loopback with the caller's credentials, so MCP gets exactly the HTTP API's auth and
 		// owner scoping and links nothing of bay's internals.
 		m.MountMCP = func(m *app.Main) http.Handler { return mcp.NewHTTPHandler(mcp.LoopbackClients(m.ListenAddr)) }
+		m.BuildImage = buildImage
 		return m.Run(ctx)
 	}
 	addServeFlags := func(c *cobra.Command) {
@@ -67,4 +69,15 @@ func root() *cobra.Command {
 	rootCmd.AddCommand(serveCmd, versionCmd, imagebuild.Command())
 	rootCmd.SetContext(context.Background())
 	return rootCmd
+}
+
+// buildImage builds image, one of the friendly tags `bay image build` makes, from the runtime
+// binaries of the working directory (images.build_missing).
+func buildImage(ctx context.Context, image string, progress io.Writer) error {
+	f, ok := imagebuild.FlavourOfTag(image)
+	if !ok {
+		return fmt.Errorf("bay does not build %s", image)
+	}
+	_, err := imagebuild.EnsureImage(ctx, imagebuild.Options{Flavour: f, Progress: progress})
+	return err
 }

@@ -3,6 +3,7 @@ package bay
 import (
 	"context"
 	"strings"
+	"sync"
 )
 
 // ImageChecker is implemented by drivers that can tell whether an image is present on their
@@ -21,6 +22,11 @@ var BuiltImages = map[string]string{
 	"gull:latest": "bay image build --flavour gull (make image-gull)",
 	"bay:latest":  "bay image build --flavour bay (make image-bay)",
 }
+
+// ImageStandIns maps an image `bay image build` makes to a smaller one of the same recipe
+// that new sessions may start on while bay builds the first in the background: ship:base has
+// the same runtime as ship:latest with the base package set only.
+var ImageStandIns = map[string]string{"ship:latest": "ship:base"}
 
 // ImageBuildHint says how to get image onto the platform.
 func ImageBuildHint(image string) string {
@@ -74,4 +80,53 @@ func FindMissingImages(ctx context.Context, ic ImageChecker, profiles ...Profile
 		}
 	}
 	return out, nil
+}
+
+// ImageBuilds tracks the profile images bay builds in the background at start
+// (images.build_missing) and, for each, the present image that new sessions start on until it
+// is built (ship:base for ship:latest: the same runtime with fewer packages). An image is in
+// the set from the moment bay decides to build it until its build ends, successfully or not.
+// The zero value is empty and ready; a nil *ImageBuilds is empty and never changes.
+type ImageBuilds struct {
+	mu       sync.RWMutex
+	building map[string]string // image -> stand-in ("" none yet)
+}
+
+// Start records that image is being built, with standIn ("" none) for new sessions meanwhile.
+// Calling it again for the same image replaces the stand-in.
+func (b *ImageBuilds) Start(image, standIn string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.building == nil {
+		b.building = map[string]string{}
+	}
+	b.building[image] = standIn
+}
+
+// Done records that image's build ended: new sessions use the image itself (or, if the build
+// failed, are refused with the hint to build it, as for any missing image).
+func (b *ImageBuilds) Done(image string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.building, image)
+}
+
+// Building reports whether image is being built, and its stand-in ("" none).
+func (b *ImageBuilds) Building(image string) (standIn string, building bool) {
+	if b == nil {
+		return "", false
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	standIn, building = b.building[image]
+	return standIn, building
+}
+
+// Image is the image a new session's container starts from: image's stand-in while image is
+// being built and has one, image otherwise.
+func (b *ImageBuilds) Image(image string) string {
+	if standIn, ok := b.Building(image); ok && standIn != "" {
+		return standIn
+	}
+	return image
 }

@@ -86,6 +86,16 @@ func (f Flavour) Valid() bool { _, ok := flavourSpecs[f]; return ok }
 // gull:latest or bay:latest.
 func (f Flavour) DefaultTag() string { return f.spec().tag }
 
+// FlavourOfTag returns the flavour whose friendly tag is tag (ship:latest: full).
+func FlavourOfTag(tag string) (Flavour, bool) {
+	for _, f := range Flavours {
+		if f.DefaultTag() == tag {
+			return f, true
+		}
+	}
+	return "", false
+}
+
 // Repo is the repository of the flavour's images: ship or gull.
 func (f Flavour) Repo() string { return f.spec().repo }
 

@@ -384,3 +384,22 @@ func TestPackageFiles(t *testing.T) {
 		}
 	}
 }
+
+// dpkg runs under mmdebstrap's eatmydata hooks where the host has them (they are in Debian's
+// mmdebstrap package, which the build installs), and that changes no content tag.
+func TestMmdebstrapUsesEatmydataWithoutChangingTags(t *testing.T) {
+	p := mustPlan(t, Options{Flavour: FlavourBase, Recipe: testRecipe(), ShipBinary: writeShip(t, "ship v1")})
+	args := strings.Join(mmdebstrapArgs(p, Mirrors{Archive: "http://m/debian"}, "/h.sh"), "\n")
+	if eatmydataHooks == "" {
+		t.Fatalf("%s is missing: the build installs mmdebstrap, which ships it", eatmydataHookDir)
+	}
+	if !strings.Contains(args, "--hook-dir="+eatmydataHookDir+"\n") {
+		t.Errorf("mmdebstrap runs without eatmydata:\n%s", args)
+	}
+	saved := eatmydataHooks
+	eatmydataHooks = ""
+	defer func() { eatmydataHooks = saved }()
+	if q := mustPlan(t, Options{Flavour: FlavourBase, Recipe: testRecipe(), ShipBinary: writeShip(t, "ship v1")}); q.RootfsTag != p.RootfsTag {
+		t.Errorf("eatmydata changed the root filesystem's tag: %s vs %s", q.RootfsTag, p.RootfsTag)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -78,6 +79,11 @@ type Main struct {
 	// Tune, when set, adjusts the lifecycle service's configuration before it is built
 	// (benchmarks and tests).
 	Tune func(*sandbox.Config)
+	// BuildImage, when set, builds one of the images `bay image build` makes (bay.BuiltImages)
+	// on the platform, writing progress lines to progress; with images.build_missing, bay
+	// builds its profiles' missing images with it in the background. cmd/bay wires
+	// internal/imagebuild.
+	BuildImage func(ctx context.Context, image string, progress io.Writer) error
 
 	mu      sync.Mutex
 	addr    net.Addr
@@ -202,7 +208,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		drv = d
 	}
 
-	warnMissingImages(ctx, drv, cfg.Profiles, log)
+	// Images bay builds in the background (images.build_missing) are not missing to a create:
+	// it starts on the image's stand-in, or is told to retry, while they build.
+	builds := &bay.ImageBuilds{}
+	var imagePlan []string
+	if ic, ok := bay.DriverPort[bay.ImageChecker](drv); ok {
+		missing := findMissingImages(ctx, ic, cfg.Profiles, log)
+		if cfg.Images.BuildMissing && m.BuildImage != nil {
+			imagePlan = planImageBuilds(ctx, ic, missing, builds, log)
+		} else if cfg.Images.BuildMissing {
+			log.WarnContext(ctx, "images.build_missing is set, but this bay cannot build images")
+		}
+		warnMissingImages(ctx, missing, builds, log)
+	}
 
 	// Metrics observe the store and the driver through decorators; rawStore and rawDrv stay
 	// for what must not be counted (the scrape's own reads) or needs the concrete driver.
@@ -226,6 +244,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		DefaultCargoSizeMB: cfg.Cargo.DefaultSizeLimitMB,
 		EagerVolume:        cfg.Cargo.EagerVolume,
 		SkillsRoot:         cfg.Skills.RootPath,
+		ImageBuilds:        builds,
 	}
 	if m.Tune != nil {
 		m.Tune(&scfg)
@@ -363,8 +382,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if guard != nil {
 		loops["netguard"] = guard.Run
 	}
+	var warmBuilt func(context.Context, string)
 	if w, ok := rawDrv.(imageCacheWarmer); ok {
 		loops["imagecache"] = func(ctx context.Context) error { warmImageCaches(ctx, w, cfg.Profiles, log); return nil }
+		warmBuilt = func(ctx context.Context, img string) { warmImageCache(ctx, w, img, log) }
+	}
+	if len(imagePlan) > 0 {
+		loops["imagebuild"] = func(ctx context.Context) error {
+			buildImages(ctx, imagePlan, builds, m.BuildImage, warmBuilt, log)
+			return nil
+		}
 	}
 	for name, run := range loops {
 		wg.Add(1)
@@ -438,16 +465,22 @@ func warmImageCaches(ctx context.Context, w imageCacheWarmer, profiles []bay.Pro
 		}
 	}
 	for _, img := range images {
-		began := time.Now()
-		used, err := w.WarmImageCache(ctx, img)
-		if err != nil {
-			if ctx.Err() == nil {
-				log.WarnContext(ctx, "image cache not warmed; sandboxes of this image read it from the image", "image", img, "err", err)
-			}
-			continue
-		}
-		log.InfoContext(ctx, "image cache warm", "image", img, "used", used, "took_ms", time.Since(began).Milliseconds())
+		warmImageCache(ctx, w, img, log)
 	}
+}
+
+// warmImageCache prepares the image cache of img and logs "image cache warm": benchmarks wait
+// for it.
+func warmImageCache(ctx context.Context, w imageCacheWarmer, img string, log *slog.Logger) {
+	began := time.Now()
+	used, err := w.WarmImageCache(ctx, img)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.WarnContext(ctx, "image cache not warmed; sandboxes of this image read it from the image", "image", img, "err", err)
+		}
+		return
+	}
+	log.InfoContext(ctx, "image cache warm", "image", img, "used", used, "took_ms", time.Since(began).Milliseconds())
 }
 
 // networkGuard returns the Docker driver's host firewall hook (internal/bay/netguard) and the

@@ -47,6 +47,8 @@ type Config struct {
 	Limits LimitsConfig `yaml:"limits"`
 	// Reuse holds the defaults of sandbox reuse by key (seed 002's [tools.e2b] reuse keys).
 	Reuse ReuseConfig `yaml:"reuse"`
+	// Images is what bay does about its profiles' images (ours).
+	Images ImagesConfig `yaml:"images"`
 	// ProfileSpecs is the "profiles" list as written. A list in the file or in BAY_PROFILES
 	// replaces the default profiles entirely.
 	ProfileSpecs []ProfileSpec `yaml:"profiles"`
@@ -307,6 +309,19 @@ type ReuseConfig struct {
 	// LockTimeout bounds how long a create waits for the other creates of the same key, which
 	// run one at a time under a lease in the database (so across bays too): 600 s.
 	LockTimeout time.Duration `yaml:"lock_timeout_sec"`
+}
+
+// ImagesConfig is what bay does about its profiles' images.
+type ImagesConfig struct {
+	// BuildMissing makes bay build, in the background after it starts serving, the profile
+	// images that `bay image build` makes (ship:latest, ship:base, gull:latest) and the engine
+	// lacks, one at a time, the smallest first (it needs the runtime binaries at bin/ship and
+	// bin/gull of the working directory, as `make build` leaves them). Meanwhile a create of a
+	// ship:latest profile starts on ship:base once that is built, and other creates of a
+	// profile whose image is being built are answered 503 unavailable with Retry-After.
+	// Default false: production images are built ahead (`bay image build`); `make run` sets it
+	// so that a fresh machine serves sandboxes minutes before the full image is ready.
+	BuildMissing bool `yaml:"build_missing"`
 }
 
 // SkillsConfig is the skill library (ours, internal/bay/skills).

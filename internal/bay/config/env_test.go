@@ -30,6 +30,7 @@ security: {allow_anonymous: true}
 		"BAY_SECURITY__BLOCKED_HOSTS=[\"1.2.3.4/32\"]",
 		"BAY_CARGO__MAX_UPLOAD_BYTES=512m",
 		"BAY_SERVER__HOST=0.0.0.0",
+		"BAY_IMAGES__BUILD_MISSING=true",
 		"BAY_API_KEY=ignored-here", "BAY_DATA_DIR=/x", "BAY_CONFIG_FILE=", // read directly, not keys
 		"HOSTNAME=host-1", "PATH=/bin",
 	)
@@ -50,6 +51,7 @@ security: {allow_anonymous: true}
 		{"score", c.BrowserLearning.ScoreThreshold, 0.5},
 		{"blocked", c.Security.BlockedHosts, []string{"1.2.3.4/32"}},
 		{"upload", c.Cargo.MaxUploadBytes, ByteSize(512 << 20)},
+		{"build missing", c.Images.BuildMissing, true},
 	}
 	for _, ch := range checks {
 		if !reflect.DeepEqual(ch.got, ch.want) {

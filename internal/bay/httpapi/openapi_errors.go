@@ -87,8 +87,9 @@ func errorCodes(rt route) map[int][]string {
 	}
 	switch rt.doc.id {
 	case "createSandbox":
-		add(404, bayapi.CodeNotFound) // cargo_id names no cargo of the caller
-		add(409, bayapi.CodeConflict) // cargo_id names a managed cargo
+		add(404, bayapi.CodeNotFound)    // cargo_id names no cargo of the caller
+		add(409, bayapi.CodeConflict)    // cargo_id names a managed cargo
+		add(503, bayapi.CodeUnavailable) // the profile's image is being built by bay
 	case "extendTTL":
 		add(409, bayapi.CodeSandboxExpired, bayapi.CodeSandboxTTLInfinite)
 	case "uploadFile":

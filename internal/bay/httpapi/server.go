@@ -41,7 +41,9 @@
 //   - POST /v1/sandboxes of a profile whose image is not on the engine is 400
 //     validation_error with details.reason image_missing and the hint to build it (the
 //     reference created the sandbox and failed its first call with a 500); an unknown
-//     profile's message goes on with the valid ones.
+//     profile's message goes on with the valid ones. While bay builds a missing image itself
+//     (images.build_missing), the create is 503 unavailable with reason image_building and
+//     Retry-After, or starts on the image's stand-in (ship:base for ship:latest).
 //   - Every 401 carries WWW-Authenticate: Bearer realm="bay".
 //   - GET /readyz, GET /metrics (Prometheus, authenticated) and GET /v1/sandboxes/{id}/metrics
 //     are ours (docs/operations.md).

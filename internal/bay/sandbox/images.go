@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,8 +58,10 @@ func (c cachedChecker) ImageExists(ctx context.Context, ref string) (bool, error
 
 // checkImages refuses a profile whose image the platform lacks: validation_error (400) with
 // details {reason: image_missing, profile, image, hint}, at create time rather than at the
-// first call (there is no registry, so the image will not appear by itself). A driver without
-// bay.ImageChecker, or an engine that cannot say, lets the create through.
+// first call (there is no registry, so the image will not appear by itself). An image bay is
+// building itself is no client mistake: it passes when a present stand-in will start in its
+// place, and is unavailable (503, reason image_building, retry_after_ms) while it has none. A
+// driver without bay.ImageChecker, or an engine that cannot say, lets the create through.
 func (s *Service) checkImages(ctx context.Context, prof *bay.Profile) error {
 	ic, ok := bay.DriverPort[bay.ImageChecker](s.driver)
 	if !ok {
@@ -66,7 +69,13 @@ func (s *Service) checkImages(ctx context.Context, prof *bay.Profile) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, imageCheckTimeout)
 	defer cancel()
-	missing, err := bay.FindMissingImages(cctx, cachedChecker{ic: ic, seen: &s.images, now: s.now()}, *prof)
+	// The images sessions of this profile would start from now, stand-ins included.
+	started := *prof
+	started.Containers = slices.Clone(prof.Containers)
+	for i := range started.Containers {
+		started.Containers[i].Image = s.cfg.ImageBuilds.Image(started.Containers[i].Image)
+	}
+	missing, err := bay.FindMissingImages(cctx, cachedChecker{ic: ic, seen: &s.images, now: s.now()}, started)
 	if err != nil {
 		s.log.WarnContext(ctx, "image check failed; creating anyway", "profile", prof.ID, "err", err)
 		return nil
@@ -75,10 +84,19 @@ func (s *Service) checkImages(ctx context.Context, prof *bay.Profile) error {
 		return nil
 	}
 	m := missing[0]
+	if _, building := s.cfg.ImageBuilds.Building(m.Image); building {
+		return bay.Errorf(bay.CodeUnavailable, "Image %s of profile %s is being built by bay; retry in a minute", m.Image, m.Profile).
+			WithDetails(map[string]any{"reason": "image_building", "profile": m.Profile, "image": m.Image,
+				"retry_after_ms": int(imageBuildingRetryAfter.Milliseconds())})
+	}
 	hint := bay.ImageBuildHint(m.Image)
 	return bay.Errorf(bay.CodeValidation, "Image %s of profile %s is not on the container engine: %s", m.Image, m.Profile, hint).
 		WithDetails(map[string]any{"reason": "image_missing", "profile": m.Profile, "image": m.Image, "hint": hint})
 }
+
+// imageBuildingRetryAfter is the retry hint of a create refused while its image builds: the
+// smallest image takes about a minute from scratch.
+const imageBuildingRetryAfter = 30 * time.Second
 
 // invalidProfile is the validation_error of an unknown profile: the reference's message
 // "Invalid profile: X", followed by the valid ones (also in details.valid_profiles).

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -87,5 +88,52 @@ func TestCreateImageCheckRemembersPresentImagesOnly(t *testing.T) {
 	}
 	if n := drv.count(); n != 4 {
 		t.Fatalf("%d checks, want 4", n)
+	}
+}
+
+// While bay builds a profile's image itself, a create is no client mistake: it starts on the
+// image's stand-in when there is one, and is told to retry (503 with a hint) while there is
+// none; once the build ends, sessions start on the image itself.
+func TestCreateWhileBayBuildsTheImage(t *testing.T) {
+	ctx := context.Background()
+	builds := &bay.ImageBuilds{}
+	e := sandboxtest.New(t, sandboxtest.Options{Images: []string{"ship:standin"},
+		Config: func(c *sandbox.Config) { c.ImageBuilds = builds }})
+
+	// Building, no stand-in yet: 503 unavailable, reason image_building, a retry hint.
+	builds.Start("ship:test", "")
+	_, err := e.Svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, nil)
+	var be *bay.Error
+	if code(err) != bay.CodeUnavailable || !errors.As(err, &be) || be.Details["reason"] != "image_building" ||
+		be.Details["image"] != "ship:test" || be.Details["retry_after_ms"] != 30000 {
+		t.Fatalf("create while building without a stand-in: %v", err)
+	}
+
+	// With a present stand-in: created, and the session starts on the stand-in.
+	builds.Start("ship:test", "ship:standin")
+	r := e.Create(t, "alice", sandbox.CreateParams{})
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if cs := e.Drv.Containers(); len(cs) != 1 || cs[0].Spec.Image != "ship:standin" {
+		t.Fatalf("containers while building: %+v", cs)
+	}
+
+	// The build failed: the image is missing like any other (400 with the hint).
+	builds.Done("ship:test")
+	if _, err := e.Svc.CreateSandbox(ctx, "alice", sandbox.CreateParams{}, nil); code(err) != bay.CodeValidation {
+		t.Fatalf("create after a failed build: %v", err)
+	}
+
+	// Built: a new session starts on the image itself.
+	e.Drv.AddImage("ship:test")
+	if err := e.Svc.StopSandbox(ctx, "alice", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Svc.EnsureRunning(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if cs := e.Drv.Containers(); len(cs) != 1 || cs[0].Spec.Image != "ship:test" {
+		t.Fatalf("containers after the build: %+v", cs)
 	}
 }

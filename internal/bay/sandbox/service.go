@@ -81,6 +81,10 @@ type Config struct {
 	// concurrent deletes made removals take more than 5 s), because a container given up on
 	// keeps the managed cargo's volume in use.
 	StopTimeout time.Duration
+	// ImageBuilds are the profile images bay is building in the background
+	// (images.build_missing): a create of a profile whose image is being built starts on the
+	// image's stand-in, or is answered 503 unavailable while it has none. nil: none.
+	ImageBuilds *bay.ImageBuilds
 }
 
 func (c *Config) applyDefaults() {

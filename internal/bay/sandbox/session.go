@@ -900,7 +900,7 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 		spec.Containers = append(spec.Containers, bay.ContainerSpec{
 			Name:        c.Name,
 			RuntimeType: cmp.Or(c.RuntimeType, bay.RuntimeShip),
-			Image:       c.Image,
+			Image:       s.cfg.ImageBuilds.Image(c.Image),
 			Env:         env,
 			Port:        port,
 			Limits: bay.Limits{

@@ -64,6 +64,8 @@ type Options struct {
 	Capability capability.Config
 	// Endpoint, when set, gives each instance's containers their address (default: the stub's).
 	Endpoint func(stub *shipstub.Stub) func(instance string, c bay.ContainerSpec) string
+	// Images, when set, are the only images the fake engine has (fake.WithImages).
+	Images []string
 }
 
 // Env is a lifecycle service with its capability and history services.
@@ -93,7 +95,11 @@ func New(t *testing.T, o Options) *Env {
 	if o.Endpoint != nil {
 		endpoint = o.Endpoint(stub)
 	}
-	drv := fake.New(fake.WithEndpointFunc(endpoint))
+	opts := []fake.Option{fake.WithEndpointFunc(endpoint)}
+	if o.Images != nil {
+		opts = append(opts, fake.WithImages(o.Images...))
+	}
+	drv := fake.New(opts...)
 	clk := NewClock(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
 	cfg := sandbox.Config{Profiles: Profiles(), InstanceID: "test", ReadinessTimeout: 5 * time.Second}
 	if o.Config != nil {
