@@ -45,7 +45,7 @@ func ExampleSandbox_Python() {
 	case err != nil:
 		log.Fatal(err)
 	case !res.Success:
-		log.Fatal("python raised: ", *res.Error)
+		log.Fatal("python raised: ", res.Error)
 	}
 	fmt.Println(res.Output)
 	// Output: 42
@@ -64,7 +64,7 @@ func ExampleSandbox_Python_raising() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(res.Success, strings.Contains(*res.Error, "ZeroDivisionError"))
+	fmt.Println(res.Success, strings.Contains(res.Error, "ZeroDivisionError"))
 	// Output: false true
 }
 
