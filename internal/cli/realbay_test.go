@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -297,6 +298,64 @@ func TestRealBay(t *testing.T) {
 		}
 		if r := runReal(t, url, "", "fs", "cat", sb.ID, "missing"); r.code != 66 || !strings.Contains(r.stderr, "[file_not_found]") {
 			t.Fatalf("missing: %+v", r)
+		}
+	})
+
+	// The CLI's JSON is bay's answer, also where the real bay sends nulls the fake does not
+	// (a job's history entry has no output; a ready sandbox has containers).
+	t.Run("json", func(t *testing.T) {
+		r := runReal(t, url, "", "job", "start", "--follow", sb.ID, "echo hi; exit 2")
+		if r.code != 2 {
+			t.Fatalf("job: %+v", r)
+		}
+		r = runReal(t, url, "", "job", "ls", sb.ID, "-o", "json")
+		var jobs bayapi.JobList
+		if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil || len(jobs.Items) == 0 {
+			t.Fatalf("job ls: %+v %v", r, err)
+		}
+		get := func(path string) string {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
+			req.Header.Set("Authorization", "Bearer "+realAPIKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+			}
+			return string(b)
+		}
+		compact := func(s string) string {
+			var b bytes.Buffer
+			if err := json.Compact(&b, []byte(s)); err != nil {
+				t.Fatalf("not JSON: %v: %q", err, s)
+			}
+			return b.String()
+		}
+		job := jobs.Items[0].JobID
+		for _, c := range []struct {
+			args []string
+			path string
+		}{
+			{[]string{"sandbox", "get", sb.ID}, "/v1/sandboxes/" + sb.ID},
+			{[]string{"history", sb.ID, "--last"}, "/v1/sandboxes/" + sb.ID + "/history/last"},
+			{[]string{"history", sb.ID}, "/v1/sandboxes/" + sb.ID + "/history"},
+			{[]string{"job", "ls", sb.ID}, "/v1/sandboxes/" + sb.ID + "/jobs"},
+			{[]string{"job", "status", sb.ID, job}, "/v1/sandboxes/" + sb.ID + "/jobs/" + job},
+			{[]string{"fs", "ls", sb.ID, "proj"}, "/v1/sandboxes/" + sb.ID + "/filesystem/directories?path=proj"},
+			{[]string{"profiles", "--detail"}, "/v1/profiles?detail=true"},
+			{[]string{"cargo", "list", "--managed"}, "/v1/cargos?managed=true"},
+		} {
+			r := runReal(t, url, "", append(c.args, "-o", "json")...)
+			if r.code != 0 {
+				t.Errorf("%v: %+v", c.args, r)
+				continue
+			}
+			if got, want := compact(r.stdout), compact(get(c.path)); got != want {
+				t.Errorf("%v:\n got %s\nwant %s", c.args, got, want)
+			}
 		}
 	})
 
