@@ -495,8 +495,34 @@ func TestJSONOutputIsTheAPIAnswer(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &last); r.code != 0 || err != nil {
 		t.Fatalf("history --last: %+v %v", r, err)
 	}
+	checkJSONIsAnswer(t, fake.URL, "", func(args ...string) result { return run(t, fake.URL, "", args...) }, []jsonCase{
+		{[]string{"sandbox", "get", sb.ID}, "/v1/sandboxes/" + sb.ID},
+		{[]string{"sandbox", "list"}, "/v1/sandboxes"},
+		{[]string{"history", sb.ID}, "/v1/sandboxes/" + sb.ID + "/history"},
+		{[]string{"history", sb.ID, last.ID}, "/v1/sandboxes/" + sb.ID + "/history/" + last.ID},
+		{[]string{"fs", "ls", sb.ID, "d"}, "/v1/sandboxes/" + sb.ID + "/filesystem/directories?path=d"},
+		{[]string{"profiles", "--detail"}, "/v1/profiles?detail=true"},
+		{[]string{"cargo", "list"}, "/v1/cargos"},
+		{[]string{"health"}, "/health"},
+	})
+}
+
+// jsonCase is a CLI command whose -o json output must be bay's answer to a GET of path.
+type jsonCase struct {
+	args []string
+	path string
+}
+
+// checkJSONIsAnswer runs each case (with -o json) and compares its output with bay's answer
+// to the GET at url (with token, when set), both compacted.
+func checkJSONIsAnswer(t *testing.T, url, token string, run func(args ...string) result, cases []jsonCase) {
+	t.Helper()
 	get := func(path string) string {
-		resp, err := http.Get(fake.URL + path)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,20 +540,8 @@ func TestJSONOutputIsTheAPIAnswer(t *testing.T) {
 		}
 		return b.String()
 	}
-	for _, c := range []struct {
-		args []string
-		path string
-	}{
-		{[]string{"sandbox", "get", sb.ID}, "/v1/sandboxes/" + sb.ID},
-		{[]string{"sandbox", "list"}, "/v1/sandboxes"},
-		{[]string{"history", sb.ID}, "/v1/sandboxes/" + sb.ID + "/history"},
-		{[]string{"history", sb.ID, last.ID}, "/v1/sandboxes/" + sb.ID + "/history/" + last.ID},
-		{[]string{"fs", "ls", sb.ID, "d"}, "/v1/sandboxes/" + sb.ID + "/filesystem/directories?path=d"},
-		{[]string{"profiles", "--detail"}, "/v1/profiles?detail=true"},
-		{[]string{"cargo", "list"}, "/v1/cargos"},
-		{[]string{"health"}, "/health"},
-	} {
-		r := run(t, fake.URL, "", append(c.args, "-o", "json")...)
+	for _, c := range cases {
+		r := run(append(c.args, "-o", "json")...)
 		if r.code != 0 {
 			t.Errorf("%v: %+v", c.args, r)
 			continue

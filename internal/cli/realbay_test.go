@@ -313,32 +313,8 @@ func TestRealBay(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil || len(jobs.Items) == 0 {
 			t.Fatalf("job ls: %+v %v", r, err)
 		}
-		get := func(path string) string {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
-			req.Header.Set("Authorization", "Bearer "+realAPIKey)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil || resp.StatusCode != 200 {
-				t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
-			}
-			return string(b)
-		}
-		compact := func(s string) string {
-			var b bytes.Buffer
-			if err := json.Compact(&b, []byte(s)); err != nil {
-				t.Fatalf("not JSON: %v: %q", err, s)
-			}
-			return b.String()
-		}
 		job := jobs.Items[0].JobID
-		for _, c := range []struct {
-			args []string
-			path string
-		}{
+		checkJSONIsAnswer(t, url, realAPIKey, func(args ...string) result { return runReal(t, url, "", args...) }, []jsonCase{
 			{[]string{"sandbox", "get", sb.ID}, "/v1/sandboxes/" + sb.ID},
 			{[]string{"history", sb.ID, "--last"}, "/v1/sandboxes/" + sb.ID + "/history/last"},
 			{[]string{"history", sb.ID}, "/v1/sandboxes/" + sb.ID + "/history"},
@@ -347,16 +323,7 @@ func TestRealBay(t *testing.T) {
 			{[]string{"fs", "ls", sb.ID, "proj"}, "/v1/sandboxes/" + sb.ID + "/filesystem/directories?path=proj"},
 			{[]string{"profiles", "--detail"}, "/v1/profiles?detail=true"},
 			{[]string{"cargo", "list", "--managed"}, "/v1/cargos?managed=true"},
-		} {
-			r := runReal(t, url, "", append(c.args, "-o", "json")...)
-			if r.code != 0 {
-				t.Errorf("%v: %+v", c.args, r)
-				continue
-			}
-			if got, want := compact(r.stdout), compact(get(c.path)); got != want {
-				t.Errorf("%v:\n got %s\nwant %s", c.args, got, want)
-			}
-		}
+		})
 	})
 
 	t.Run("term", func(t *testing.T) {
