@@ -10,21 +10,11 @@ import (
 	"time"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
-	"github.com/shipyard-dev/shipyard/api/shipapi"
 )
 
-// Sandbox is a snapshot of a sandbox (the API's SandboxResponse) bound to the client that
-// fetched it; its methods act on the sandbox by id.
-type Sandbox struct {
-	bayapi.SandboxResponse
-	c *Client
-}
-
-// Client returns the client the sandbox is bound to.
-func (s *Sandbox) Client() *Client { return s.c }
-
-func (c *Client) sandbox(r *bayapi.SandboxResponse) *Sandbox {
-	return &Sandbox{SandboxResponse: *r, c: c}
+func (c *Client) sandbox(s *Sandbox) *Sandbox {
+	s.c = c
+	return s
 }
 
 func esc(s string) string { return url.PathEscape(s) }
@@ -41,8 +31,8 @@ func checkID(kind, id string) error {
 // ---- health & profiles ----
 
 // Health calls GET /health (no authentication needed).
-func (c *Client) Health(ctx context.Context) (*bayapi.HealthResponse, error) {
-	var out bayapi.HealthResponse
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	var out Health
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: bayapi.PathHealth}, &out); err != nil {
 		return nil, err
 	}
@@ -50,12 +40,12 @@ func (c *Client) Health(ctx context.Context) (*bayapi.HealthResponse, error) {
 }
 
 // ListProfiles calls GET /v1/profiles; detail adds descriptions and containers.
-func (c *Client) ListProfiles(ctx context.Context, detail bool) (*bayapi.ProfileList, error) {
+func (c *Client) ListProfiles(ctx context.Context, detail bool) (*ProfileList, error) {
 	q := url.Values{}
 	if detail {
 		q.Set("detail", "true")
 	}
-	var out bayapi.ProfileList
+	var out ProfileList
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: bayapi.PathProfiles, query: q}, &out); err != nil {
 		return nil, err
 	}
@@ -108,7 +98,7 @@ func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest, op
 	if r := req.Reuse; r != nil {
 		body.Reuse = &bayapi.ReuseSpec{Key: r.Key, IdleTTL: optSeconds(r.IdleTTL), HardTTL: optSeconds(r.HardTTL)}
 	}
-	var out bayapi.SandboxResponse
+	var out Sandbox
 	err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathSandboxes, jsonBody: body,
 		idemKey: keyOr(o.idemKey), requestID: o.requestID}, &out)
 	if err != nil {
@@ -132,7 +122,7 @@ type ListSandboxesRequest struct {
 }
 
 // ListSandboxes returns one page of the caller's sandboxes ordered by id.
-func (c *Client) ListSandboxes(ctx context.Context, req ListSandboxesRequest) (*bayapi.SandboxList, error) {
+func (c *Client) ListSandboxes(ctx context.Context, req ListSandboxesRequest) (*SandboxList, error) {
 	q := url.Values{}
 	if req.Limit > 0 {
 		q.Set("limit", strconv.Itoa(req.Limit))
@@ -143,9 +133,12 @@ func (c *Client) ListSandboxes(ctx context.Context, req ListSandboxesRequest) (*
 	if req.Status != "" {
 		q.Set("status", req.Status)
 	}
-	var out bayapi.SandboxList
+	var out SandboxList
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: bayapi.PathSandboxes, query: q}, &out); err != nil {
 		return nil, err
+	}
+	for _, s := range out.Items {
+		c.sandbox(s)
 	}
 	return &out, nil
 }
@@ -155,7 +148,7 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*Sandbox, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
-	var out bayapi.SandboxResponse
+	var out Sandbox
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: sbPath(bayapi.PathSandbox, id)}, &out); err != nil {
 		return nil, err
 	}
@@ -170,7 +163,7 @@ func (c *Client) ExtendTTL(ctx context.Context, id string, by time.Duration, opt
 		return nil, err
 	}
 	o := applyCallOptions(opts)
-	var out bayapi.SandboxResponse
+	var out Sandbox
 	err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathExtendTTL, id),
 		jsonBody: bayapi.ExtendTTLRequest{ExtendBy: bayapi.IntPtr(int64(wholeSeconds(by)))},
 		idemKey:  keyOr(o.idemKey), requestID: o.requestID}, &out)
@@ -276,13 +269,13 @@ func wholeSeconds(d time.Duration) int {
 // ExecPython runs code in the sandbox's persistent IPython kernel (POST .../python/exec).
 // A Python exception is a successful call with Success false and the traceback in Error.
 // The call is never retried (except on session_not_ready, when nothing ran).
-func (c *Client) ExecPython(ctx context.Context, id string, req PythonRequest) (*bayapi.PythonExecResponse, error) {
+func (c *Client) ExecPython(ctx context.Context, id string, req PythonRequest) (*PythonResult, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
 	body := bayapi.PythonExecRequest{Code: &req.Code, Timeout: optSeconds(req.Timeout), IncludeCode: req.IncludeCode,
 		Description: optStr(req.Description), Tags: optStr(req.Tags)}
-	var out bayapi.PythonExecResponse
+	var out PythonResult
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathPythonExec, id), jsonBody: body,
 		timeout: c.execTimeout(req.Timeout, bayapi.DefaultExecTimeout)}, &out); err != nil {
 		return nil, err
@@ -292,13 +285,13 @@ func (c *Client) ExecPython(ctx context.Context, id string, req PythonRequest) (
 
 // ExecShell runs a command with bash in the sandbox (POST .../shell/exec). A non-zero exit
 // status is a successful call with ExitCode set. Never retried (except on session_not_ready).
-func (c *Client) ExecShell(ctx context.Context, id string, req ShellRequest) (*bayapi.ShellExecResponse, error) {
+func (c *Client) ExecShell(ctx context.Context, id string, req ShellRequest) (*ShellResult, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
 	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optSeconds(req.Timeout), Cwd: optStr(req.Cwd),
 		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
-	var out bayapi.ShellExecResponse
+	var out ShellResult
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathShellExec, id), jsonBody: body,
 		timeout: c.execTimeout(req.Timeout, bayapi.DefaultExecTimeout)}, &out); err != nil {
 		return nil, err
@@ -340,14 +333,16 @@ func (c *Client) DeleteFile(ctx context.Context, id, path string) error {
 }
 
 // ListFiles lists a workspace directory ("" = "."); hidden entries are not listed.
-func (c *Client) ListFiles(ctx context.Context, id, path string) ([]shipapi.FileInfo, error) {
+func (c *Client) ListFiles(ctx context.Context, id, path string) ([]FileInfo, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
 	if path == "" {
 		path = "."
 	}
-	var out bayapi.DirectoryResponse
+	var out struct {
+		Entries []FileInfo `json:"entries"`
+	}
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: sbPath(bayapi.PathDirectories, id),
 		query: url.Values{"path": {path}}}, &out); err != nil {
 		return nil, err
@@ -369,7 +364,7 @@ type HistoryRequest struct {
 }
 
 // ListHistory returns the sandbox's execution history, newest first.
-func (c *Client) ListHistory(ctx context.Context, id string, req HistoryRequest) (*bayapi.ExecutionHistoryList, error) {
+func (c *Client) ListHistory(ctx context.Context, id string, req HistoryRequest) (*History, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
@@ -395,7 +390,7 @@ func (c *Client) ListHistory(ctx context.Context, id string, req HistoryRequest)
 	if req.HasDescription != nil {
 		q.Set("has_description", strconv.FormatBool(*req.HasDescription))
 	}
-	var out bayapi.ExecutionHistoryList
+	var out History
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: sbPath(bayapi.PathHistory, id), query: q}, &out); err != nil {
 		return nil, err
 	}
@@ -403,7 +398,7 @@ func (c *Client) ListHistory(ctx context.Context, id string, req HistoryRequest)
 }
 
 // LastExecution returns the newest history entry (of execType if non-empty). Errors: not_found.
-func (c *Client) LastExecution(ctx context.Context, id, execType string) (*bayapi.ExecutionHistoryEntry, error) {
+func (c *Client) LastExecution(ctx context.Context, id, execType string) (*HistoryEntry, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
@@ -411,7 +406,7 @@ func (c *Client) LastExecution(ctx context.Context, id, execType string) (*bayap
 	if execType != "" {
 		q.Set("exec_type", execType)
 	}
-	var out bayapi.ExecutionHistoryEntry
+	var out HistoryEntry
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: sbPath(bayapi.PathHistoryLast, id), query: q}, &out); err != nil {
 		return nil, err
 	}
@@ -423,11 +418,11 @@ func historyEntryPath(id, execID string) string {
 }
 
 // GetExecution returns one history entry. Errors: not_found.
-func (c *Client) GetExecution(ctx context.Context, id, executionID string) (*bayapi.ExecutionHistoryEntry, error) {
+func (c *Client) GetExecution(ctx context.Context, id, executionID string) (*HistoryEntry, error) {
 	if err := errors.Join(checkID("sandbox", id), checkID("execution", executionID)); err != nil {
 		return nil, err
 	}
-	var out bayapi.ExecutionHistoryEntry
+	var out HistoryEntry
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: historyEntryPath(id, executionID)}, &out); err != nil {
 		return nil, err
 	}
@@ -436,12 +431,12 @@ func (c *Client) GetExecution(ctx context.Context, id, executionID string) (*bay
 
 // AnnotateExecution sets description, tags and/or notes of a history entry (nil = unchanged)
 // and returns the updated entry (PATCH .../history/{execution_id}).
-func (c *Client) AnnotateExecution(ctx context.Context, id, executionID string, req bayapi.AnnotateExecutionRequest) (*bayapi.ExecutionHistoryEntry, error) {
+func (c *Client) AnnotateExecution(ctx context.Context, id, executionID string, req AnnotateRequest) (*HistoryEntry, error) {
 	if err := errors.Join(checkID("sandbox", id), checkID("execution", executionID)); err != nil {
 		return nil, err
 	}
-	var out bayapi.ExecutionHistoryEntry
-	if err := c.doJSON(ctx, &request{method: http.MethodPatch, path: historyEntryPath(id, executionID), jsonBody: req}, &out); err != nil {
+	var out HistoryEntry
+	if err := c.doJSON(ctx, &request{method: http.MethodPatch, path: historyEntryPath(id, executionID), jsonBody: bayapi.AnnotateExecutionRequest(req)}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -452,9 +447,9 @@ func (c *Client) AnnotateExecution(ctx context.Context, id, executionID string, 
 // CreateCargo creates an external cargo (persistent workspace volume). sizeLimitMB 0 = bay's
 // default. It always sends a JSON body (fixing the reference SDK's 422) and an
 // Idempotency-Key (generated unless given).
-func (c *Client) CreateCargo(ctx context.Context, sizeLimitMB int, opts ...CallOption) (*bayapi.CargoResponse, error) {
+func (c *Client) CreateCargo(ctx context.Context, sizeLimitMB int, opts ...CallOption) (*Cargo, error) {
 	o := applyCallOptions(opts)
-	var out bayapi.CargoResponse
+	var out Cargo
 	err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathCargos,
 		jsonBody: bayapi.CreateCargoRequest{SizeLimitMB: optInt(sizeLimitMB)},
 		idemKey:  keyOr(o.idemKey), requestID: o.requestID}, &out)
@@ -473,7 +468,7 @@ type ListCargosRequest struct {
 }
 
 // ListCargos returns one page of cargos.
-func (c *Client) ListCargos(ctx context.Context, req ListCargosRequest) (*bayapi.CargoList, error) {
+func (c *Client) ListCargos(ctx context.Context, req ListCargosRequest) (*CargoList, error) {
 	q := url.Values{}
 	if req.Limit > 0 {
 		q.Set("limit", strconv.Itoa(req.Limit))
@@ -484,7 +479,7 @@ func (c *Client) ListCargos(ctx context.Context, req ListCargosRequest) (*bayapi
 	if req.Managed != nil {
 		q.Set("managed", strconv.FormatBool(*req.Managed))
 	}
-	var out bayapi.CargoList
+	var out CargoList
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: bayapi.PathCargos, query: q}, &out); err != nil {
 		return nil, err
 	}
@@ -494,11 +489,11 @@ func (c *Client) ListCargos(ctx context.Context, req ListCargosRequest) (*bayapi
 func cargoPath(id string) string { return bayapi.PathCargos + "/" + esc(id) }
 
 // GetCargo returns one cargo. Errors: not_found.
-func (c *Client) GetCargo(ctx context.Context, id string) (*bayapi.CargoResponse, error) {
+func (c *Client) GetCargo(ctx context.Context, id string) (*Cargo, error) {
 	if err := checkID("cargo", id); err != nil {
 		return nil, err
 	}
-	var out bayapi.CargoResponse
+	var out Cargo
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: cargoPath(id)}, &out); err != nil {
 		return nil, err
 	}
@@ -517,9 +512,9 @@ func (c *Client) DeleteCargo(ctx context.Context, id string) error {
 
 // RunGC runs one GC cycle now (POST /v1/admin/gc/run). Errors: gc_running (423).
 // Not retried.
-func (c *Client) RunGC(ctx context.Context, req bayapi.GCRunRequest) (*bayapi.GCRunResponse, error) {
-	var out bayapi.GCRunResponse
-	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathGCRun, jsonBody: req,
+func (c *Client) RunGC(ctx context.Context, req GCRequest) (*GCResult, error) {
+	var out GCResult
+	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathGCRun, jsonBody: bayapi.GCRunRequest(req),
 		timeout: max(c.timeout, 5*time.Minute)}, &out); err != nil {
 		return nil, err
 	}
@@ -527,8 +522,8 @@ func (c *Client) RunGC(ctx context.Context, req bayapi.GCRunRequest) (*bayapi.GC
 }
 
 // GCStatus returns the GC scheduler's state (GET /v1/admin/gc/status).
-func (c *Client) GCStatus(ctx context.Context) (*bayapi.GCStatusResponse, error) {
-	var out bayapi.GCStatusResponse
+func (c *Client) GCStatus(ctx context.Context) (*GCStatus, error) {
+	var out GCStatus
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: bayapi.PathGCStatus}, &out); err != nil {
 		return nil, err
 	}

@@ -58,14 +58,14 @@ type BrowserBatchRequest struct {
 // on session_not_ready, when nothing ran) unless the caller passes WithIdempotencyKey, which
 // declares a repeat harmless: bay does not deduplicate browser calls, so pass one only for
 // commands that may run twice (reads such as "get title").
-func (c *Client) ExecBrowser(ctx context.Context, id string, req BrowserRequest, opts ...CallOption) (*bayapi.BrowserExecResponse, error) {
+func (c *Client) ExecBrowser(ctx context.Context, id string, req BrowserRequest, opts ...CallOption) (*BrowserResult, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
 	o := applyCallOptions(opts)
 	body := bayapi.BrowserExecRequest{Cmd: &req.Cmd, Timeout: optSeconds(req.Timeout), Description: optStr(req.Description),
 		Tags: optStr(req.Tags), Learn: req.Learn, IncludeTrace: req.IncludeTrace}
-	var out bayapi.BrowserExecResponse
+	var out BrowserResult
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathBrowserExec, id), jsonBody: body,
 		idemKey: o.idemKey, requestID: o.requestID, timeout: c.execTimeout(req.Timeout, bayapi.DefaultExecTimeout)}, &out); err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (c *Client) ExecBrowser(ctx context.Context, id string, req BrowserRequest,
 // ExecBrowserBatch runs browser commands in order within one request (POST
 // .../browser/exec_batch); Results holds one entry per command that ran. Retries as for
 // ExecBrowser.
-func (c *Client) ExecBrowserBatch(ctx context.Context, id string, req BrowserBatchRequest, opts ...CallOption) (*bayapi.BrowserBatchResponse, error) {
+func (c *Client) ExecBrowserBatch(ctx context.Context, id string, req BrowserBatchRequest, opts ...CallOption) (*BrowserBatchResult, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (c *Client) ExecBrowserBatch(ctx context.Context, id string, req BrowserBat
 		f := false
 		body.StopOnError = &f
 	}
-	var out bayapi.BrowserBatchResponse
+	var out BrowserBatchResult
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: sbPath(bayapi.PathBrowserBatch, id), jsonBody: body,
 		idemKey: o.idemKey, requestID: o.requestID, timeout: c.execTimeout(req.Timeout, DefaultBrowserBatchTimeout)}, &out); err != nil {
 		return nil, err
@@ -160,7 +160,7 @@ func quoteWord(s string) string {
 // that file into w. It returns the command's answer and the number of bytes written. A command
 // that fails is a *BrowserCommandError (nothing is downloaded). The file stays in the
 // workspace.
-func (c *Client) Screenshot(ctx context.Context, id, remotePath string, full bool, w io.Writer) (*bayapi.BrowserExecResponse, int64, error) {
+func (c *Client) Screenshot(ctx context.Context, id, remotePath string, full bool, w io.Writer) (*BrowserResult, int64, error) {
 	rel, err := ScreenshotPath(remotePath)
 	if err != nil {
 		return nil, 0, err
@@ -174,11 +174,7 @@ func (c *Client) Screenshot(ctx context.Context, id, remotePath string, full boo
 		return nil, 0, err
 	}
 	if res.ExitCode != 0 {
-		stderr := ""
-		if res.Error != nil {
-			stderr = *res.Error
-		}
-		return res, 0, &BrowserCommandError{Cmd: cmd, ExitCode: res.ExitCode, Stderr: stderr}
+		return res, 0, &BrowserCommandError{Cmd: cmd, ExitCode: res.ExitCode, Stderr: res.Error}
 	}
 	n, err := c.Download(ctx, id, rel, w)
 	return res, n, err

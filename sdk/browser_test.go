@@ -24,12 +24,12 @@ func TestBrowserExecAndBatch(t *testing.T) {
 	}
 
 	res, err := sb.Browser(ctx, "open https://example.com")
-	if err != nil || !res.Success || res.Output != "✓ https://example.com\n" || res.Error != nil || res.ExitCode != 0 ||
-		!strings.HasPrefix(res.ExecutionID, "exec-") || res.TraceRef != nil {
+	if err != nil || !res.Success || res.Output != "✓ https://example.com\n" || res.Error != "" || res.ExitCode != 0 ||
+		!strings.HasPrefix(res.ExecutionID, "exec-") || res.TraceRef != "" {
 		t.Fatalf("open: %+v, %v", res, err)
 	}
 	res, err = sb.ExecBrowser(ctx, sdk.BrowserRequest{Cmd: "click fail-button", Timeout: 5 * time.Second, Description: "d", Tags: "b, a"})
-	if err != nil || res.Success || res.ExitCode != 1 || res.Error == nil || !strings.Contains(*res.Error, "fail-button") {
+	if err != nil || res.Success || res.ExitCode != 1 || !strings.Contains(res.Error, "fail-button") {
 		t.Fatalf("failing command: %+v, %v", res, err)
 	}
 	calls := fake.Calls("POST", "/v1/sandboxes/"+sb.ID+"/browser/exec")
@@ -37,8 +37,8 @@ func TestBrowserExecAndBatch(t *testing.T) {
 		t.Fatalf("calls %d", len(calls))
 	}
 	e, err := sb.Client().LastExecution(ctx, sb.ID, bayapi.ExecBrowser)
-	if err != nil || e.Code != "click fail-button" || e.Success || e.Tags == nil || *e.Tags != "a,b" || *e.Description != "d" ||
-		e.LearnStatus == nil || *e.LearnStatus != "skipped" {
+	if err != nil || e.Code != "click fail-button" || e.Success || e.Tags != "a,b" || e.Description != "d" ||
+		e.LearnStatus != "skipped" {
 		t.Fatalf("history: %+v, %v", e, err)
 	}
 
@@ -54,7 +54,7 @@ func TestBrowserExecAndBatch(t *testing.T) {
 		t.Fatalf("continuing batch: %+v, %v", batch, err)
 	}
 	e, err = sb.Client().LastExecution(ctx, sb.ID, bayapi.ExecBrowserBatch)
-	if err != nil || e.Code != "fail\nget title" || e.Success || e.Output == nil || *e.Output != sdktest.FakePageTitle {
+	if err != nil || e.Code != "fail\nget title" || e.Success || e.Output != sdktest.FakePageTitle {
 		t.Fatalf("batch history: %+v, %v", e, err)
 	}
 
@@ -78,14 +78,14 @@ func TestBrowserExecAndBatch(t *testing.T) {
 	}
 	// include_trace answers the trace's reference; learn keeps the trace without answering it.
 	traced, err := sb.ExecBrowser(ctx, sdk.BrowserRequest{Cmd: "get title", IncludeTrace: true})
-	if err != nil || traced.TraceRef == nil || !strings.HasPrefix(*traced.TraceRef, "blob:") {
+	if err != nil || !strings.HasPrefix(traced.TraceRef, "blob:") {
 		t.Errorf("include_trace: %+v %v", traced, err)
 	}
 	learned, err := sb.BrowserBatch(ctx, sdk.BrowserBatchRequest{Commands: []string{"get title"}, Learn: true})
-	if err != nil || learned.TraceRef != nil {
+	if err != nil || learned.TraceRef != "" {
 		t.Fatalf("learn: %+v %v", learned, err)
 	}
-	if e, err := sb.Client().GetExecution(ctx, sb.ID, learned.ExecutionID); err != nil || e.PayloadRef == nil || e.LearnStatus == nil || *e.LearnStatus != "pending" || !e.LearnEnabled {
+	if e, err := sb.Client().GetExecution(ctx, sb.ID, learned.ExecutionID); err != nil || e.PayloadRef == "" || e.LearnStatus != "pending" || !e.LearnEnabled {
 		t.Errorf("learning row: %+v %v", e, err)
 	}
 }
@@ -110,13 +110,13 @@ func TestBrowserWireBody(t *testing.T) {
 	c, _ := sdk.New(srv.URL, "")
 	ctx := ctxT(t)
 	r, err := c.ExecBrowser(ctx, "sandbox-1", sdk.BrowserRequest{Cmd: "get title"})
-	if err != nil || r.TraceRef == nil || *r.TraceRef != "blob:a" {
+	if err != nil || r.TraceRef != "blob:a" {
 		t.Fatalf("%+v %v", r, err)
 	}
 	c.ExecBrowser(ctx, "sandbox-1", sdk.BrowserRequest{Cmd: "x", Timeout: 9 * time.Second, Description: "d", Tags: "t", Learn: true, IncludeTrace: true})
 	c.ExecBrowserBatch(ctx, "sandbox-1", sdk.BrowserBatchRequest{Commands: []string{"a"}})
 	b, err := c.ExecBrowserBatch(ctx, "sandbox-1", sdk.BrowserBatchRequest{Commands: []string{"a", "b"}, Timeout: 90 * time.Second, ContinueOnError: true, IncludeTrace: true})
-	if err != nil || b.TraceRef == nil || *b.TraceRef != "blob:b" {
+	if err != nil || b.TraceRef != "blob:b" {
 		t.Fatalf("%+v %v", b, err)
 	}
 	want := []string{

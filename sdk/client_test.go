@@ -84,15 +84,15 @@ func TestEveryMethod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(sb.ID, "sandbox-") || sb.Status != "idle" || sb.ExpiresAt == nil || sb.Profile != bayapi.DefaultProfile {
-		t.Fatalf("create: %+v", sb.SandboxResponse)
+	if !strings.HasPrefix(sb.ID, "sandbox-") || sb.Status != "idle" || sb.ExpiresAt.IsZero() || sb.Profile != bayapi.DefaultProfile {
+		t.Fatalf("create: %+v", sb)
 	}
 	list, err := c.ListSandboxes(ctx, sdk.ListSandboxesRequest{Limit: 10, Status: "idle"})
 	if err != nil || len(list.Items) != 1 || list.Items[0].ID != sb.ID {
 		t.Fatalf("list: %+v %v", list, err)
 	}
-	old := sb.ExpiresAt.Time
-	if err := sb.ExtendTTL(ctx, 60*time.Second); err != nil || !sb.ExpiresAt.Time.Equal(old.Add(time.Minute)) {
+	old := sb.ExpiresAt
+	if err := sb.ExtendTTL(ctx, 60*time.Second); err != nil || !sb.ExpiresAt.Equal(old.Add(time.Minute)) {
 		t.Fatalf("extend: %v %v", sb.ExpiresAt, err)
 	}
 	if err := sb.Keepalive(ctx); err != nil {
@@ -100,11 +100,11 @@ func TestEveryMethod(t *testing.T) {
 	}
 
 	py, err := sb.ExecPython(ctx, sdk.PythonRequest{Code: `print("hi")`, ExecOptions: sdk.ExecOptions{Timeout: 10 * time.Second, IncludeCode: true, Tags: "b,a"}})
-	if err != nil || !py.Success || py.Output != "hi" || py.Code == nil || !strings.HasPrefix(py.ExecutionID, "exec-") {
+	if err != nil || !py.Success || py.Output != "hi" || py.Code != `print("hi")` || !strings.HasPrefix(py.ExecutionID, "exec-") {
 		t.Fatalf("python: %+v %v", py, err)
 	}
 	py, err = sb.Python(ctx, "raise ValueError('boom')")
-	if err != nil || py.Success || py.Error == nil || !strings.Contains(*py.Error, "ValueError") {
+	if err != nil || py.Success || !strings.Contains(py.Error, "ValueError") {
 		t.Fatalf("python error: %+v %v", py, err)
 	}
 	sh, err := sb.ExecShell(ctx, sdk.ShellRequest{Command: "pwd", Cwd: "src/../sub"})
@@ -112,7 +112,7 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("shell: %+v %v", sh, err)
 	}
 	sh, err = sb.Shell(ctx, "echo out; >&2 bad; exit 3")
-	if err != nil || sh.Success || sh.ExitCode != 3 || sh.Output != "out" || *sh.Error != "bad" {
+	if err != nil || sh.Success || sh.ExitCode != 3 || sh.Output != "out" || sh.Error != "bad" {
 		t.Fatalf("shell exit: %+v %v", sh, err)
 	}
 
@@ -154,8 +154,8 @@ func TestEveryMethod(t *testing.T) {
 		t.Fatalf("get exec: %+v %v", got, err)
 	}
 	notes, tags := "works", "z, y ,y"
-	ann, err := c.AnnotateExecution(ctx, sb.ID, last.ID, bayapi.AnnotateExecutionRequest{Notes: &notes, Tags: &tags})
-	if err != nil || *ann.Notes != "works" || *ann.Tags != "y,z" {
+	ann, err := c.AnnotateExecution(ctx, sb.ID, last.ID, sdk.AnnotateRequest{Notes: &notes, Tags: &tags})
+	if err != nil || ann.Notes != "works" || ann.Tags != "y,z" {
 		t.Fatalf("annotate: %+v %v", ann, err)
 	}
 	if _, err := c.GetExecution(ctx, sb.ID, "exec-missing"); !sdk.IsNotFound(err) {
@@ -198,13 +198,13 @@ func TestEveryMethod(t *testing.T) {
 	if err != nil || !gs.Enabled || len(gs.Tasks) != 4 {
 		t.Fatalf("gc status: %+v %v", gs, err)
 	}
-	gr, err := c.RunGC(ctx, bayapi.GCRunRequest{Tasks: []string{bayapi.GCIdleSession}})
+	gr, err := c.RunGC(ctx, sdk.GCRequest{Tasks: []string{bayapi.GCIdleSession}})
 	if err != nil || len(gr.Results) != 1 {
 		t.Fatalf("gc run: %+v %v", gr, err)
 	}
 
 	if err := sb.Refresh(ctx); err != nil || sb.Status != "ready" || len(sb.Containers) != 1 {
-		t.Fatalf("refresh: %+v %v", sb.SandboxResponse, err)
+		t.Fatalf("refresh: %+v %v", sb, err)
 	}
 	if err := sb.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -324,7 +324,7 @@ func TestErrorDecoding(t *testing.T) {
 	}
 
 	fake.Fail(sdktest.Fault{Method: "POST", Path: "/v1/admin/gc/run", Status: 423, Raw: `{"detail":"GC is already running."}`})
-	_, err = c.RunGC(ctx, bayapi.GCRunRequest{})
+	_, err = c.RunGC(ctx, sdk.GCRequest{})
 	if !errors.As(err, &e) || e.Code != "http_423" || e.Message != "GC is already running." {
 		t.Fatalf("detail string: %#v", err)
 	}

@@ -45,7 +45,7 @@ func ExampleSandbox_Python() {
 	case err != nil:
 		log.Fatal(err)
 	case !res.Success:
-		log.Fatal("python raised: ", *res.Error)
+		log.Fatal("python raised: ", res.Error)
 	}
 	fmt.Println(res.Output)
 	// Output: 42
@@ -64,7 +64,7 @@ func ExampleSandbox_Python_raising() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println(res.Success, strings.Contains(*res.Error, "ZeroDivisionError"))
+	fmt.Println(res.Success, strings.Contains(res.Error, "ZeroDivisionError"))
 	// Output: false true
 }
 
@@ -105,4 +105,26 @@ func ExampleClient_Download() {
 	_, err = c.Download(ctx, sb.ID, "out/missing.txt", &out)
 	fmt.Println(n, "bytes:", strings.TrimSpace(out.String()), sdk.IsNotFound(err))
 	// Output: 5 bytes: done true
+}
+
+func ExampleSandbox_History() {
+	ctx := context.Background()
+	c, _ := sdk.NewFromEnv()
+	sb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sb.Delete(context.WithoutCancel(ctx))
+	if _, err := sb.ExecPython(ctx, sdk.PythonRequest{Code: "print(6 * 7)", ExecOptions: sdk.ExecOptions{Tags: "demo"}}); err != nil {
+		log.Fatal(err)
+	}
+	h, err := sb.History(ctx, sdk.HistoryRequest{ExecType: "python"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Result fields are plain: "" where bay sent null (no description), time.Time in UTC,
+	// time.Duration for the wire's milliseconds.
+	e := h.Entries[0]
+	fmt.Println(h.Total, e.ExecType, e.Output, e.Tags, e.Description == "", e.CreatedAt.Location(), e.ExecutionTime >= 0)
+	// Output: 1 python 42 demo true UTC true
 }

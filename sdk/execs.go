@@ -20,12 +20,12 @@ func execPath(pattern, id string) string {
 }
 
 // CreateExec calls POST /v1/sandbox/execs: one command in a fresh container without network.
-// With req.Wait nil or true it returns once the exec is over (bay bounds it by its policy's
-// timeout_ms); with false it returns the queued or running record at once. A full queue is a
+// Unless req.NoWait it returns once the exec is over (bay bounds it by its policy's
+// timeout_ms); with NoWait it returns the queued or running record at once. A full queue is a
 // quota_exceeded error (429) carrying retry_after_ms.
-func (c *Client) CreateExec(ctx context.Context, req bayapi.CreateExecRequest) (*bayapi.ExecResponse, error) {
-	var out bayapi.ExecResponse
-	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathExecs, jsonBody: req, timeout: 30 * time.Minute}, &out); err != nil {
+func (c *Client) CreateExec(ctx context.Context, req ExecRequest) (*Exec, error) {
+	var out Exec
+	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathExecs, jsonBody: req.wire(), timeout: 30 * time.Minute}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -38,7 +38,7 @@ type ListExecsRequest struct {
 }
 
 // ListExecs calls GET /v1/sandbox/execs (the caller's execs, newest first).
-func (c *Client) ListExecs(ctx context.Context, req ListExecsRequest) (*bayapi.ExecList, error) {
+func (c *Client) ListExecs(ctx context.Context, req ListExecsRequest) (*ExecList, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"task_id": req.TaskID, "project_id": req.ProjectID, "status": req.Status} {
 		if v != "" {
@@ -51,7 +51,7 @@ func (c *Client) ListExecs(ctx context.Context, req ListExecsRequest) (*bayapi.E
 	if req.Offset > 0 {
 		q.Set("offset", strconv.Itoa(req.Offset))
 	}
-	var out bayapi.ExecList
+	var out ExecList
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: bayapi.PathExecs, query: q}, &out); err != nil {
 		return nil, err
 	}
@@ -59,11 +59,11 @@ func (c *Client) ListExecs(ctx context.Context, req ListExecsRequest) (*bayapi.E
 }
 
 // GetExec calls GET /v1/sandbox/execs/{id} (the audit record).
-func (c *Client) GetExec(ctx context.Context, id string) (*bayapi.ExecResponse, error) {
+func (c *Client) GetExec(ctx context.Context, id string) (*Exec, error) {
 	if err := checkID("exec", id); err != nil {
 		return nil, err
 	}
-	var out bayapi.ExecResponse
+	var out Exec
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: execPath(bayapi.PathExec, id)}, &out); err != nil {
 		return nil, err
 	}
@@ -71,11 +71,11 @@ func (c *Client) GetExec(ctx context.Context, id string) (*bayapi.ExecResponse, 
 }
 
 // CancelExec calls POST /v1/sandbox/execs/{id}/cancel and returns the record as it ended.
-func (c *Client) CancelExec(ctx context.Context, id string) (*bayapi.ExecResponse, error) {
+func (c *Client) CancelExec(ctx context.Context, id string) (*Exec, error) {
 	if err := checkID("exec", id); err != nil {
 		return nil, err
 	}
-	var out bayapi.ExecResponse
+	var out Exec
 	if err := c.doJSON(ctx, &request{method: http.MethodPost, path: execPath(bayapi.PathExecCancel, id), timeout: time.Minute}, &out); err != nil {
 		return nil, err
 	}
@@ -83,11 +83,11 @@ func (c *Client) CancelExec(ctx context.Context, id string) (*bayapi.ExecRespons
 }
 
 // ExecArtifacts calls GET /v1/sandbox/execs/{id}/artifacts (the manifest: path, size, sha256).
-func (c *Client) ExecArtifacts(ctx context.Context, id string) (*bayapi.ArtifactList, error) {
+func (c *Client) ExecArtifacts(ctx context.Context, id string) (*Artifacts, error) {
 	if err := checkID("exec", id); err != nil {
 		return nil, err
 	}
-	var out bayapi.ArtifactList
+	var out Artifacts
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: execPath(bayapi.PathExecArtifacts, id)}, &out); err != nil {
 		return nil, err
 	}

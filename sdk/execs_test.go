@@ -45,7 +45,7 @@ func TestExecMethods(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rec, err := c.CreateExec(ctx, bayapi.CreateExecRequest{ProjectID: "p", Exec: bayapi.ExecCommand{Kind: "shell", Args: []string{"-lc", "true"}}})
+	rec, err := c.CreateExec(ctx, sdk.ExecRequest{ProjectID: "p", Exec: sdk.ExecCommand{Kind: "shell", Args: []string{"-lc", "true"}}})
 	if err != nil || rec.ExecID != "sbx-exec-1" {
 		t.Fatalf("CreateExec: %+v, %v", rec, err)
 	}

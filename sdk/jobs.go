@@ -28,12 +28,6 @@ type JobRequest struct {
 	Tags        string
 }
 
-// Job is a handle on a job: its last known state and the calls about it.
-type Job struct {
-	bayapi.JobResponse
-	c *Client
-}
-
 // StartJob starts a job (POST .../jobs, 202) and returns its handle. With WithIdempotencyKey,
 // a retry returns the job the key started (running or ended) and never runs the command twice.
 func (c *Client) StartJob(ctx context.Context, sandboxID string, req JobRequest, opts ...CallOption) (*Job, error) {
@@ -66,14 +60,14 @@ func (c *Client) Job(ctx context.Context, sandboxID, jobID string) (*Job, error)
 		return nil, err
 	}
 	j := &Job{c: c}
-	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: jobPath(bayapi.PathJob, sandboxID, jobID)}, &j.JobResponse); err != nil {
+	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: jobPath(bayapi.PathJob, sandboxID, jobID)}, j); err != nil {
 		return nil, err
 	}
 	return j, nil
 }
 
 // ListJobs lists a sandbox's jobs, newest first; status "" lists all.
-func (c *Client) ListJobs(ctx context.Context, sandboxID, status string, limit, offset int) (*bayapi.JobList, error) {
+func (c *Client) ListJobs(ctx context.Context, sandboxID, status string, limit, offset int) (*JobList, error) {
 	if err := checkID("sandbox", sandboxID); err != nil {
 		return nil, err
 	}
@@ -87,9 +81,12 @@ func (c *Client) ListJobs(ctx context.Context, sandboxID, status string, limit, 
 	if offset > 0 {
 		q.Set("offset", strconv.Itoa(offset))
 	}
-	var out bayapi.JobList
+	var out JobList
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: sbPath(bayapi.PathJobs, sandboxID), query: q}, &out); err != nil {
 		return nil, err
+	}
+	for _, j := range out.Items {
+		j.c = c
 	}
 	return &out, nil
 }
@@ -100,7 +97,7 @@ func (j *Job) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	j.JobResponse = n.JobResponse
+	*j = *n
 	return nil
 }
 
@@ -109,24 +106,25 @@ func (j *Job) Done() bool { return j.Status != bayapi.JobRunning }
 
 // Cancel terminates the job's process group and updates the handle with its end.
 func (j *Job) Cancel(ctx context.Context) error {
-	return j.c.doJSON(ctx, &request{method: http.MethodPost, path: jobPath(bayapi.PathJobCancel, j.SandboxID, j.JobID)}, &j.JobResponse)
+	return j.c.doJSON(ctx, &request{method: http.MethodPost, path: jobPath(bayapi.PathJobCancel, j.SandboxID, j.JobID)}, j)
 }
 
 // Output returns what the job's streams hold from the offsets (at most 1 MiB each; read on
 // from the chunks' Next).
-func (j *Job) Output(ctx context.Context, stdoutOffset, stderrOffset int64) (*bayapi.JobOutputResponse, error) {
+func (j *Job) Output(ctx context.Context, stdoutOffset, stderrOffset int64) (*JobOutput, error) {
 	q := url.Values{"stdout_offset": {strconv.FormatInt(stdoutOffset, 10)}, "stderr_offset": {strconv.FormatInt(stderrOffset, 10)}}
-	var out bayapi.JobOutputResponse
+	var out JobOutput
 	if err := j.c.doJSON(ctx, &request{method: http.MethodGet, path: jobPath(bayapi.PathJobOutput, j.SandboxID, j.JobID), query: q}, &out); err != nil {
 		return nil, err
 	}
+	out.Job.c = j.c
 	return &out, nil
 }
 
 // Follow streams the job's output from the offsets as it is printed, calling fn with each
 // chunk (stream "stdout" or "stderr"), until the job ends; it then updates the handle and
 // returns. A broken stream is resumed where it stopped (at most 5 times in a row).
-func (j *Job) Follow(ctx context.Context, stdoutOffset, stderrOffset int64, fn func(stream string, c bayapi.JobChunk) error) error {
+func (j *Job) Follow(ctx context.Context, stdoutOffset, stderrOffset int64, fn func(stream string, c JobChunk) error) error {
 	offs := [2]int64{stdoutOffset, stderrOffset}
 	for failures := 0; ; {
 		ended, err := j.followOnce(ctx, &offs, fn)
@@ -146,7 +144,7 @@ func (j *Job) Follow(ctx context.Context, stdoutOffset, stderrOffset int64, fn f
 }
 
 // followOnce reads one event stream; it reports whether the end event arrived.
-func (j *Job) followOnce(ctx context.Context, offs *[2]int64, fn func(string, bayapi.JobChunk) error) (bool, error) {
+func (j *Job) followOnce(ctx context.Context, offs *[2]int64, fn func(string, JobChunk) error) (bool, error) {
 	h := http.Header{"Accept": {"text/event-stream"}, "Last-Event-ID": {fmt.Sprintf("%d:%d", offs[0], offs[1])}}
 	resp, err := j.c.send(ctx, &request{method: http.MethodGet, path: jobPath(bayapi.PathJobOutput, j.SandboxID, j.JobID),
 		query: url.Values{"follow": {"true"}}, header: h, stream: true})
@@ -158,7 +156,7 @@ func (j *Job) followOnce(ctx context.Context, offs *[2]int64, fn func(string, ba
 	err = readEvents(resp.Body, func(event string, data []byte) (bool, error) {
 		switch event {
 		case bayapi.JobEventStdout, bayapi.JobEventStderr:
-			var c bayapi.JobChunk
+			var c JobChunk
 			if err := json.Unmarshal(data, &c); err != nil {
 				return false, fmt.Errorf("sdk: job output event: %w", err)
 			}
@@ -174,7 +172,7 @@ func (j *Job) followOnce(ctx context.Context, offs *[2]int64, fn func(string, ba
 				}
 			}
 		case bayapi.JobEventEnd:
-			if err := json.Unmarshal(data, &j.JobResponse); err != nil {
+			if err := json.Unmarshal(data, j); err != nil {
 				return false, fmt.Errorf("sdk: job end event: %w", err)
 			}
 			done = true
@@ -226,10 +224,10 @@ func (s *Sandbox) StartJob(ctx context.Context, req JobRequest, opts ...CallOpti
 // printed (stream "stdout" or "stderr"), then returns the same answer. With
 // WithIdempotencyKey a retry attaches to the execution or returns its answer, and never runs
 // the command twice.
-func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellRequest, fn func(stream string, data string) error, opts ...CallOption) (*bayapi.ShellExecResponse, error) {
+func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellRequest, fn func(stream string, data string) error, opts ...CallOption) (*ShellResult, error) {
 	body := bayapi.ShellExecRequest{Command: &req.Command, Timeout: optSeconds(req.Timeout), Cwd: optStr(req.Cwd),
 		IncludeCode: req.IncludeCode, Description: optStr(req.Description), Tags: optStr(req.Tags)}
-	return execStream[bayapi.ShellExecResponse](ctx, c, id, bayapi.PathShellExec, body, func(ev ExecEvent) error {
+	return execStream[ShellResult](ctx, c, id, bayapi.PathShellExec, body, func(ev ExecEvent) error {
 		if fn == nil || ev.Display != nil {
 			return nil
 		}
@@ -242,17 +240,17 @@ func (c *Client) ExecShellStream(ctx context.Context, id string, req ShellReques
 type ExecEvent struct {
 	Stream  string
 	Text    string
-	Display *bayapi.ExecDisplayEvent
+	Display *Display
 }
 
 // ExecPythonStream runs code like ExecPython (in the sandbox's kernel, with its state), but
 // calls fn with its stdout, stderr and rich outputs as the kernel publishes them, then returns
 // the same answer. With WithIdempotencyKey a retry attaches to the execution or returns its
 // answer, and never runs the code twice.
-func (c *Client) ExecPythonStream(ctx context.Context, id string, req PythonRequest, fn func(ExecEvent) error, opts ...CallOption) (*bayapi.PythonExecResponse, error) {
+func (c *Client) ExecPythonStream(ctx context.Context, id string, req PythonRequest, fn func(ExecEvent) error, opts ...CallOption) (*PythonResult, error) {
 	body := bayapi.PythonExecRequest{Code: &req.Code, Timeout: optSeconds(req.Timeout), IncludeCode: req.IncludeCode,
 		Description: optStr(req.Description), Tags: optStr(req.Tags)}
-	return execStream[bayapi.PythonExecResponse](ctx, c, id, bayapi.PathPythonExec, body, fn, opts)
+	return execStream[PythonResult](ctx, c, id, bayapi.PathPythonExec, body, fn, opts)
 }
 
 // execStream posts body to the exec path of sandbox id asking for Server-Sent Events, hands
@@ -272,7 +270,7 @@ func execStream[T any](ctx context.Context, c *Client, id, path string, body any
 	err = readEvents(resp.Body, func(event string, data []byte) (bool, error) {
 		switch event {
 		case bayapi.JobEventStdout, bayapi.JobEventStderr:
-			var ch bayapi.JobChunk
+			var ch JobChunk
 			if err := json.Unmarshal(data, &ch); err != nil {
 				return false, fmt.Errorf("sdk: exec output event: %w", err)
 			}
@@ -280,7 +278,7 @@ func execStream[T any](ctx context.Context, c *Client, id, path string, body any
 				return false, fn(ExecEvent{Stream: event, Text: ch.Data})
 			}
 		case bayapi.ExecEventDisplay:
-			var d bayapi.ExecDisplayEvent
+			var d Display
 			if err := json.Unmarshal(data, &d); err != nil {
 				return false, fmt.Errorf("sdk: exec display event: %w", err)
 			}

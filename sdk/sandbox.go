@@ -4,9 +4,6 @@ import (
 	"context"
 	"io"
 	"time"
-
-	"github.com/shipyard-dev/shipyard/api/bayapi"
-	"github.com/shipyard-dev/shipyard/api/shipapi"
 )
 
 // Refresh re-reads the sandbox and updates the snapshot.
@@ -15,27 +12,27 @@ func (s *Sandbox) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.SandboxResponse = n.SandboxResponse
+	*s = *n
 	return nil
 }
 
 // Python runs code with default options; see Client.ExecPython.
-func (s *Sandbox) Python(ctx context.Context, code string) (*bayapi.PythonExecResponse, error) {
+func (s *Sandbox) Python(ctx context.Context, code string) (*PythonResult, error) {
 	return s.c.ExecPython(ctx, s.ID, PythonRequest{Code: code})
 }
 
 // ExecPython runs a python request; see Client.ExecPython.
-func (s *Sandbox) ExecPython(ctx context.Context, req PythonRequest) (*bayapi.PythonExecResponse, error) {
+func (s *Sandbox) ExecPython(ctx context.Context, req PythonRequest) (*PythonResult, error) {
 	return s.c.ExecPython(ctx, s.ID, req)
 }
 
 // Shell runs a command with default options; see Client.ExecShell.
-func (s *Sandbox) Shell(ctx context.Context, command string) (*bayapi.ShellExecResponse, error) {
+func (s *Sandbox) Shell(ctx context.Context, command string) (*ShellResult, error) {
 	return s.c.ExecShell(ctx, s.ID, ShellRequest{Command: command})
 }
 
 // ExecShell runs a shell request; see Client.ExecShell.
-func (s *Sandbox) ExecShell(ctx context.Context, req ShellRequest) (*bayapi.ShellExecResponse, error) {
+func (s *Sandbox) ExecShell(ctx context.Context, req ShellRequest) (*ShellResult, error) {
 	return s.c.ExecShell(ctx, s.ID, req)
 }
 
@@ -55,12 +52,12 @@ func (s *Sandbox) DeleteFile(ctx context.Context, path string) error {
 }
 
 // ListFiles see Client.ListFiles.
-func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]shipapi.FileInfo, error) {
+func (s *Sandbox) ListFiles(ctx context.Context, path string) ([]FileInfo, error) {
 	return s.c.ListFiles(ctx, s.ID, path)
 }
 
 // Upload see Client.Upload.
-func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader, size int64) (*bayapi.UploadResponse, error) {
+func (s *Sandbox) Upload(ctx context.Context, path string, r io.Reader, size int64) (*UploadResult, error) {
 	return s.c.Upload(ctx, s.ID, path, r, size)
 }
 
@@ -75,7 +72,7 @@ func (s *Sandbox) ExtendTTL(ctx context.Context, by time.Duration, opts ...CallO
 	if err != nil {
 		return err
 	}
-	s.SandboxResponse = n.SandboxResponse
+	*s = *n
 	return nil
 }
 
@@ -89,7 +86,7 @@ func (s *Sandbox) Stop(ctx context.Context) error { return s.c.StopSandbox(ctx, 
 func (s *Sandbox) Delete(ctx context.Context) error { return s.c.DeleteSandbox(ctx, s.ID) }
 
 // History see Client.ListHistory.
-func (s *Sandbox) History(ctx context.Context, req HistoryRequest) (*bayapi.ExecutionHistoryList, error) {
+func (s *Sandbox) History(ctx context.Context, req HistoryRequest) (*History, error) {
 	return s.c.ListHistory(ctx, s.ID, req)
 }
 
@@ -99,21 +96,21 @@ func (s *Sandbox) Terminal(ctx context.Context, cols, rows int) (*TerminalConn, 
 }
 
 // Browser runs one browser command with default options; see Client.ExecBrowser.
-func (s *Sandbox) Browser(ctx context.Context, cmd string) (*bayapi.BrowserExecResponse, error) {
+func (s *Sandbox) Browser(ctx context.Context, cmd string) (*BrowserResult, error) {
 	return s.c.ExecBrowser(ctx, s.ID, BrowserRequest{Cmd: cmd})
 }
 
 // ExecBrowser runs a browser request; see Client.ExecBrowser.
-func (s *Sandbox) ExecBrowser(ctx context.Context, req BrowserRequest, opts ...CallOption) (*bayapi.BrowserExecResponse, error) {
+func (s *Sandbox) ExecBrowser(ctx context.Context, req BrowserRequest, opts ...CallOption) (*BrowserResult, error) {
 	return s.c.ExecBrowser(ctx, s.ID, req, opts...)
 }
 
 // BrowserBatch runs browser commands in order; see Client.ExecBrowserBatch.
-func (s *Sandbox) BrowserBatch(ctx context.Context, req BrowserBatchRequest, opts ...CallOption) (*bayapi.BrowserBatchResponse, error) {
+func (s *Sandbox) BrowserBatch(ctx context.Context, req BrowserBatchRequest, opts ...CallOption) (*BrowserBatchResult, error) {
 	return s.c.ExecBrowserBatch(ctx, s.ID, req, opts...)
 }
 
 // Screenshot see Client.Screenshot.
-func (s *Sandbox) Screenshot(ctx context.Context, remotePath string, full bool, w io.Writer) (*bayapi.BrowserExecResponse, int64, error) {
+func (s *Sandbox) Screenshot(ctx context.Context, remotePath string, full bool, w io.Writer) (*BrowserResult, int64, error) {
 	return s.c.Screenshot(ctx, s.ID, remotePath, full, w)
 }

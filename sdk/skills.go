@@ -23,8 +23,8 @@ func skillPath(name string) string { return bayapi.PathSkills + "/" + esc(name) 
 
 // ListSkills lists the skill library (GET /v1/skills): names, descriptions, kinds, versions
 // and manifest summaries, the first step of progressive loading.
-func (c *Client) ListSkills(ctx context.Context) (*bayapi.SkillList, error) {
-	var out bayapi.SkillList
+func (c *Client) ListSkills(ctx context.Context) (*SkillList, error) {
+	var out SkillList
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: bayapi.PathSkills}, &out); err != nil {
 		return nil, err
 	}
@@ -32,11 +32,11 @@ func (c *Client) ListSkills(ctx context.Context) (*bayapi.SkillList, error) {
 }
 
 // GetSkill returns one skill with its SKILL.md, manifest and file list. Errors: not_found.
-func (c *Client) GetSkill(ctx context.Context, name string) (*bayapi.SkillDetail, error) {
+func (c *Client) GetSkill(ctx context.Context, name string) (*SkillDetail, error) {
 	if err := checkID("skill", name); err != nil {
 		return nil, err
 	}
-	var out bayapi.SkillDetail
+	var out SkillDetail
 	if err := c.doJSON(ctx, &request{method: http.MethodGet, path: skillPath(name)}, &out); err != nil {
 		return nil, err
 	}
@@ -70,8 +70,8 @@ func (c *Client) ReadSkillFile(ctx context.Context, name, filePath string, w io.
 // content already was current. Errors: validation_error (Details["errors"] lists every
 // problem with file and field), forbidden, payload_too_large. Retried like a GET: an upload
 // of the same content is the same version.
-func (c *Client) UploadSkill(ctx context.Context, archive []byte) (*bayapi.SkillUploadResponse, error) {
-	var out bayapi.SkillUploadResponse
+func (c *Client) UploadSkill(ctx context.Context, archive []byte) (*SkillUpload, error) {
+	var out SkillUpload
 	if err := c.doJSON(ctx, c.archiveRequest(bayapi.PathAdminSkills, archive), &out); err != nil {
 		return nil, err
 	}
@@ -79,8 +79,8 @@ func (c *Client) UploadSkill(ctx context.Context, archive []byte) (*bayapi.Skill
 }
 
 // ValidateSkill runs every check of an upload without storing anything (admin keys only).
-func (c *Client) ValidateSkill(ctx context.Context, archive []byte) (*bayapi.SkillValidation, error) {
-	var out bayapi.SkillValidation
+func (c *Client) ValidateSkill(ctx context.Context, archive []byte) (*SkillValidation, error) {
+	var out SkillValidation
 	if err := c.doJSON(ctx, c.archiveRequest(bayapi.PathAdminSkillValidate, archive), &out); err != nil {
 		return nil, err
 	}

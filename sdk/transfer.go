@@ -22,7 +22,7 @@ import (
 // upload before reading it) and a reader that yields a different number of bytes fails the
 // upload; size < 0 sends the body chunked. The upload is retried (on the safe statuses) only
 // when r is an io.ReadSeeker, which is rewound for each attempt.
-func (c *Client) Upload(ctx context.Context, id, filePath string, r io.Reader, size int64) (*bayapi.UploadResponse, error) {
+func (c *Client) Upload(ctx context.Context, id, filePath string, r io.Reader, size int64) (*UploadResult, error) {
 	if err := checkID("sandbox", id); err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func (c *Client) Upload(ctx context.Context, id, filePath string, r io.Reader, s
 		}()
 		return pr, nil
 	}
-	var out bayapi.UploadResponse
+	var out UploadResult
 	err := c.doJSON(ctx, &request{
 		method: http.MethodPost, path: sbPath(bayapi.PathUpload, id),
 		body: body, replayable: replayable, contentLength: contentLength,

@@ -215,7 +215,7 @@ func TestScenariosOnKubernetes(t *testing.T) {
 	}
 	waitObjects(t, env, ns, sb, "after stop", func(n map[string]int) bool { return n["pods"] == 0 && n["claims"] == 1 })
 	py, err = sb.Python(ctx, "print(x)")
-	if err != nil || py.Success || py.Error == nil || !strings.Contains(*py.Error, "NameError") {
+	if err != nil || py.Success || !strings.Contains(py.Error, "NameError") {
 		t.Fatalf("after resume x must be gone: %+v %v", py, err)
 	}
 	if got, err := sb.ReadFile(ctx, "notes/a.txt"); err != nil || got != "kept on the claim" {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -88,7 +87,7 @@ An existing FILE is kept unless --force is given.`,
 				}
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				var res *bayapi.BrowserExecResponse
+				var res *sdk.BrowserResult
 				if line != "" {
 					var err error
 					res, err = c.ExecBrowser(ctx, args[0], sdk.BrowserRequest{Cmd: line, Timeout: time.Duration(f.execTimeout) * time.Second,
@@ -98,11 +97,9 @@ An existing FILE is kept unless --force is given.`,
 					}
 					text := func() {
 						io.WriteString(a.stdout, res.Output)
-						if res.Error != nil {
-							io.WriteString(a.stderr, withNewline(*res.Error))
-						}
-						if res.TraceRef != nil {
-							fmt.Fprintf(a.stderr, "trace_ref: %s\n", *res.TraceRef)
+						io.WriteString(a.stderr, withNewline(res.Error))
+						if res.TraceRef != "" {
+							fmt.Fprintf(a.stderr, "trace_ref: %s\n", res.TraceRef)
 						}
 					}
 					if res.ExitCode != 0 || shot == "" {
@@ -246,7 +243,7 @@ exit code (124 when the batch ran out of time).`,
 				}
 				err = a.show(res, func() {
 					for _, st := range res.Results {
-						fmt.Fprintf(a.stdout, "--- step %d/%d: %s (exit %d, %d ms)\n", st.StepIndex+1, res.TotalSteps, st.Cmd, st.ExitCode, st.DurationMS)
+						fmt.Fprintf(a.stdout, "--- step %d/%d: %s (exit %d, %d ms)\n", st.StepIndex+1, res.TotalSteps, st.Cmd, st.ExitCode, st.Duration.Milliseconds())
 						io.WriteString(a.stdout, withNewline(st.Stdout))
 						if st.Stderr != "" {
 							io.WriteString(a.stderr, withNewline(st.Stderr))
@@ -256,9 +253,9 @@ exit code (124 when the batch ran out of time).`,
 					if !res.Success {
 						state = "failed"
 					}
-					fmt.Fprintf(a.stderr, "batch %s: %d/%d steps ran, %d ms\n", state, res.CompletedSteps, res.TotalSteps, res.DurationMS)
-					if res.TraceRef != nil {
-						fmt.Fprintf(a.stderr, "trace_ref: %s\n", *res.TraceRef)
+					fmt.Fprintf(a.stderr, "batch %s: %d/%d steps ran, %d ms\n", state, res.CompletedSteps, res.TotalSteps, res.Duration.Milliseconds())
+					if res.TraceRef != "" {
+						fmt.Fprintf(a.stderr, "trace_ref: %s\n", res.TraceRef)
 					}
 				})
 				if err != nil {

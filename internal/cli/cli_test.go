@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -460,5 +462,92 @@ func TestCompletionOffersSandboxesAndProfiles(t *testing.T) {
 	}
 	if r := run(t, fake.URL, "", "completion", "bash"); r.code != 0 || !strings.Contains(r.stdout, "__start_shipyard") {
 		t.Errorf("completion bash: code %d, %d bytes", r.code, len(r.stdout))
+	}
+}
+
+// The CLI's JSON output is bay's answer as bay sent it: the same fields, the same values, the
+// same nulls, whatever the SDK's result types look like in Go.
+func TestJSONOutputIsTheAPIAnswer(t *testing.T) {
+	fake := newFake(t)
+	r := run(t, fake.URL, "", "sandbox", "create", "-o", "json")
+	var sb struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &sb); r.code != 0 || err != nil {
+		t.Fatalf("create: %+v %v", r, err)
+	}
+	if r = run(t, fake.URL, "", "python", sb.ID, "print(1)"); r.code != 0 {
+		t.Fatalf("python: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "shell", sb.ID, "echo out; exit 3"); r.code != 3 {
+		t.Fatalf("shell: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "fs", "put", sb.ID, "-", "d/a.txt"); r.code != 0 {
+		t.Fatalf("put: %+v", r)
+	}
+	if r = run(t, fake.URL, "", "cargo", "create"); r.code != 0 {
+		t.Fatalf("cargo: %+v", r)
+	}
+	r = run(t, fake.URL, "", "history", sb.ID, "--last", "-o", "json")
+	var last struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &last); r.code != 0 || err != nil {
+		t.Fatalf("history --last: %+v %v", r, err)
+	}
+	checkJSONIsAnswer(t, fake.URL, "", func(args ...string) result { return run(t, fake.URL, "", args...) }, []jsonCase{
+		{[]string{"sandbox", "get", sb.ID}, "/v1/sandboxes/" + sb.ID},
+		{[]string{"sandbox", "list"}, "/v1/sandboxes"},
+		{[]string{"history", sb.ID}, "/v1/sandboxes/" + sb.ID + "/history"},
+		{[]string{"history", sb.ID, last.ID}, "/v1/sandboxes/" + sb.ID + "/history/" + last.ID},
+		{[]string{"fs", "ls", sb.ID, "d"}, "/v1/sandboxes/" + sb.ID + "/filesystem/directories?path=d"},
+		{[]string{"profiles", "--detail"}, "/v1/profiles?detail=true"},
+		{[]string{"cargo", "list"}, "/v1/cargos"},
+		{[]string{"health"}, "/health"},
+	})
+}
+
+// jsonCase is a CLI command whose -o json output must be bay's answer to a GET of path.
+type jsonCase struct {
+	args []string
+	path string
+}
+
+// checkJSONIsAnswer runs each case (with -o json) and compares its output with bay's answer
+// to the GET at url (with token, when set), both compacted.
+func checkJSONIsAnswer(t *testing.T, url, token string, run func(args ...string) result, cases []jsonCase) {
+	t.Helper()
+	get := func(path string) string {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, url+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+		return string(b)
+	}
+	compact := func(s string) string {
+		var b bytes.Buffer
+		if err := json.Compact(&b, []byte(s)); err != nil {
+			t.Fatalf("not JSON: %v: %q", err, s)
+		}
+		return b.String()
+	}
+	for _, c := range cases {
+		r := run(append(c.args, "-o", "json")...)
+		if r.code != 0 {
+			t.Errorf("%v: %+v", c.args, r)
+			continue
+		}
+		if got, want := compact(r.stdout), compact(get(c.path)); got != want {
+			t.Errorf("%v:\n got %s\nwant %s", c.args, got, want)
+		}
 	}
 }

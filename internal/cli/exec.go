@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -108,13 +107,13 @@ raises, the traceback goes to stderr and the exit code is 1; if it runs past its
 				}
 				err = a.show(res, func() {
 					io.WriteString(a.stdout, withNewline(res.Output))
-					for _, img := range res.Data.Output.Images {
+					for _, img := range res.Data.Images {
 						for mime, b64 := range img {
 							fmt.Fprintf(a.stderr, "[%s output, %d base64 bytes; use --output json to get it]\n", mime, len(b64))
 						}
 					}
-					if !res.Success && res.Error != nil {
-						io.WriteString(a.stderr, withNewline(*res.Error))
+					if !res.Success {
+						io.WriteString(a.stderr, withNewline(res.Error))
 					}
 				})
 				if err != nil {
@@ -159,9 +158,7 @@ the command's (124 if bay reports it timed out).`,
 				}
 				err = a.show(res, func() {
 					io.WriteString(a.stdout, withNewline(res.Output))
-					if res.Error != nil {
-						io.WriteString(a.stderr, withNewline(*res.Error))
-					}
+					io.WriteString(a.stderr, withNewline(res.Error))
 					if note := truncationNote(res); note != "" {
 						io.WriteString(a.stderr, note)
 					}
@@ -179,7 +176,7 @@ the command's (124 if bay reports it timed out).`,
 }
 
 // truncationNote tells, on stderr, that the runtime cut an output longer than it keeps.
-func truncationNote(res *bayapi.ShellExecResponse) string {
+func truncationNote(res *sdk.ShellResult) string {
 	var which []string
 	if res.StdoutTruncated {
 		which = append(which, "stdout")

@@ -2,14 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -36,8 +34,8 @@ code is the script's; 124 when it timed out.`,
 			if err != nil {
 				return err
 			}
-			req := bayapi.CreateExecRequest{ProjectID: args[0], SkillID: skill,
-				Exec: bayapi.ExecCommand{Kind: "shell", Command: "bash", Args: []string{"-lc", script}, Cwd: cwd}}
+			req := sdk.ExecRequest{ProjectID: args[0], SkillID: skill, TaskID: taskID, ConversationID: cid, NoWait: noWait,
+				Exec: sdk.ExecCommand{Kind: "shell", Command: "bash", Args: []string{"-lc", script}, Cwd: cwd}}
 			if python {
 				req.Exec.Kind, req.Exec.Command, req.Exec.Args = "python", "python3", []string{"-c", script}
 			}
@@ -50,8 +48,7 @@ code is the script's; 124 when it timed out.`,
 				if err != nil {
 					return usageErr("--input %s: %v", in, err)
 				}
-				enc := base64.StdEncoding.EncodeToString(b)
-				req.Inputs = append(req.Inputs, bayapi.ExecInput{Path: name, ContentBase64: &enc})
+				req.Inputs = append(req.Inputs, sdk.ExecInput{Path: name, Content: b})
 			}
 			for _, e := range envs {
 				k, v, ok := strings.Cut(e, "=")
@@ -63,7 +60,7 @@ code is the script's; 124 when it timed out.`,
 				}
 				req.Exec.Env[k] = v
 			}
-			if req.PolicyOverrides, req.TaskRef, req.Wait, err = execOptions(policy, taskID, cid, noWait); err != nil {
+			if req.PolicyOverrides, err = policyOverrides(policy); err != nil {
 				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
@@ -119,7 +116,7 @@ code is the script's; 124 when it timed out.`,
 	list.Flags().IntVar(&lr.Limit, "limit", 0, "page size (default 50)")
 	list.Flags().IntVar(&lr.Offset, "offset", 0, "items to skip")
 
-	one := func(use, short string, call func(*sdk.Client, context.Context, string) (*bayapi.ExecResponse, error)) *cobra.Command {
+	one := func(use, short string, call func(*sdk.Client, context.Context, string) (*sdk.Exec, error)) *cobra.Command {
 		return &cobra.Command{Use: use + " <exec>", Short: short, Args: exactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
@@ -159,9 +156,9 @@ code is the script's; 124 when it timed out.`,
 }
 
 // printExec prints the record as JSON (text output shows the same: it is the audit record).
-func (a *app) printExec(rec *bayapi.ExecResponse) error { return a.printJSON(rec) }
+func (a *app) printExec(rec *sdk.Exec) error { return a.printJSON(rec) }
 
-func reasonSuffix(rec *bayapi.ExecResponse) string {
+func reasonSuffix(rec *sdk.Exec) string {
 	if rec.ErrorReason == "" {
 		return ""
 	}
@@ -169,12 +166,12 @@ func reasonSuffix(rec *bayapi.ExecResponse) string {
 }
 
 // execExit maps the exec's outcome to the command's exit code.
-func execExit(rec *bayapi.ExecResponse) error {
+func execExit(rec *sdk.Exec) error {
 	switch {
 	case rec.Status == "timed_out":
 		return exitCode(124)
-	case rec.ExitCode != nil && *rec.ExitCode != 0:
-		return exitCode(*rec.ExitCode)
+	case rec.Exited && rec.ExitCode != 0:
+		return exitCode(rec.ExitCode)
 	case rec.Status == "failed" || rec.Status == "cancelled" || rec.Status == "lost":
 		return exitCode(ExitFailure)
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shipyard-dev/shipyard/api/bayapi"
-	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -42,18 +41,18 @@ func (a *app) fsCmd() *cobra.Command {
 					return err
 				}
 				if entries == nil {
-					entries = []shipapi.FileInfo{}
+					entries = []sdk.FileInfo{}
 				}
 				if a.json() {
-					return a.printJSON(bayapi.DirectoryResponse{Entries: entries})
+					return a.printJSON(map[string][]sdk.FileInfo{"entries": entries})
 				}
 				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				for _, e := range entries {
 					size, name := "-", e.Name
 					if e.IsDir {
 						name += "/"
-					} else if e.Size != nil {
-						size = fmt.Sprint(*e.Size)
+					} else {
+						size = fmt.Sprint(e.Size)
 					}
 					fmt.Fprintf(w, "%s\t%s\n", size, name)
 				}
@@ -69,7 +68,7 @@ func (a *app) fsCmd() *cobra.Command {
 					if err != nil {
 						return err
 					}
-					return a.printJSON(bayapi.FileContentResponse{Content: s})
+					return a.printJSON(map[string]string{"content": s})
 				}
 				_, err := c.Download(ctx, args[0], args[1], a.stdout)
 				return err

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -42,8 +41,8 @@ exit code is the exec's; 124 when it timed out.`,
 			if err != nil {
 				return usageErr("inputs: %v", err)
 			}
-			req := bayapi.InvokeSkillRequest{ProjectID: project, Inputs: raw}
-			if req.PolicyOverrides, req.TaskRef, req.Wait, err = execOptions(policy, taskID, cid, noWait); err != nil {
+			req := sdk.InvokeRequest{ProjectID: project, Inputs: raw, TaskID: taskID, ConversationID: cid, NoWait: noWait}
+			if req.PolicyOverrides, err = policyOverrides(policy); err != nil {
 				return err
 			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
@@ -137,26 +136,14 @@ func readFileLimited(name string, limit int64) ([]byte, error) {
 	return readAllLimited(f, limit)
 }
 
-// execOptions are the flags an exec and an invocation share: --policy (a JSON object),
-// --task and --conversation, --no-wait.
-func execOptions(policy, taskID, cid string, noWait bool) (json.RawMessage, *bayapi.TaskRef, *bool, error) {
-	var (
-		overrides json.RawMessage
-		ref       *bayapi.TaskRef
-		wait      *bool
-	)
-	if policy != "" {
-		if !json.Valid([]byte(policy)) {
-			return nil, nil, nil, usageErr("--policy is not JSON: %s", policy)
-		}
-		overrides = json.RawMessage(policy)
+// policyOverrides is the --policy flag an exec and an invocation share: a JSON object, or
+// nil when the flag is empty.
+func policyOverrides(policy string) (json.RawMessage, error) {
+	if policy == "" {
+		return nil, nil
 	}
-	if taskID != "" || cid != "" {
-		ref = &bayapi.TaskRef{TaskID: taskID, ConversationID: cid}
+	if !json.Valid([]byte(policy)) {
+		return nil, usageErr("--policy is not JSON: %s", policy)
 	}
-	if noWait {
-		w := false
-		wait = &w
-	}
-	return overrides, ref, wait, nil
+	return json.RawMessage(policy), nil
 }

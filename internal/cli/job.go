@@ -55,7 +55,7 @@ instead of running the command again.`,
 					return err
 				}
 				if !follow {
-					return a.show(j.JobResponse, func() { fmt.Fprintln(a.stdout, j.JobID) })
+					return a.show(j, func() { fmt.Fprintln(a.stdout, j.JobID) })
 				}
 				fmt.Fprintln(a.stderr, "job", j.JobID)
 				return a.followJob(ctx, j)
@@ -75,7 +75,7 @@ instead of running the command again.`,
 // followJob prints a job's output as it comes (stdout and stderr to ours) and returns the
 // job's exit status.
 func (a *app) followJob(ctx context.Context, j *sdk.Job) error {
-	err := j.Follow(ctx, 0, 0, func(stream string, c bayapi.JobChunk) error {
+	err := j.Follow(ctx, 0, 0, func(stream string, c sdk.JobChunk) error {
 		w := a.stdout
 		if stream == bayapi.JobEventStderr {
 			w = a.stderr
@@ -86,14 +86,14 @@ func (a *app) followJob(ctx context.Context, j *sdk.Job) error {
 	if err != nil {
 		return err
 	}
-	return jobExit(&j.JobResponse, a.stderr)
+	return jobExit(j, a.stderr)
 }
 
 // jobExit is the exit status of an ended job: its exit code, 124 timed out, 130 cancelled,
 // 70 lost (with the reason on stderr).
-func jobExit(j *bayapi.JobResponse, stderr io.Writer) error {
-	if j.Reason != nil {
-		fmt.Fprintf(stderr, "shipyard: job %s: %s\n", j.Status, *j.Reason)
+func jobExit(j *sdk.Job, stderr io.Writer) error {
+	if j.Reason != "" {
+		fmt.Fprintf(stderr, "shipyard: job %s: %s\n", j.Status, j.Reason)
 	}
 	switch j.Status {
 	case bayapi.JobSucceeded:
@@ -105,8 +105,8 @@ func jobExit(j *bayapi.JobResponse, stderr io.Writer) error {
 	case bayapi.JobLost:
 		return exitCode(ExitServer)
 	}
-	if j.ExitCode != nil {
-		return commandExit(*j.ExitCode)
+	if j.Exited {
+		return commandExit(j.ExitCode)
 	}
 	return exitCode(ExitFailure)
 }
@@ -126,8 +126,8 @@ func (a *app) jobLsCmd() *cobra.Command {
 					fmt.Fprintln(tw, "JOB\tKIND\tSTATUS\tEXIT\tSTARTED\tCOMMAND")
 					for _, j := range l.Items {
 						exit := "-"
-						if j.ExitCode != nil {
-							exit = fmt.Sprint(*j.ExitCode)
+						if j.Exited {
+							exit = fmt.Sprint(j.ExitCode)
 						}
 						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.JobID, j.Kind, j.Status, exit,
 							j.CreatedAt.Format("2006-01-02 15:04:05"), oneLine(j.Command, 50))
@@ -164,13 +164,13 @@ func (a *app) jobStatusCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.show(j.JobResponse, func() {
+				return a.show(j, func() {
 					fmt.Fprintf(a.stdout, "job %s (%s) %s", j.JobID, j.Kind, j.Status)
-					if j.ExitCode != nil {
-						fmt.Fprintf(a.stdout, ", exit code %d", *j.ExitCode)
+					if j.Exited {
+						fmt.Fprintf(a.stdout, ", exit code %d", j.ExitCode)
 					}
-					if j.Reason != nil {
-						fmt.Fprintf(a.stdout, ": %s", *j.Reason)
+					if j.Reason != "" {
+						fmt.Fprintf(a.stdout, ": %s", j.Reason)
 					}
 					fmt.Fprintf(a.stdout, "\nstdout %d bytes%s, stderr %d bytes%s\n", j.Stdout.Bytes, cutNote(j.Stdout.Truncated),
 						j.Stderr.Bytes, cutNote(j.Stderr.Truncated))
@@ -231,7 +231,7 @@ func (a *app) jobCancelCmd() *cobra.Command {
 				if err := j.Cancel(ctx); err != nil {
 					return err
 				}
-				return a.show(j.JobResponse, func() { fmt.Fprintf(a.stdout, "job %s %s\n", j.JobID, j.Status) })
+				return a.show(j, func() { fmt.Fprintf(a.stdout, "job %s %s\n", j.JobID, j.Status) })
 			})
 		}}
 }
@@ -267,9 +267,7 @@ func (a *app) streamPython(ctx context.Context, c *sdk.Client, id string, req sd
 		return err
 	}
 	if !res.Success {
-		if res.Error != nil {
-			io.WriteString(a.stderr, withNewline(*res.Error))
-		}
+		io.WriteString(a.stderr, withNewline(res.Error))
 		return exitCode(ExitFailure)
 	}
 	return nil
@@ -289,8 +287,8 @@ func (a *app) streamShell(ctx context.Context, c *sdk.Client, id string, req sdk
 	if err != nil {
 		return err
 	}
-	if res.ExitCode == -1 && res.Error != nil {
-		io.WriteString(a.stderr, withNewline(*res.Error))
+	if res.ExitCode == -1 {
+		io.WriteString(a.stderr, withNewline(res.Error))
 	}
 	if note := truncationNote(res); note != "" {
 		io.WriteString(a.stderr, note)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -28,7 +27,7 @@ func (a *app) metricsCmd() *cobra.Command {
 		}}
 }
 
-func (a *app) printMetrics(m *bayapi.SandboxMetrics) error {
+func (a *app) printMetrics(m *sdk.SandboxMetrics) error {
 	fmt.Fprintf(a.stdout, "%s %s\n", m.SandboxID, m.Status)
 	if len(m.Containers) == 0 {
 		fmt.Fprintln(a.stdout, "no running containers")
@@ -37,8 +36,8 @@ func (a *app) printMetrics(m *bayapi.SandboxMetrics) error {
 		fmt.Fprintln(w, "CONTAINER\tCPU\tMEMORY\tPIDS")
 		for _, c := range m.Containers {
 			cpu := fmt.Sprintf("%.2fs", c.CPUSeconds)
-			if c.CPULimitCores != nil {
-				cpu += fmt.Sprintf(" (limit %g cores)", *c.CPULimitCores)
+			if c.CPULimitCores != 0 {
+				cpu += fmt.Sprintf(" (limit %g cores)", c.CPULimitCores)
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", c.Name, cpu, ofLimit(c.MemoryBytes, c.MemoryLimitBytes, human), ofLimit(c.Pids, c.PidsLimit, func(n int64) string { return fmt.Sprint(n) }))
 		}
@@ -47,16 +46,17 @@ func (a *app) printMetrics(m *bayapi.SandboxMetrics) error {
 		}
 	}
 	used := "unknown (no running compute)"
-	if m.Disk.UsedBytes != nil {
-		used = human(*m.Disk.UsedBytes)
+	if m.Disk.Measured {
+		used = human(m.Disk.UsedBytes)
 	}
 	fmt.Fprintf(a.stdout, "disk: %s of %s\n", used, human(m.Disk.LimitBytes))
 	return nil
 }
 
-func ofLimit(v int64, limit *int64, f func(int64) string) string {
-	if limit == nil {
+// ofLimit is v, and " / limit" unless the limit is 0 (unlimited).
+func ofLimit(v int64, limit int64, f func(int64) string) string {
+	if limit == 0 {
 		return f(v)
 	}
-	return f(v) + " / " + f(*limit)
+	return f(v) + " / " + f(limit)
 }

@@ -19,7 +19,7 @@ func (a *app) historyCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				if len(args) == 2 || last {
-					var e *bayapi.ExecutionHistoryEntry
+					var e *sdk.HistoryEntry
 					var err error
 					if last {
 						e, err = c.LastExecution(ctx, args[0], req.ExecType)
@@ -32,13 +32,13 @@ func (a *app) historyCmd() *cobra.Command {
 					if a.json() {
 						return a.printJSON(e)
 					}
-					fmt.Fprintf(a.stdout, "%s %s success=%t %dms %s\n", e.ID, e.ExecType, e.Success, e.ExecutionTimeMS, bayapi.FormatTime(e.CreatedAt.Time))
+					fmt.Fprintf(a.stdout, "%s %s success=%t %dms %s\n", e.ID, e.ExecType, e.Success, e.ExecutionTime.Milliseconds(), bayapi.FormatTime(e.CreatedAt))
 					fmt.Fprintf(a.stdout, "--- code\n%s", withNewline(e.Code))
-					if e.Output != nil && *e.Output != "" {
-						fmt.Fprintf(a.stdout, "--- output\n%s", withNewline(*e.Output))
+					if e.Output != "" {
+						fmt.Fprintf(a.stdout, "--- output\n%s", withNewline(e.Output))
 					}
-					if e.Error != nil && *e.Error != "" {
-						fmt.Fprintf(a.stdout, "--- error\n%s", withNewline(*e.Error))
+					if e.Error != "" {
+						fmt.Fprintf(a.stdout, "--- error\n%s", withNewline(e.Error))
 					}
 					return nil
 				}
@@ -57,10 +57,10 @@ func (a *app) historyCmd() *cobra.Command {
 						code = code[:40] + "…"
 					}
 					tags := "-"
-					if e.Tags != nil {
-						tags = *e.Tags
+					if e.Tags != "" {
+						tags = e.Tags
 					}
-					fmt.Fprintf(w, "%s\t%s\t%t\t%d\t%s\t%s\t%s\n", e.ID, e.ExecType, e.Success, e.ExecutionTimeMS, bayapi.FormatTime(e.CreatedAt.Time), tags, code)
+					fmt.Fprintf(w, "%s\t%s\t%t\t%d\t%s\t%s\t%s\n", e.ID, e.ExecType, e.Success, e.ExecutionTime.Milliseconds(), bayapi.FormatTime(e.CreatedAt), tags, code)
 				}
 				fmt.Fprintf(w, "(%d of %d)\n", len(list.Entries), list.Total)
 				return w.Flush()
@@ -91,9 +91,9 @@ func (a *app) profilesCmd() *cobra.Command {
 				w := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "ID\tIMAGE\tCPUS\tMEMORY\tIDLE\tCAPABILITIES")
 				for _, p := range list.Items {
-					fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%ds\t%s\n", p.ID, p.Image, p.Resources.CPUs, p.Resources.Memory, p.IdleTimeout, strings.Join(p.Capabilities, ","))
-					if p.Description != nil {
-						fmt.Fprintf(w, "\t%s\n", *p.Description)
+					fmt.Fprintf(w, "%s\t%s\t%g\t%s\t%ds\t%s\n", p.ID, p.Image, p.Resources.CPUs, p.Resources.Memory, int(p.IdleTimeout.Seconds()), strings.Join(p.Capabilities, ","))
+					if p.Description != "" {
+						fmt.Fprintf(w, "\t%s\n", p.Description)
 					}
 				}
 				return w.Flush()
@@ -136,10 +136,10 @@ func (a *app) cargoCmd() *cobra.Command {
 				fmt.Fprintln(w, "ID\tMANAGED\tSANDBOX\tSIZE_MB\tCREATED")
 				for _, cg := range l.Items {
 					sb := "-"
-					if cg.ManagedBySandboxID != nil {
-						sb = *cg.ManagedBySandboxID
+					if cg.ManagedBySandboxID != "" {
+						sb = cg.ManagedBySandboxID
 					}
-					fmt.Fprintf(w, "%s\t%t\t%s\t%d\t%s\n", cg.ID, cg.Managed, sb, cg.SizeLimitMB, bayapi.FormatTime(cg.CreatedAt.Time))
+					fmt.Fprintf(w, "%s\t%t\t%s\t%d\t%s\n", cg.ID, cg.Managed, sb, cg.SizeLimitMB, bayapi.FormatTime(cg.CreatedAt))
 				}
 				return w.Flush()
 			})
@@ -155,7 +155,7 @@ func (a *app) cargoCmd() *cobra.Command {
 				if a.json() {
 					return a.printJSON(cg)
 				}
-				fmt.Fprintf(a.stdout, "%s managed=%t size_mb=%d backend=%s created=%s\n", cg.ID, cg.Managed, cg.SizeLimitMB, cg.Backend, bayapi.FormatTime(cg.CreatedAt.Time))
+				fmt.Fprintf(a.stdout, "%s managed=%t size_mb=%d backend=%s created=%s\n", cg.ID, cg.Managed, cg.SizeLimitMB, cg.Backend, bayapi.FormatTime(cg.CreatedAt))
 				return nil
 			})
 		}}

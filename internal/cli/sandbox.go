@@ -25,14 +25,15 @@ func rangeArgs(lo, hi int) cobra.PositionalArgs {
 
 func exactArgs(n int) cobra.PositionalArgs { return rangeArgs(n, n) }
 
-func timeStr(t *bayapi.Time) string {
-	if t == nil {
+// timeStr is t in the wire's format, "-" for the zero time.
+func timeStr(t time.Time) string {
+	if t.IsZero() {
 		return "-"
 	}
-	return bayapi.FormatTime(t.Time)
+	return bayapi.FormatTime(t)
 }
 
-func (a *app) printSandbox(sb *bayapi.SandboxResponse) error {
+func (a *app) printSandbox(sb *sdk.Sandbox) error {
 	if a.json() {
 		return a.printJSON(sb)
 	}
@@ -42,17 +43,17 @@ func (a *app) printSandbox(sb *bayapi.SandboxResponse) error {
 	fmt.Fprintf(w, "profile:\t%s\n", sb.Profile)
 	fmt.Fprintf(w, "cargo:\t%s\n", sb.CargoID)
 	fmt.Fprintf(w, "capabilities:\t%s\n", strings.Join(sb.Capabilities, ","))
-	fmt.Fprintf(w, "created:\t%s\n", bayapi.FormatTime(sb.CreatedAt.Time))
+	fmt.Fprintf(w, "created:\t%s\n", bayapi.FormatTime(sb.CreatedAt))
 	exp := timeStr(sb.ExpiresAt)
-	if sb.ExpiresAt == nil {
+	if sb.ExpiresAt.IsZero() {
 		exp = "never"
 	}
 	fmt.Fprintf(w, "expires:\t%s\n", exp)
 	fmt.Fprintf(w, "idle expires:\t%s\n", timeStr(sb.IdleExpiresAt))
 	for _, c := range sb.Containers {
 		v, h := "?", "?"
-		if c.Version != nil {
-			v = *c.Version
+		if c.Version != "" {
+			v = c.Version
 		}
 		if c.Healthy != nil {
 			h = strconv.FormatBool(*c.Healthy)
@@ -88,7 +89,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 					return err
 				}
 				if a.json() {
-					return a.printJSON(sb.SandboxResponse)
+					return a.printJSON(sb)
 				}
 				fmt.Fprintln(a.stdout, sb.ID)
 				return nil
@@ -109,7 +110,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 	list := &cobra.Command{Use: "list", Aliases: []string{"ls"}, Short: "List sandboxes", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
-				out := bayapi.SandboxList{Items: []bayapi.SandboxResponse{}}
+				out := sdk.SandboxList{Items: []*sdk.Sandbox{}}
 				cur := cursor
 				for {
 					page, err := c.ListSandboxes(ctx, sdk.ListSandboxesRequest{Limit: limit, Cursor: cur, Status: status})
@@ -118,10 +119,10 @@ func (a *app) sandboxCmd() *cobra.Command {
 					}
 					out.Items = append(out.Items, page.Items...)
 					out.NextCursor = page.NextCursor
-					if !all || page.NextCursor == nil {
+					if !all || page.NextCursor == "" {
 						break
 					}
-					cur = *page.NextCursor
+					cur = page.NextCursor
 				}
 				if a.json() {
 					return a.printJSON(out)
@@ -130,13 +131,13 @@ func (a *app) sandboxCmd() *cobra.Command {
 				fmt.Fprintln(w, "ID\tSTATUS\tPROFILE\tCREATED\tEXPIRES")
 				for _, sb := range out.Items {
 					exp := timeStr(sb.ExpiresAt)
-					if sb.ExpiresAt == nil {
+					if sb.ExpiresAt.IsZero() {
 						exp = "never"
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Status, sb.Profile, bayapi.FormatTime(sb.CreatedAt.Time), exp)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", sb.ID, sb.Status, sb.Profile, bayapi.FormatTime(sb.CreatedAt), exp)
 				}
-				if out.NextCursor != nil {
-					fmt.Fprintf(w, "(more: --cursor %s)\n", *out.NextCursor)
+				if out.NextCursor != "" {
+					fmt.Fprintf(w, "(more: --cursor %s)\n", out.NextCursor)
 				}
 				return w.Flush()
 			})
@@ -153,7 +154,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return a.printSandbox(&sb.SandboxResponse)
+				return a.printSandbox(sb)
 			})
 		}}
 
@@ -210,7 +211,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 					return err
 				}
 				if a.json() {
-					return a.printJSON(sb.SandboxResponse)
+					return a.printJSON(sb)
 				}
 				fmt.Fprintf(a.stdout, "%s expires %s\n", sb.ID, timeStr(sb.ExpiresAt))
 				return nil

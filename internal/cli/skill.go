@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shipyard-dev/shipyard/api/bayapi"
 	"github.com/shipyard-dev/shipyard/sdk"
 )
 
@@ -38,7 +37,7 @@ func skillDo[T any](a *app, cmd *cobra.Command, fn func(ctx context.Context, c *
 	})
 }
 
-func releaseLine(r *bayapi.SkillReleaseResponse) string {
+func releaseLine(r *sdk.SkillRelease) string {
 	return fmt.Sprintf("%s %s v%d %s active=%t", r.ID, r.SkillKey, r.Version, r.Stage, r.IsActive)
 }
 
@@ -47,13 +46,13 @@ func (a *app) skillPayloadCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "payload <json | blob:ref>", Short: "Store a JSON payload (object or array), or show one by its blob: reference", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if raw := []byte(args[0]); json.Valid(raw) {
-				return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.PayloadCreated, error) {
+				return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillPayloadRef, error) {
 					return c.CreateSkillPayload(ctx, json.RawMessage(raw), kind)
-				}, func(r *bayapi.PayloadCreated) string { return r.PayloadRef })
+				}, func(r *sdk.SkillPayloadRef) string { return r.PayloadRef })
 			}
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.PayloadResponse, error) {
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillPayload, error) {
 				return c.GetSkillPayload(ctx, args[0])
-			}, func(r *bayapi.PayloadResponse) string { return string(r.Payload) })
+			}, func(r *sdk.SkillPayload) string { return string(r.Payload) })
 		}}
 	cmd.Flags().StringVar(&kind, "kind", "", "payload kind (default generic)")
 	return cmd
@@ -63,21 +62,14 @@ func (a *app) skillCandidateCmd() *cobra.Command {
 	var payload, summary string
 	cmd := &cobra.Command{Use: "candidate <skill-key> <execution-id>...", Short: "Create a candidate from executions", Args: rangeArgs(2, -1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := bayapi.CreateCandidateRequest{SkillKey: &args[0], SourceExecutionIDs: args[1:], PayloadRef: optString(payload), Summary: optString(summary)}
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.SkillCandidateResponse, error) {
+			req := sdk.CandidateRequest{SkillKey: args[0], SourceExecutionIDs: args[1:], PayloadRef: payload, Summary: summary}
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillCandidate, error) {
 				return c.CreateSkillCandidate(ctx, req)
-			}, func(r *bayapi.SkillCandidateResponse) string { return r.ID })
+			}, func(r *sdk.SkillCandidate) string { return r.ID })
 		}}
 	cmd.Flags().StringVar(&payload, "payload", "", "payload reference (blob:...)")
 	cmd.Flags().StringVar(&summary, "summary", "", "summary of the skill")
 	return cmd
-}
-
-func optString(s string) *string {
-	if s == "" {
-		return nil
-	}
-	return &s
 }
 
 func (a *app) skillEvaluateCmd() *cobra.Command {
@@ -86,14 +78,13 @@ func (a *app) skillEvaluateCmd() *cobra.Command {
 	var report string
 	cmd := &cobra.Command{Use: "evaluate <candidate-id>", Short: "Record an evaluation (passing unless --failed)", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			passed := !failed
-			req := bayapi.EvaluateRequest{Passed: &passed, Report: optString(report)}
+			req := sdk.EvaluateRequest{Passed: !failed, Report: report}
 			if cmd.Flags().Changed("score") {
 				req.Score = &score
 			}
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.SkillEvaluationResponse, error) {
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillEvaluation, error) {
 				return c.EvaluateSkillCandidate(ctx, args[0], req)
-			}, func(r *bayapi.SkillEvaluationResponse) string { return fmt.Sprintf("%s passed=%t", r.ID, r.Passed) })
+			}, func(r *sdk.SkillEvaluation) string { return fmt.Sprintf("%s passed=%t", r.ID, r.Passed) })
 		}}
 	cmd.Flags().BoolVar(&failed, "failed", false, "the evaluation failed (the candidate is rejected)")
 	cmd.Flags().Float64Var(&score, "score", 0, "score")
@@ -105,8 +96,8 @@ func (a *app) skillPromoteCmd() *cobra.Command {
 	var stage, summary string
 	cmd := &cobra.Command{Use: "promote <candidate-id>", Short: "Release a candidate with a passing evaluation", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.SkillReleaseResponse, error) {
-				return c.PromoteSkillCandidate(ctx, args[0], bayapi.PromoteRequest{Stage: &stage, ChangeSummary: optString(summary)})
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillRelease, error) {
+				return c.PromoteSkillCandidate(ctx, args[0], sdk.PromoteRequest{Stage: stage, ChangeSummary: summary})
 			}, releaseLine)
 		}}
 	cmd.Flags().StringVar(&stage, "stage", "canary", "canary or stable")
@@ -119,9 +110,9 @@ func (a *app) skillListCmd(what string) *cobra.Command {
 	cmd := &cobra.Command{Use: what, Short: "List skill " + what + ", newest first", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if what == "candidates" {
-				return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.SkillCandidateList, error) {
+				return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillCandidateList, error) {
 					return c.ListSkillCandidates(ctx, req)
-				}, func(l *bayapi.SkillCandidateList) string {
+				}, func(l *sdk.SkillCandidateList) string {
 					out := fmt.Sprintf("total %d", l.Total)
 					for _, it := range l.Items {
 						out += fmt.Sprintf("\n%s %s %s", it.ID, it.SkillKey, it.Status)
@@ -129,9 +120,9 @@ func (a *app) skillListCmd(what string) *cobra.Command {
 					return out
 				})
 			}
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.SkillReleaseList, error) {
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillReleaseList, error) {
 				return c.ListSkillReleases(ctx, req)
-			}, func(l *bayapi.SkillReleaseList) string {
+			}, func(l *sdk.SkillReleaseList) string {
 				out := fmt.Sprintf("total %d", l.Total)
 				for i := range l.Items {
 					out += "\n" + releaseLine(&l.Items[i])
@@ -154,9 +145,9 @@ func (a *app) skillListCmd(what string) *cobra.Command {
 func (a *app) skillShowCmd() *cobra.Command {
 	return &cobra.Command{Use: "show <candidate-id>", Short: "Show a candidate", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.SkillCandidateResponse, error) {
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillCandidate, error) {
 				return c.GetSkillCandidate(ctx, args[0])
-			}, func(r *bayapi.SkillCandidateResponse) string {
+			}, func(r *sdk.SkillCandidate) string {
 				return fmt.Sprintf("%s %s %s %s pass=%s", r.ID, r.SkillKey, r.SkillType, r.Status, fmtOpt(r.LatestPass))
 			})
 		}}
@@ -172,11 +163,11 @@ func fmtOpt[T any](p *T) string {
 func (a *app) skillHealthCmd() *cobra.Command {
 	return &cobra.Command{Use: "health <release-id>", Short: "A release's health over its window", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.ReleaseHealthResponse, error) {
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.ReleaseHealth, error) {
 				return c.SkillReleaseHealth(ctx, args[0])
-			}, func(h *bayapi.ReleaseHealthResponse) string {
+			}, func(h *sdk.ReleaseHealth) string {
 				return fmt.Sprintf("samples=%d success_rate=%g p95_ms=%d baseline_success_rate=%g healthy=%t should_rollback=%t reasons=%v",
-					h.Samples, h.SuccessRate, h.P95Duration, h.BaselineSuccessRate, h.Healthy, h.ShouldRollback, h.RollbackReasons)
+					h.Samples, h.SuccessRate, h.P95Duration.Milliseconds(), h.BaselineSuccessRate, h.Healthy, h.ShouldRollback, h.RollbackReasons)
 			})
 		}}
 }
@@ -184,7 +175,7 @@ func (a *app) skillHealthCmd() *cobra.Command {
 func (a *app) skillRollbackCmd() *cobra.Command {
 	return &cobra.Command{Use: "rollback <release-id>", Short: "Make a new active release from the one before", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.SkillReleaseResponse, error) {
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillRelease, error) {
 				return c.RollbackSkillRelease(ctx, args[0])
 			}, releaseLine)
 		}}
@@ -194,12 +185,12 @@ func (a *app) skillDeleteCmd() *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{Use: "delete <sc-candidate-id | sr-release-id>", Short: "Soft-delete a candidate or a release", Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.DeletedResponse, error) {
+			return skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.Deleted, error) {
 				if len(args[0]) > 3 && args[0][:3] == "sr-" {
 					return c.DeleteSkillRelease(ctx, args[0], reason)
 				}
 				return c.DeleteSkillCandidate(ctx, args[0], reason)
-			}, func(d *bayapi.DeletedResponse) string { return d.ID + " deleted" })
+			}, func(d *sdk.Deleted) string { return d.ID + " deleted" })
 		}}
 	cmd.Flags().StringVar(&reason, "reason", "", "why")
 	return cmd
@@ -211,13 +202,13 @@ func (a *app) skillRunCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "run <sandbox> <skill-key>", Short: "Replay the active release of a browser skill in the sandbox", Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var code int
-			err := skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*bayapi.SkillRunResponse, error) {
-				r, err := c.RunBrowserSkill(ctx, args[0], args[1], bayapi.SkillRunRequest{IncludeTrace: trace, Tags: optString(tags)})
+			err := skillDo(a, cmd, func(ctx context.Context, c *sdk.Client) (*sdk.SkillRunResult, error) {
+				r, err := c.RunBrowserSkill(ctx, args[0], args[1], sdk.SkillRunRequest{IncludeTrace: trace, Tags: tags})
 				if err == nil && !r.Success {
 					code = 1
 				}
 				return r, err
-			}, func(r *bayapi.SkillRunResponse) string {
+			}, func(r *sdk.SkillRunResult) string {
 				out := fmt.Sprintf("%s %s release=%s %d/%d steps success=%t", r.ExecutionID, r.SkillKey, r.ReleaseID, r.CompletedSteps, r.TotalSteps, r.Success)
 				for _, st := range r.Results {
 					out += fmt.Sprintf("\n[%d] exit=%d %s", st.StepIndex, st.ExitCode, st.Cmd)

@@ -49,8 +49,8 @@ func (a *app) skillsCmd() *cobra.Command {
 					return a.printJSON(d)
 				}
 				fmt.Fprintf(a.stdout, "%s (%s) version %s, %d bytes, uploaded by %s at %s\n", d.Name, d.Kind, d.Version, d.SizeBytes,
-					d.UploadedBy, bayapi.FormatTime(d.CreatedAt.Time))
-				if d.Manifest != nil {
+					d.UploadedBy, bayapi.FormatTime(d.CreatedAt))
+				if d.ManifestJSON != nil {
 					fmt.Fprintf(a.stdout, "manifest sha256 %s\n", d.ManifestSHA256)
 				}
 				fmt.Fprintln(a.stdout, "--- files")
@@ -146,7 +146,7 @@ func readSkillArchive(p string) ([]byte, error) {
 	return os.ReadFile(p)
 }
 
-func (a *app) printFindings(kind string, ps []bayapi.SkillProblem) {
+func (a *app) printFindings(kind string, ps []sdk.SkillProblem) {
 	for _, p := range ps {
 		where := p.File
 		if p.Field != "" {
@@ -166,14 +166,14 @@ func (a *app) printProblems(err error) {
 		list, _ := e.Details[kind].([]any)
 		for _, it := range list {
 			m, _ := it.(map[string]any)
-			p := bayapi.SkillProblem{}
+			p := sdk.SkillProblem{}
 			p.File, _ = m["file"].(string)
 			p.Field, _ = m["field"].(string)
 			p.Message, _ = m["message"].(string)
 			if ptr, ok := m["pointer"].(string); ok { // an invocation's inputs against interface.inputs
 				p.File, p.Field = "inputs", ptr
 			}
-			a.printFindings(strings.TrimSuffix(kind, "s"), []bayapi.SkillProblem{p})
+			a.printFindings(strings.TrimSuffix(kind, "s"), []sdk.SkillProblem{p})
 		}
 	}
 }

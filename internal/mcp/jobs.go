@@ -119,14 +119,14 @@ func (s *server) startJob(kind string) func(ctx context.Context, c *sdk.Client, 
 func (a args) jobID() (string, error) { return a.requireStr("job_id") }
 
 // jobText describes a job in a few lines.
-func jobText(j *bayapi.JobResponse) string {
+func jobText(j *sdk.Job) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Job:** `%s` (%s)\n**Status:** %s\n", j.JobID, j.Kind, j.Status)
-	if j.ExitCode != nil {
-		fmt.Fprintf(&b, "**Exit code:** %d\n", *j.ExitCode)
+	if j.Exited {
+		fmt.Fprintf(&b, "**Exit code:** %d\n", j.ExitCode)
 	}
-	if j.Reason != nil {
-		fmt.Fprintf(&b, "**Reason:** %s\n", *j.Reason)
+	if j.Reason != "" {
+		fmt.Fprintf(&b, "**Reason:** %s\n", j.Reason)
 	}
 	fmt.Fprintf(&b, "**Output:** stdout %d bytes%s, stderr %d bytes%s\n", j.Stdout.Bytes, truncNote(j.Stdout.Truncated),
 		j.Stderr.Bytes, truncNote(j.Stderr.Truncated))
@@ -149,7 +149,7 @@ func (s *server) taskStatus(ctx context.Context, c *sdk.Client, id string, a arg
 	if err != nil {
 		return nil, err
 	}
-	return textResult(jobText(&j.JobResponse)), nil
+	return textResult(jobText(j)), nil
 }
 
 func (s *server) cancelJob(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
@@ -164,7 +164,7 @@ func (s *server) cancelJob(ctx context.Context, c *sdk.Client, id string, a args
 	if err := j.Cancel(ctx); err != nil {
 		return nil, err
 	}
-	return textResult(jobText(&j.JobResponse)), nil
+	return textResult(jobText(j)), nil
 }
 
 var errWatchFull = errors.New("watch: enough output")
@@ -197,7 +197,7 @@ func (s *server) taskWatch(ctx context.Context, c *sdk.Client, id string, a args
 	var out, errOut strings.Builder
 	next := [2]int64{so, se}
 	var settle *time.Timer
-	ferr := j.Follow(wctx, so, se, func(stream string, ch bayapi.JobChunk) error {
+	ferr := j.Follow(wctx, so, se, func(stream string, ch sdk.JobChunk) error {
 		if stream == bayapi.JobEventStderr {
 			errOut.WriteString(ch.Data)
 			next[1] = ch.Next
@@ -225,7 +225,7 @@ func (s *server) taskWatch(ctx context.Context, c *sdk.Client, id string, a args
 		_ = j.Refresh(ctx)
 	}
 	var b strings.Builder
-	b.WriteString(jobText(&j.JobResponse))
+	b.WriteString(jobText(j))
 	fmt.Fprintf(&b, "**next_stdout_offset:** %d\n**next_stderr_offset:** %d\n", next[0], next[1])
 	if out.Len() > 0 {
 		fmt.Fprintf(&b, "\n**stdout:**\n```\n%s\n```\n", s.truncate(out.String()))

@@ -2,13 +2,17 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -218,6 +222,24 @@ func exercise(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server, local
 		t.Fatalf("no id in %q", text)
 	}
 	id := m[1]
+	// The structured content of a sandbox is bay's sandbox object, as bay renders it.
+	_, res := call(t, s, "create_sandbox", map[string]any{"ttl": 60})
+	created, _ := json.Marshal(res.StructuredContent)
+	var cid struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(created, &cid)
+	if wire, found := fake.Sandbox(cid.ID); !found {
+		t.Errorf("create_sandbox structured content %s names no sandbox", created)
+	} else {
+		raw, _ := json.Marshal(wire)
+		var want any
+		json.Unmarshal(raw, &want)
+		if !reflect.DeepEqual(res.StructuredContent, want) {
+			t.Errorf("create_sandbox structured content:\n got %s\nwant %s", created, raw)
+		}
+	}
+	ok(t, s, "delete_sandbox", map[string]any{"sandbox_id": cid.ID})
 	// A reuse key names one sandbox: the second call returns the first's.
 	var reused [2]string
 	for i := range reused {
@@ -240,7 +262,7 @@ func exercise(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server, local
 	ok(t, s, "execute_python", with("code", `print("hello")`, "tags", "demo", "include_code", true),
 		"**Execution successful**", "```\nhello\n```", "execution_id: exec-", "code:\nprint(\"hello\")")
 	ok(t, s, "execute_python", with("code", "raise ValueError()"), "**Execution failed**", "ValueError: boom")
-	_, res := call(t, s, "execute_python", with("code", "plot()"))
+	_, res = call(t, s, "execute_python", with("code", "plot()"))
 	var img *mcpsdk.ImageContent
 	for _, c := range res.Content {
 		if ic, ok := c.(*mcpsdk.ImageContent); ok {
@@ -258,6 +280,14 @@ func exercise(t *testing.T, s *mcpsdk.ClientSession, fake *sdktest.Server, local
 	_, res = call(t, s, "execute_shell", with("command", "exit 2"))
 	if st, _ := res.StructuredContent.(map[string]any); st["exit_code"] != float64(2) || st["success"] != false {
 		t.Errorf("shell structured content: %#v", res.StructuredContent)
+	}
+	// It is bay's shell answer: every field, nulls included.
+	shell, _ := json.Marshal(res.StructuredContent)
+	var keys map[string]json.RawMessage
+	json.Unmarshal(shell, &keys)
+	if got := slices.Sorted(maps.Keys(keys)); strings.Join(got, ",") != "command,error,execution_id,execution_time_ms,exit_code,output,stderr_truncated,stdout_truncated,success" ||
+		string(keys["command"]) != "null" {
+		t.Errorf("shell structured content: %s", shell)
 	}
 	ok(t, s, "execute_shell", with("command", "echo hi; >&2 warn; exit 2", "cwd", "sub", "timeout", 10),
 		"**Command failed** (exit code: 2)", "hi\nwarn")

@@ -85,6 +85,14 @@ func pyStr[T any](p *T) string {
 	return fmt.Sprint(*p)
 }
 
+// pyText renders an optional text as Python would: None when unset ("").
+func pyText(s string) string {
+	if s == "" {
+		return "None"
+	}
+	return s
+}
+
 func pyBool(b bool) string {
 	if b {
 		return "True"
@@ -134,15 +142,6 @@ func (s *server) getSkillPayload(ctx context.Context, c *sdk.Client, a args) (*m
 	return textResult(fmt.Sprintf("payload_ref: %s\nkind: %s\npayload:\n%s", r.PayloadRef, r.Kind, s.truncate(string(r.Payload)))), nil
 }
 
-// optStrPtr reads an optional string argument as a pointer (nil when absent).
-func (a args) optStrPtr(k string) (*string, error) {
-	v, ok, err := a.str(k)
-	if err != nil || !ok {
-		return nil, err
-	}
-	return &v, nil
-}
-
 // conditions reads an optional JSON object argument.
 func (a args) conditions(k string) (json.RawMessage, error) {
 	v, ok := a.m[k]
@@ -164,9 +163,9 @@ func (s *server) createSkillCandidate(ctx context.Context, c *sdk.Client, a args
 	if err != nil {
 		return nil, err
 	}
-	req := bayapi.CreateCandidateRequest{SkillKey: &key, SourceExecutionIDs: ids}
-	for k, dst := range map[string]**string{"scenario_key": &req.ScenarioKey, "payload_ref": &req.PayloadRef, "summary": &req.Summary, "usage_notes": &req.UsageNotes} {
-		if *dst, err = a.optStrPtr(k); err != nil {
+	req := sdk.CandidateRequest{SkillKey: key, SourceExecutionIDs: ids}
+	for k, dst := range map[string]*string{"scenario_key": &req.ScenarioKey, "payload_ref": &req.PayloadRef, "summary": &req.Summary, "usage_notes": &req.UsageNotes} {
+		if *dst, err = a.optStr(k); err != nil {
 			return nil, err
 		}
 	}
@@ -193,7 +192,7 @@ func (s *server) evaluateSkillCandidate(ctx context.Context, c *sdk.Client, a ar
 	if !isBool {
 		return nil, invalid("field 'passed' must be a boolean")
 	}
-	req := bayapi.EvaluateRequest{Passed: &passed}
+	req := sdk.EvaluateRequest{Passed: passed}
 	if v, ok := a.m["score"]; ok && v != nil {
 		f, isNum := v.(float64)
 		if !isNum {
@@ -201,10 +200,10 @@ func (s *server) evaluateSkillCandidate(ctx context.Context, c *sdk.Client, a ar
 		}
 		req.Score = &f
 	}
-	if req.BenchmarkID, err = a.optStrPtr("benchmark_id"); err != nil {
+	if req.BenchmarkID, err = a.optStr("benchmark_id"); err != nil {
 		return nil, err
 	}
-	if req.Report, err = a.optStrPtr("report"); err != nil {
+	if req.Report, err = a.optStr("report"); err != nil {
 		return nil, err
 	}
 	r, err := c.EvaluateSkillCandidate(ctx, id, req)
@@ -236,9 +235,9 @@ func (s *server) promoteSkillCandidate(ctx context.Context, c *sdk.Client, a arg
 	if err != nil {
 		return nil, err
 	}
-	req := bayapi.PromoteRequest{Stage: &stage}
-	for k, dst := range map[string]**string{"upgrade_of_release_id": &req.UpgradeOfReleaseID, "upgrade_reason": &req.UpgradeReason, "change_summary": &req.ChangeSummary} {
-		if *dst, err = a.optStrPtr(k); err != nil {
+	req := sdk.PromoteRequest{Stage: stage}
+	for k, dst := range map[string]*string{"upgrade_of_release_id": &req.UpgradeOfReleaseID, "upgrade_reason": &req.UpgradeReason, "change_summary": &req.ChangeSummary} {
+		if *dst, err = a.optStr(k); err != nil {
 			return nil, err
 		}
 	}
@@ -247,7 +246,7 @@ func (s *server) promoteSkillCandidate(ctx context.Context, c *sdk.Client, a arg
 		return nil, err
 	}
 	return textResult(fmt.Sprintf("Candidate promoted: %s\nrelease_id: %s\nskill_key: %s\nversion: %d\nstage: %s\nactive: %s\nupgrade_of_release_id: %s\nupgrade_reason: %s",
-		id, r.ID, r.SkillKey, r.Version, r.Stage, pyBool(r.IsActive), pyStr(r.UpgradeOfReleaseID), pyStr(r.UpgradeReason))), nil
+		id, r.ID, r.SkillKey, r.Version, r.Stage, pyBool(r.IsActive), pyText(r.UpgradeOfReleaseID), pyText(r.UpgradeReason))), nil
 }
 
 // listRequest reads the shared list arguments.
@@ -317,12 +316,12 @@ func (s *server) listSkillReleases(ctx context.Context, c *sdk.Client, a args) (
 }
 
 // deletedText is the result of the delete tools.
-func deletedText(what, id string, d *bayapi.DeletedResponse) string {
+func deletedText(what, id string, d *sdk.Deleted) string {
 	at := "None"
-	if d.DeletedAt != nil {
-		at = bayapi.FormatTime(d.DeletedAt.Time)
+	if !d.DeletedAt.IsZero() {
+		at = bayapi.FormatTime(d.DeletedAt)
 	}
-	return fmt.Sprintf("%s deleted: %s\ndeleted_at: %s\ndeleted_by: %s\ndelete_reason: %s", what, id, at, pyStr(d.DeletedBy), pyStr(d.DeleteReason))
+	return fmt.Sprintf("%s deleted: %s\ndeleted_at: %s\ndeleted_by: %s\ndelete_reason: %s", what, id, at, pyText(d.DeletedBy), pyText(d.DeleteReason))
 }
 
 func (s *server) deleteSkillRelease(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
@@ -334,7 +333,7 @@ func (s *server) deleteSkillCandidate(ctx context.Context, c *sdk.Client, a args
 }
 
 func (s *server) deleteSkill(ctx context.Context, a args, key, what string,
-	del func(ctx context.Context, id, reason string) (*bayapi.DeletedResponse, error)) (*mcpsdk.CallToolResult, error) {
+	del func(ctx context.Context, id, reason string) (*sdk.Deleted, error)) (*mcpsdk.CallToolResult, error) {
 	id, err := a.requireStr(key)
 	if err != nil {
 		return nil, err
@@ -360,5 +359,5 @@ func (s *server) rollbackSkillRelease(ctx context.Context, c *sdk.Client, a args
 		return nil, err
 	}
 	return textResult(fmt.Sprintf("Rollback completed.\nnew_release_id: %s\nskill_key: %s\nversion: %d\nrollback_of: %s",
-		r.ID, r.SkillKey, r.Version, pyStr(r.RollbackOf))), nil
+		r.ID, r.SkillKey, r.Version, pyText(r.RollbackOf))), nil
 }

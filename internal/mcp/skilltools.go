@@ -90,7 +90,7 @@ func (s *server) syncSkillTools(ctx context.Context, st *skillTools, extra *mcps
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(s.opts.CallTimeout, 30*time.Second))
 	defer cancel()
-	list, err := func() (*bayapi.SkillList, error) {
+	list, err := func() (*sdk.SkillList, error) {
 		c, err := s.client(ctx, extra)
 		if err != nil {
 			return nil, err
@@ -101,7 +101,7 @@ func (s *server) syncSkillTools(ctx context.Context, st *skillTools, extra *mcps
 		s.opts.Logger.Warn("list the skill library for its tools", "component", "mcp", "err", err)
 		return
 	}
-	want := map[string]bayapi.SkillSummary{}
+	want := map[string]sdk.SkillSummary{}
 	for _, sk := range list.Items {
 		name := SkillToolPrefix + sk.Name
 		if sk.Kind != bayapi.SkillKindInvocable || sk.Manifest == nil || sk.Manifest.Inputs["type"] != "object" ||
@@ -165,7 +165,7 @@ func (s *server) pollSkills(st *skillTools) {
 }
 
 // skillTool is the MCP tool of an invocable skill.
-func skillTool(name string, sk bayapi.SkillSummary) *mcpsdk.Tool {
+func skillTool(name string, sk sdk.SkillSummary) *mcpsdk.Tool {
 	desc := sk.Description
 	if sk.Manifest.Description != "" && sk.Manifest.Description != desc {
 		desc += "\n\n" + sk.Manifest.Description
@@ -189,8 +189,7 @@ func (s *server) invokeSkill(skill string) func(ctx context.Context, c *sdk.Clie
 		if err != nil {
 			return nil, invalid("arguments: %v", err)
 		}
-		wait := true
-		res, err := c.InvokeSkill(ctx, skill, bayapi.InvokeSkillRequest{ProjectID: s.opts.SkillProject, Inputs: raw, Wait: &wait})
+		res, err := c.InvokeSkill(ctx, skill, sdk.InvokeRequest{ProjectID: s.opts.SkillProject, Inputs: raw})
 		if err != nil {
 			return nil, err
 		}
@@ -213,17 +212,17 @@ func structured(outputs map[string]any) any {
 
 // invocationText is the markdown of an invocation: the exec's outcome, the outputs as JSON,
 // and how they fail interface.outputs.
-func invocationText(tool string, res *bayapi.InvokeSkillResponse) string {
+func invocationText(tool string, res *sdk.InvokeResult) string {
 	var b strings.Builder
 	e := res.Exec
 	fmt.Fprintf(&b, "**%s** exec `%s`: %s", tool, e.ExecID, e.Status)
-	if e.ExitCode != nil {
-		fmt.Fprintf(&b, " (exit code %d)", *e.ExitCode)
+	if e.Exited {
+		fmt.Fprintf(&b, " (exit code %d)", e.ExitCode)
 	}
 	if e.ErrorReason != "" {
 		fmt.Fprintf(&b, ": %s", e.ErrorReason)
 	}
-	fmt.Fprintf(&b, ", %d ms\n", e.DurationMS)
+	fmt.Fprintf(&b, ", %d ms\n", e.Duration.Milliseconds())
 	if res.Outputs != nil {
 		out, _ := json.MarshalIndent(res.Outputs, "", "  ")
 		fmt.Fprintf(&b, "\n**Outputs** (from %s):\n```json\n%s\n```\n", res.OutputsSource, out)

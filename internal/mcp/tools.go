@@ -155,13 +155,6 @@ func onSandbox(run func(ctx context.Context, c *sdk.Client, id string, a args) (
 	}
 }
 
-func orNone(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 func (s *server) createSandbox(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
 	profile := s.opts.DefaultProfile
 	if a.has("profile") {
@@ -206,23 +199,23 @@ func (s *server) createSandbox(ctx context.Context, c *sdk.Client, a args) (*mcp
 	}
 	fmt.Fprintf(&b, "**Sandbox ID:** `%s`\n**Profile:** %s\n**Status:** %s\n**Capabilities:** %s\n**TTL:** %d seconds\n",
 		sb.ID, sb.Profile, sb.Status, strings.Join(sb.Capabilities, ", "), ttl)
-	if sb.Network != nil {
-		fmt.Fprintf(&b, "**Network:** %s\n", networkText(sb.Network))
+	if sb.Network.Mode != "" {
+		fmt.Fprintf(&b, "**Network:** %s\n", networkText(&sb.Network))
 	}
 	b.WriteString(containersText(sb.Containers))
 	b.WriteString("\nUse this sandbox_id for subsequent operations.")
 	return withStructured(textResult(s.truncate(b.String())), sb), nil
 }
 
-func containersText(cs []bayapi.ContainerRuntime) string {
+func containersText(cs []sdk.Container) string {
 	if len(cs) == 0 {
 		return ""
 	}
 	lines := []string{"**Containers:**"}
 	for _, c := range cs {
 		ver := "unknown"
-		if c.Version != nil {
-			ver = *c.Version
+		if c.Version != "" {
+			ver = c.Version
 		}
 		health := "?"
 		if c.Healthy != nil {
@@ -262,14 +255,14 @@ func (a args) execOptions() (sdk.ExecOptions, error) {
 
 // execFooter is the execution_id and execution_time_ms lines under an execution's output,
 // followed by the executed code (labelled label) when it was asked for and returned.
-func (s *server) execFooter(execID string, ms int64, include bool, label string, code *string) string {
+func (s *server) execFooter(execID string, took time.Duration, include bool, label string, code string) string {
 	footer := ""
 	if execID != "" {
 		footer += "\n\nexecution_id: " + execID
 	}
-	footer += fmt.Sprintf("\nexecution_time_ms: %d", ms)
-	if include && code != nil {
-		footer += "\n\n" + label + ":\n" + s.truncate(*code)
+	footer += fmt.Sprintf("\nexecution_time_ms: %d", took.Milliseconds())
+	if include && code != "" {
+		footer += "\n\n" + label + ":\n" + s.truncate(code)
 	}
 	return footer
 }
@@ -294,9 +287,9 @@ func (s *server) executePython(ctx context.Context, c *sdk.Client, id string, a 
 			out = "(no output)"
 		}
 		text = fmt.Sprintf("**Execution successful**\n\n```\n%s\n```%s", s.truncate(out),
-			s.execFooter(res.ExecutionID, res.ExecutionTimeMS, opts.IncludeCode, "code", res.Code))
+			s.execFooter(res.ExecutionID, res.ExecutionTime, opts.IncludeCode, "code", res.Code))
 	} else {
-		errText := orNone(res.Error)
+		errText := res.Error
 		if errText == "" {
 			errText = "Unknown error"
 		}
@@ -310,7 +303,7 @@ func (s *server) executePython(ctx context.Context, c *sdk.Client, id string, a 
 		text = fmt.Sprintf("**Execution failed**\n\n```\n%s\n```%s", s.truncate(errText), suffix)
 	}
 	result := withStructured(textResult(text), pythonStructured(res))
-	for i, img := range res.Data.Output.Images {
+	for i, img := range res.Data.Images {
 		for mime, b64 := range img {
 			data, err := base64.StdEncoding.DecodeString(b64)
 			if err != nil {
@@ -341,11 +334,11 @@ func (s *server) executeShell(ctx context.Context, c *sdk.Client, id string, a a
 		return nil, err
 	}
 	out := res.Output
-	if res.Error != nil && *res.Error != "" {
+	if res.Error != "" {
 		if out != "" {
 			out += "\n"
 		}
-		out += *res.Error
+		out += res.Error
 	}
 	if out == "" {
 		out = "(no output)"
@@ -355,7 +348,7 @@ func (s *server) executeShell(ctx context.Context, c *sdk.Client, id string, a a
 		status = "failed"
 	}
 	return withStructured(textResult(fmt.Sprintf("**Command %s** (exit code: %d)\n\n```\n%s\n```%s", status, res.ExitCode, s.truncate(out),
-		s.execFooter(res.ExecutionID, res.ExecutionTimeMS, opts.IncludeCode, "command", res.Command))), res), nil
+		s.execFooter(res.ExecutionID, res.ExecutionTime, opts.IncludeCode, "command", res.Command))), res), nil
 }
 
 func (s *server) readFile(ctx context.Context, c *sdk.Client, id string, a args) (*mcpsdk.CallToolResult, error) {
@@ -407,10 +400,8 @@ func (s *server) listFiles(ctx context.Context, c *sdk.Client, id string, a args
 	for _, e := range entries {
 		if e.IsDir {
 			lines = append(lines, "📁 "+e.Name+"/")
-		} else if e.Size != nil {
-			lines = append(lines, fmt.Sprintf("📄 %s (%d bytes)", e.Name, *e.Size))
 		} else {
-			lines = append(lines, "📄 "+e.Name)
+			lines = append(lines, fmt.Sprintf("📄 %s (%d bytes)", e.Name, e.Size))
 		}
 	}
 	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
@@ -561,16 +552,16 @@ func (a args) execType() (string, error) {
 	return "", invalid("field 'exec_type' must be one of python, shell, browser, browser_batch")
 }
 
-func entryLine(e bayapi.ExecutionHistoryEntry) string {
-	line := fmt.Sprintf("- %s | %s | success=%t | %dms", e.ID, e.ExecType, e.Success, e.ExecutionTimeMS)
-	if e.Tags != nil {
-		line += " | tags=" + *e.Tags
+func entryLine(e sdk.HistoryEntry) string {
+	line := fmt.Sprintf("- %s | %s | success=%t | %dms", e.ID, e.ExecType, e.Success, e.ExecutionTime.Milliseconds())
+	if e.Tags != "" {
+		line += " | tags=" + e.Tags
 	}
-	if e.Description != nil && *e.Description != "" {
-		line += " | desc=" + *e.Description
+	if e.Description != "" {
+		line += " | desc=" + e.Description
 	}
-	if e.Notes != nil && *e.Notes != "" {
-		line += " | notes=" + *e.Notes
+	if e.Notes != "" {
+		line += " | notes=" + e.Notes
 	}
 	return line
 }
@@ -612,25 +603,25 @@ func (s *server) getExecutionHistory(ctx context.Context, c *sdk.Client, id stri
 	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
 }
 
-func (s *server) entryText(e *bayapi.ExecutionHistoryEntry) string {
+func (s *server) entryText(e *sdk.HistoryEntry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Execution %s**\n\n", e.ID)
-	fmt.Fprintf(&b, "- type: %s\n- success: %t\n- execution_time_ms: %d\n- created_at: %s\n", e.ExecType, e.Success, e.ExecutionTimeMS, bayapi.FormatTime(e.CreatedAt.Time))
-	if e.Description != nil {
-		fmt.Fprintf(&b, "- description: %s\n", *e.Description)
+	fmt.Fprintf(&b, "- type: %s\n- success: %t\n- execution_time_ms: %d\n- created_at: %s\n", e.ExecType, e.Success, e.ExecutionTime.Milliseconds(), bayapi.FormatTime(e.CreatedAt))
+	if e.Description != "" {
+		fmt.Fprintf(&b, "- description: %s\n", e.Description)
 	}
-	if e.Tags != nil {
-		fmt.Fprintf(&b, "- tags: %s\n", *e.Tags)
+	if e.Tags != "" {
+		fmt.Fprintf(&b, "- tags: %s\n", e.Tags)
 	}
-	if e.Notes != nil {
-		fmt.Fprintf(&b, "- notes: %s\n", *e.Notes)
+	if e.Notes != "" {
+		fmt.Fprintf(&b, "- notes: %s\n", e.Notes)
 	}
 	fmt.Fprintf(&b, "\ncode:\n```\n%s\n```\n", e.Code)
-	if e.Output != nil && *e.Output != "" {
-		fmt.Fprintf(&b, "\noutput:\n```\n%s\n```\n", *e.Output)
+	if e.Output != "" {
+		fmt.Fprintf(&b, "\noutput:\n```\n%s\n```\n", e.Output)
 	}
-	if e.Error != nil && *e.Error != "" {
-		fmt.Fprintf(&b, "\nerror:\n```\n%s\n```\n", *e.Error)
+	if e.Error != "" {
+		fmt.Fprintf(&b, "\nerror:\n```\n%s\n```\n", e.Error)
 	}
 	return s.truncate(strings.TrimRight(b.String(), "\n"))
 }
@@ -664,7 +655,7 @@ func (s *server) annotateExecution(ctx context.Context, c *sdk.Client, id string
 	if err != nil {
 		return nil, err
 	}
-	var req bayapi.AnnotateExecutionRequest
+	var req sdk.AnnotateRequest
 	for k, dst := range map[string]**string{"description": &req.Description, "tags": &req.Tags, "notes": &req.Notes} {
 		v, ok, err := a.str(k)
 		if err != nil {
@@ -699,10 +690,10 @@ func (s *server) listProfiles(ctx context.Context, c *sdk.Client, a args) (*mcps
 			caps = strings.Join(p.Capabilities, ", ")
 		}
 		desc := ""
-		if p.Description != nil && *p.Description != "" {
-			desc = " — " + *p.Description
+		if p.Description != "" {
+			desc = " — " + p.Description
 		}
-		lines = append(lines, fmt.Sprintf("- **%s**%s: capabilities=[%s], idle_timeout=%ds", p.ID, desc, caps, p.IdleTimeout))
+		lines = append(lines, fmt.Sprintf("- **%s**%s: capabilities=[%s], idle_timeout=%ds", p.ID, desc, caps, int(p.IdleTimeout.Seconds())))
 		for _, ct := range p.Containers {
 			cc := "none"
 			if len(ct.Capabilities) > 0 {
@@ -714,17 +705,18 @@ func (s *server) listProfiles(ctx context.Context, c *sdk.Client, a args) (*mcps
 	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
 }
 
-func timeOr(t *bayapi.Time, none string) string {
-	if t == nil {
+// timeOr is t in the wire's format, or none for the zero time.
+func timeOr(t time.Time, none string) string {
+	if t.IsZero() {
 		return none
 	}
-	return bayapi.FormatTime(t.Time)
+	return bayapi.FormatTime(t)
 }
 
-func (s *server) sandboxText(sb *bayapi.SandboxResponse) string {
+func (s *server) sandboxText(sb *sdk.Sandbox) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**Sandbox ID:** `%s`\n**Status:** %s\n**Profile:** %s\n**Cargo:** %s\n**Capabilities:** %s\n**Created:** %s\n**Expires:** %s\n**Idle expires:** %s\n",
-		sb.ID, sb.Status, sb.Profile, sb.CargoID, strings.Join(sb.Capabilities, ", "), bayapi.FormatTime(sb.CreatedAt.Time),
+		sb.ID, sb.Status, sb.Profile, sb.CargoID, strings.Join(sb.Capabilities, ", "), bayapi.FormatTime(sb.CreatedAt),
 		timeOr(sb.ExpiresAt, "never"), timeOr(sb.IdleExpiresAt, "-"))
 	b.WriteString(containersText(sb.Containers))
 	return strings.TrimRight(b.String(), "\n")
@@ -735,7 +727,7 @@ func (s *server) getSandbox(ctx context.Context, c *sdk.Client, id string, a arg
 	if err != nil {
 		return nil, err
 	}
-	return textResult(s.sandboxText(&sb.SandboxResponse)), nil
+	return textResult(s.sandboxText(sb)), nil
 }
 
 func (s *server) listSandboxes(ctx context.Context, c *sdk.Client, a args) (*mcpsdk.CallToolResult, error) {
@@ -768,8 +760,8 @@ func (s *server) listSandboxes(ctx context.Context, c *sdk.Client, a args) (*mcp
 	for _, sb := range list.Items {
 		lines = append(lines, fmt.Sprintf("- `%s` | %s | profile=%s | expires=%s", sb.ID, sb.Status, sb.Profile, timeOr(sb.ExpiresAt, "never")))
 	}
-	if list.NextCursor != nil {
-		lines = append(lines, "\nnext_cursor: "+*list.NextCursor)
+	if list.NextCursor != "" {
+		lines = append(lines, "\nnext_cursor: "+list.NextCursor)
 	}
 	return textResult(s.truncate(strings.Join(lines, "\n"))), nil
 }
@@ -844,12 +836,12 @@ func (s *server) executeBrowser(ctx context.Context, c *sdk.Client, id string, a
 		status = "failed"
 	}
 	text := fmt.Sprintf("**Browser command %s** (exit code: %d)\n\n```\n%s\n```%s", status, res.ExitCode, s.truncate(out),
-		s.execFooter(res.ExecutionID, res.ExecutionTimeMS, false, "", nil))
-	if res.TraceRef != nil && *res.TraceRef != "" {
-		text += "\ntrace_ref: " + *res.TraceRef
+		s.execFooter(res.ExecutionID, res.ExecutionTime, false, "", ""))
+	if res.TraceRef != "" {
+		text += "\ntrace_ref: " + res.TraceRef
 	}
-	if !res.Success && res.Error != nil && *res.Error != "" {
-		text += "\n\nstderr:\n" + s.truncate(*res.Error)
+	if !res.Success && res.Error != "" {
+		text += "\n\nstderr:\n" + s.truncate(res.Error)
 	}
 	return textResult(text), nil
 }
@@ -882,20 +874,20 @@ func (s *server) executeBrowserBatch(ctx context.Context, c *sdk.Client, id stri
 	if !res.Success {
 		state = "failed"
 	}
-	lines := []string{fmt.Sprintf("**Batch execution %s** (%d/%d steps, %dms)\n", state, res.CompletedSteps, res.TotalSteps, res.DurationMS)}
+	lines := []string{fmt.Sprintf("**Batch execution %s** (%d/%d steps, %dms)\n", state, res.CompletedSteps, res.TotalSteps, res.Duration.Milliseconds())}
 	if res.ExecutionID != "" {
 		lines = append(lines, "execution_id: "+res.ExecutionID)
 	}
-	lines = append(lines, fmt.Sprintf("execution_time_ms: %d", res.ExecutionTimeMS))
-	if res.TraceRef != nil && *res.TraceRef != "" {
-		lines = append(lines, "trace_ref: "+*res.TraceRef)
+	lines = append(lines, fmt.Sprintf("execution_time_ms: %d", res.ExecutionTime.Milliseconds()))
+	if res.TraceRef != "" {
+		lines = append(lines, "trace_ref: "+res.TraceRef)
 	}
 	for _, st := range res.Results {
 		icon := "✅"
 		if st.ExitCode != 0 {
 			icon = "❌"
 		}
-		lines = append(lines, fmt.Sprintf("%s Step %d: `%s` (exit=%d, %dms)", icon, st.StepIndex, st.Cmd, st.ExitCode, st.DurationMS))
+		lines = append(lines, fmt.Sprintf("%s Step %d: `%s` (exit=%d, %dms)", icon, st.StepIndex, st.Cmd, st.ExitCode, st.Duration.Milliseconds()))
 		if o := strings.TrimSpace(st.Stdout); o != "" {
 			lines = append(lines, "   stdout: "+truncate(o, stepTextLimit))
 		}
@@ -915,24 +907,24 @@ func withStructured(r *mcpsdk.CallToolResult, v any) *mcpsdk.CallToolResult {
 
 // pythonStructured is a python call's structured content: bay's response without the images'
 // data, which come back as image content already.
-func pythonStructured(res *bayapi.PythonExecResponse) map[string]any {
+func pythonStructured(res *sdk.PythonResult) map[string]any {
 	images := 0
-	for _, img := range res.Data.Output.Images {
+	for _, img := range res.Data.Images {
 		images += len(img)
 	}
 	out := map[string]any{
 		"success": res.Success, "output": res.Output, "timed_out": res.TimedOut, "images": images,
-		"execution_id": res.ExecutionID, "execution_time_ms": res.ExecutionTimeMS,
+		"execution_id": res.ExecutionID, "execution_time_ms": res.ExecutionTime.Milliseconds(),
 		"kernel_restarted": res.KernelRestarted, "output_truncated": res.OutputTruncated,
 	}
-	if res.Error != nil {
-		out["error"] = *res.Error
+	if res.Error != "" {
+		out["error"] = res.Error
 	}
 	return out
 }
 
 // networkText describes a sandbox's network policy for an agent.
-func networkText(p *bayapi.NetworkPolicy) string {
+func networkText(p *sdk.NetworkPolicy) string {
 	switch p.Mode {
 	case "open":
 		return "open (the internet, not private addresses)"
