@@ -13,7 +13,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"os"
 	"time"
 
@@ -154,9 +153,10 @@ func (l *Library) fetch(ctx context.Context, version string) error {
 		return fmt.Errorf("skill version %s: the stored archive does not match its sha256 %s", version, a.SHA256)
 	}
 	// The archive passed every bound at upload, but packs tighter than the upload may have:
-	// the unpacked size and file count still bound it, the compression ratio does not.
+	// the unpacked size and file count still bound it, the compression ratio does not (a
+	// ratio no archive of at least one byte can exceed, small enough not to overflow).
 	lim := l.lim
-	lim.MaxRatio = math.MaxInt64
+	lim.MaxRatio = lim.MaxUnpackedBytes + 1
 	tree, problems := ReadArchive(a.Data, lim)
 	if len(problems) > 0 {
 		return fmt.Errorf("skill version %s: the stored archive does not unpack: %s", version, problemsText(problems))

@@ -3,7 +3,10 @@ package skills
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/rand"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -225,4 +228,102 @@ func TestArchiveIsNormalised(t *testing.T) {
 // skillTarGz is a one-file knowledge skill named name whose body is body.
 func skillTarGz(t *testing.T, name, body string) []byte {
 	return tarGz(t, ent{name: "SKILL.md", body: "---\nname: " + name + "\ndescription: d\n---\n" + body + "\n", mode: 0o644})
+}
+
+// BenchmarkMaterialise measures a bay materialising a version of N MiB that another bay
+// uploaded (read the archive from the database, check, unpack, write, rename), next to its
+// baseline in the same run: writing the same files from memory, as the uploading bay does.
+// The files are random bytes (gzip cannot shrink them), in 64 files.
+func BenchmarkMaterialise(b *testing.B) {
+	for _, kind := range []string{"sqlite", "postgres"} {
+		for _, mib := range []int{1, 16} {
+			benchMaterialise(b, kind, mib)
+		}
+	}
+}
+
+func benchMaterialise(b *testing.B, kind string, mib int) {
+	files := []ent{{name: "SKILL.md", body: "---\nname: big\ndescription: d\n---\nbody\n", mode: 0o644}}
+	per := mib << 20 / 64
+	for i := range 64 {
+		buf := make([]byte, per)
+		rand.Read(buf)
+		files = append(files, ent{name: fmt.Sprintf("assets/f%02d.bin", i), body: string(buf), mode: 0o644})
+	}
+	lim := Limits{MaxArchiveBytes: 64 << 20, MaxUnpackedBytes: 64 << 20}
+	var st bay.Store
+	var err error
+	if kind == "sqlite" {
+		st, err = sqlite.Open(b.Context(), sqlite.Options{Path: filepath.Join(b.TempDir(), "bay.db"), Logger: slog.New(slog.DiscardHandler)})
+	} else {
+		st, err = postgres.Open(b.Context(), postgres.Options{URL: pgtest.NewDatabase(b), Logger: slog.New(slog.DiscardHandler)})
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	up, err := New(st, Config{Dir: b.TempDir(), Limits: lim}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := up.Upload(b.Context(), tarGz(b, files...), "default")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tree, _ := ReadArchive(tarGz(b, files...), lim.withDefaults())
+	b.Run(fmt.Sprintf("%s/from-database/%dMiB", kind, mib), func(b *testing.B) {
+		b.SetBytes(int64(mib) << 20)
+		for b.Loop() {
+			l, err := New(st, Config{Dir: b.TempDir(), Limits: lim}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := l.Dir(b.Context(), res.Skill.Version); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run(fmt.Sprintf("%s/baseline-write-from-memory/%dMiB", kind, mib), func(b *testing.B) {
+		b.SetBytes(int64(mib) << 20)
+		for b.Loop() {
+			l, err := New(st, Config{Dir: b.TempDir(), Limits: lim}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.materialise(tree, res.Skill.Version); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// An upload that passed the compression-ratio bound because it was sent uncompressed packs far
+// tighter normalised: another bay still materialises it (the unpacked size bounds it there).
+func TestMaterialiseTightlyPackedVersion(t *testing.T) {
+	ctx := t.Context()
+	l, st := newLibrary(t)
+	var buf bytes.Buffer
+	gz, _ := gzip.NewWriterLevel(&buf, gzip.NoCompression)
+	tw := tar.NewWriter(gz)
+	for name, body := range map[string][]byte{"SKILL.md": []byte("---\nname: zeros\ndescription: d\n---\n"), "assets/zeros": make([]byte, 4<<20)} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write(body)
+	}
+	tw.Close()
+	gz.Close()
+	up, err := l.Upload(ctx, buf.Bytes(), "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.GetSkillArchive(ctx, up.Skill.Version, 1<<20)
+	if err != nil || a.Size*DefaultLimits.MaxRatio > 4<<20 {
+		t.Fatalf("normalised archive of %d bytes (%v): not tighter than the ratio bound", a.Size, err)
+	}
+	other, err := New(st, Config{Dir: t.TempDir()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Dir(ctx, up.Skill.Version); err != nil {
+		t.Fatal(err)
+	}
 }
