@@ -144,7 +144,7 @@ func (l *Library) fetch(ctx context.Context, version string) error {
 		return fmt.Errorf("skill version %s: in neither this bay's skills dir %s nor the database (uploaded before bays kept archives, by a bay whose directory is gone)", version, l.dir)
 	}
 	if err != nil {
-		return fmt.Errorf("skill version %s: %w", version, err)
+		return err // the store's error names the version
 	}
 	if a.Data == nil {
 		return fmt.Errorf("skill version %s: its archive is %d bytes, more than skills.max_archive_bytes (%d)", version, a.Size, l.lim.MaxArchiveBytes)
