@@ -50,6 +50,7 @@ type Library struct {
 
 	flightMu sync.Mutex
 	flights  map[string]*flight // materialisations in progress, by version
+	slots    chan struct{}      // bounds the materialisations running at once
 }
 
 // New opens the library in cfg.Dir, creating it, and removes what an interrupted upload left.
@@ -64,7 +65,7 @@ func New(store bay.Store, cfg Config, log *slog.Logger) (*Library, error) {
 		cfg.Clock = bay.SystemClock{}
 	}
 	l := &Library{store: store, dir: cfg.Dir, lim: cfg.Limits.withDefaults(), clock: cfg.Clock, log: log.With("component", "skills"),
-		flights: map[string]*flight{}}
+		flights: map[string]*flight{}, slots: make(chan struct{}, materialiseSlots)}
 	if err := os.RemoveAll(filepath.Join(l.dir, "tmp")); err != nil {
 		return nil, fmt.Errorf("skills: clean %s: %w", l.dir, err)
 	}

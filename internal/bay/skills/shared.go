@@ -24,6 +24,11 @@ import (
 // version share it and one request going away does not fail the others.
 const materialiseTimeout = 2 * time.Minute
 
+// materialiseSlots is how many versions one bay materialises at once: each holds its archive
+// and its unpacked files in memory (up to skills.max_archive_bytes plus
+// skills.max_unpacked_bytes).
+const materialiseSlots = 2
+
 // Archive packs the tree as the normalised archive the database keeps: a gzip-compressed tar
 // of the entries in path order, at the archive's root, with fixed times, owners and modes
 // (0644, 0755 when executable), so one content always packs to the same bytes.
@@ -135,6 +140,12 @@ func (l *Library) Dir(ctx context.Context, version string) (string, error) {
 
 // fetch materialises version from the database's archive.
 func (l *Library) fetch(ctx context.Context, version string) error {
+	select {
+	case l.slots <- struct{}{}:
+		defer func() { <-l.slots }()
+	case <-ctx.Done():
+		return fmt.Errorf("skill version %s: waiting to materialise: %w", version, ctx.Err())
+	}
 	if _, err := os.Stat(l.VersionDir(version)); err == nil {
 		return nil // written by the flight that just ended
 	}
