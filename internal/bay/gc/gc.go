@@ -24,10 +24,10 @@
 // orphan_container and orphan_cargo also collect what a bay instance of the same deployment
 // (the bay.deployment label: the database's id) left when it went away: its instance id's
 // heartbeat (written with its instance lease, internal/bay/lease) is older than the grace
-// period, its instance is older than the grace period too, and no live session row refers to
-// it (the session is unknown, stopped or failed). A live bay's instances, and anything of
-// another deployment or without the label, are never adopted. Heartbeat rows of ids gone for
-// ForgetInstanceAfter that label nothing any more are deleted.
+// period (and DeadInstanceFloor), its instance is older than the grace period too, and no live
+// session row refers to it (the session is unknown, stopped or failed). A live bay's
+// instances, and anything of another deployment or without the label, are never adopted.
+// Heartbeat rows of ids gone for ForgetInstanceAfter that label nothing any more are deleted.
 //
 // Every decision is taken on a snapshot and pinned (bay.Pin): the lifecycle service re-checks
 // it in the transaction that acts, so a sandbox revived meanwhile is left alone. Several bays
