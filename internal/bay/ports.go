@@ -91,6 +91,8 @@ type Reader interface {
 	ListExecRecords(ctx context.Context, q ExecQuery) ([]*ExecRecord, int, error)
 	JobReader
 	ReuseReader
+	InstanceReader
+	SkillArchiveReader
 }
 
 // Tx is a write transaction. Writes are atomic with the reads made through the same Tx.
@@ -155,6 +157,8 @@ type Tx interface {
 
 	JobWriter
 	ReuseWriter
+	InstanceWriter
+	SkillArchiveWriter
 }
 
 // Store is the durable state. Implementations: internal/bay/sqlite (and postgres later); both

@@ -1,6 +1,7 @@
 package bay
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"time"
@@ -112,4 +113,30 @@ type MountedSkill struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 	Path    string `json:"path"`
+}
+
+// SkillArchive is one skill version's content as the database holds it, so that every bay on
+// the database can materialise any version in its own directory: the normalised archive
+// (internal/bay/skills), keyed by the version (the content hash it unpacks to).
+type SkillArchive struct {
+	Version   string // the skill version the archive unpacks to
+	SHA256    string // hex sha256 of the archive's bytes
+	Size      int64  // the archive's bytes
+	Data      []byte // nil when a reader's bound kept it unread
+	CreatedAt time.Time
+}
+
+// SkillArchiveReader reads skill archives.
+type SkillArchiveReader interface {
+	// GetSkillArchive returns version's archive, its Data only when Size <= maxBytes (nil
+	// otherwise: a stored archive larger than the reader's bound is never read). Missing wraps
+	// ErrNotFound.
+	GetSkillArchive(ctx context.Context, version string, maxBytes int64) (*SkillArchive, error)
+}
+
+// SkillArchiveWriter writes skill archives.
+type SkillArchiveWriter interface {
+	// PutSkillArchive stores a (Version, SHA256, Size, Data, CreatedAt) unless its version has
+	// an archive already, which is then kept: the content is the same by construction.
+	PutSkillArchive(ctx context.Context, a *SkillArchive) error
 }

@@ -235,11 +235,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	instanceID := cfg.InstanceID()
+	deployment, err := store.DeploymentID(ctx)
+	if err != nil {
+		return err
+	}
 	ship := shipclient.New(nil, log)
 	// The global proxy block is already resolved into every profile container's (config).
 	scfg := sandbox.Config{
 		Profiles:           cfg.Profiles,
 		InstanceID:         instanceID,
+		Deployment:         deployment,
 		ReadinessTimeout:   cfg.Session.ReadinessTimeout,
 		DefaultCargoSizeMB: cfg.Cargo.DefaultSizeLimitMB,
 		EagerVolume:        cfg.Cargo.EagerVolume,
@@ -265,7 +270,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	gcc := gc.Config{
 		Enabled: cfg.GC.Enabled, RunOnStartup: cfg.GC.RunOnStartup, Interval: cfg.GC.Interval,
-		InstanceID: instanceID, BootID: svc.BootID(),
+		InstanceID: instanceID, BootID: svc.BootID(), Deployment: deployment,
 		Tasks: map[string]bool{
 			gc.TaskIdleSession: cfg.GC.IdleSession.Enabled, gc.TaskExpiredSandbox: cfg.GC.ExpiredSandbox.Enabled,
 			gc.TaskOrphanCargo: cfg.GC.OrphanCargo.Enabled, gc.TaskOrphanContainer: cfg.GC.OrphanContainer.Enabled,
@@ -312,7 +317,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := jobSvc.Resume(ctx); err != nil {
 		return err
 	}
-	execSvc, err := buildExecs(ctx, cfg, store, drv, lib, dataDir, log)
+	execSvc, err := buildExecs(ctx, cfg, store, drv, lib, dataDir, deployment, log)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 
 // buildExecs makes the audited exec service from the configuration and finishes what a
 // previous run of this bay left open (nil when execs are disabled).
-func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv bay.Driver, lib *skills.Library, dataDir string, log *slog.Logger) (*execs.Service, error) {
+func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv bay.Driver, lib *skills.Library, dataDir, deployment string, log *slog.Logger) (*execs.Service, error) {
 	ec := cfg.Execs
 	if !ec.Enabled {
 		return nil, nil
@@ -47,7 +47,7 @@ func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv ba
 	svc := execs.New(store, drv, nil, log, execs.Config{
 		Workspace: execs.Workspace{Paths: paths}, Image: ec.Image,
 		MaxConcurrent: ec.MaxConcurrentExecs, QueueSize: ec.QueueSize, Settings: execsSettings(ec.Policy),
-		Library: library, InstanceID: cfg.InstanceID(), Runtime: rt,
+		Library: library, InstanceID: cfg.InstanceID(), Deployment: deployment, Runtime: rt,
 	})
 	if err := svc.Reconcile(ctx); err != nil {
 		return nil, err

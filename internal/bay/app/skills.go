@@ -15,8 +15,9 @@ import (
 // SeedUploader is the uploaded_by of skills loaded from skills.seed_dir.
 const SeedUploader = "seed"
 
-// openSkills opens the skill library in skills.dir (default <dataDir or .>/skills) and loads
-// skills.seed_dir into it.
+// openSkills opens the skill library in skills.dir (default <dataDir or .>/skills), loads
+// skills.seed_dir into it and stores the archives of versions uploaded before the database
+// kept them.
 func openSkills(ctx context.Context, cfg *config.Config, store bay.Store, dataDir string, log *slog.Logger) (*skills.Library, error) {
 	dir, err := filepath.Abs(cmp.Or(cfg.Skills.Dir, filepath.Join(cmp.Or(dataDir, "."), "skills")))
 	if err != nil {
@@ -36,6 +37,13 @@ func openSkills(ctx context.Context, cfg *config.Config, store bay.Store, dataDi
 			return nil, err
 		}
 		log.InfoContext(ctx, "skills loaded", "component", "skills", "seed_dir", cfg.Skills.SeedDir, "skills", loaded)
+	}
+	// Versions uploaded before the database kept archives: this bay's files make them
+	// available to the other bays.
+	if n, err := lib.Backfill(ctx); err != nil {
+		log.WarnContext(ctx, "storing the archives of skill versions", "component", "skills", "err", err)
+	} else if n > 0 {
+		log.InfoContext(ctx, "skill archives stored for versions uploaded before", "component", "skills", "versions", n)
 	}
 	if cfg.Skills.RootPath == "" {
 		// Profiles name library skills; one the library lacks is skipped at every start.

@@ -21,6 +21,9 @@ type Config struct {
 	// InstanceID is this bay's GC instance id, written as the bay.instance_id label (default
 	// "bay").
 	InstanceID string
+	// Deployment is the database's deployment id, written as the bay.deployment label ("" =
+	// none).
+	Deployment string
 	// DefaultSizeMB is the size_limit_mb of cargos created without one (default 1024).
 	DefaultSizeMB int
 }
@@ -200,10 +203,10 @@ func (s *Service) volumeLabels(c *bay.Cargo) map[string]string {
 	if c.Managed {
 		managed = "true"
 	}
-	return map[string]string{
+	return bay.WithDeployment(map[string]string{
 		bay.LabelOwner: c.Owner, bay.LabelCargoID: c.ID, bay.LabelManaged: managed,
 		bay.LabelInstanceID: s.cfg.InstanceID, bay.LabelCreatedAt: bay.Stamp(s.clock).Format(time.RFC3339),
-	}
+	}, s.cfg.Deployment)
 }
 
 // CreateVolume creates the cargo's volume (with the labels orphan GC relies on) and returns

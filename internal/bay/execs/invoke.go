@@ -118,7 +118,11 @@ func (s *Service) InvocationOf(ctx context.Context, owner, id string) (*Invocati
 	if rec.Kind != KindSkill || !rec.Status.Final() || rec.SkillVersion == "" || s.cfg.Library == nil {
 		return inv, nil
 	}
-	data, err := os.ReadFile(filepath.Join(s.cfg.Library.VersionDir(rec.SkillVersion), "manifest.json"))
+	dir, err := s.cfg.Library.Dir(ctx, rec.SkillVersion)
+	if err != nil {
+		return nil, fmt.Errorf("skill %s: %w", rec.SkillID, err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "manifest.json"))
 	if err != nil {
 		return nil, fmt.Errorf("read the manifest of skill %s@%s: %w", rec.SkillID, rec.SkillVersion, err)
 	}

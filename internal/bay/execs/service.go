@@ -38,6 +38,9 @@ type Config struct {
 	Library Library
 	// InstanceID is this bay's instance id, written on records so that its next boot finds them.
 	InstanceID string
+	// Deployment is the database's deployment id, written as the bay.deployment label ("" =
+	// none).
+	Deployment string
 	// Runtime is the detected path runtime, reported by Health.
 	Runtime Runtime
 }
@@ -444,9 +447,9 @@ func (s *Service) meta(rec *bay.ExecRecord, m Manifest) any {
 func (s *Service) instanceSpec(rec *bay.ExecRecord, env map[string]string) bay.InstanceSpec {
 	return bay.InstanceSpec{
 		Name: rec.Instance,
-		Labels: map[string]string{
+		Labels: bay.WithDeployment(map[string]string{
 			bay.LabelOwner: rec.Owner, LabelExecID: rec.ID, bay.LabelInstanceID: s.cfg.InstanceID,
-		},
+		}, s.cfg.Deployment),
 		Network: bay.NetworkPolicy{Mode: bay.NetworkNone},
 		Containers: []bay.ContainerSpec{{
 			Name: "exec", RuntimeType: "exec", Image: rec.Image, Env: maps.Clone(env), User: "1000:1000",

@@ -4,17 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
 // Library is where execs find skills (internal/bay/skills.Library): the current version of a
-// name and the directory of a version's files.
+// name, the directory of a version's files (VersionDir), and that directory made present on
+// this bay (Dir materialises it from the database when this bay has not written it).
 type Library interface {
 	Get(ctx context.Context, name string) (*bay.Skill, error)
 	VersionDir(version string) string
+	Dir(ctx context.Context, version string) (string, error)
 }
 
 // skillManifest is the part of an invocable skill's manifest.json an exec uses. The library
@@ -54,8 +54,8 @@ type resolvedSkill struct {
 }
 
 // resolveSkill finds the current version of skill id in the library: it must be invocable
-// (a knowledge skill is validation_error "not invocable") and its files present in this
-// bay's skills directory.
+// (a knowledge skill is validation_error "not invocable"), and its files are made present in
+// this bay's skills directory, which the exec's container mounts.
 func (s *Service) resolveSkill(ctx context.Context, id string) (*resolvedSkill, error) {
 	if !bay.ValidSkillName(id) {
 		return nil, invalid("skill_id %q is not a skill name (an invocable skill's id is like shell.run)", id)
@@ -78,9 +78,8 @@ func (s *Service) resolveSkill(ctx context.Context, id string) (*resolvedSkill, 
 		return nil, fmt.Errorf("skill %s@%s: its stored manifest names id %q, runtime.kind %q and %d entrypoint words",
 			id, sk.Version, m.ID, m.Runtime.Kind, len(m.Runtime.Entrypoint))
 	}
-	if _, err := os.Stat(filepath.Join(s.cfg.Library.VersionDir(sk.Version), "SKILL.md")); err != nil {
-		// Another bay sharing the database stored it in its own skills directory.
-		return nil, fmt.Errorf("skill %s version %s is not in this bay's skills directory: %w", id, sk.Version, err)
+	if _, err := s.cfg.Library.Dir(ctx, sk.Version); err != nil {
+		return nil, fmt.Errorf("skill %s: %w", id, err)
 	}
 	return &resolvedSkill{skill: sk, manifest: m}, nil
 }

@@ -20,6 +20,15 @@
 //     same rules, the leaked networks of multi-container sessions ("bay_net_<session_id>"). A
 //     network still in use is skipped.
 //
+// Adoption: bay instance ids come and go (on Kubernetes each replica's is its Pod's name), so
+// orphan_container and orphan_cargo also collect what a bay instance of the same deployment
+// (the bay.deployment label: the database's id) left when it went away: its instance id's
+// heartbeat (written with its instance lease, internal/bay/lease) is older than the grace
+// period (and DeadInstanceFloor), its instance is older than the grace period too, and no live
+// session row refers to it (the session is unknown, stopped or failed). A live bay's
+// instances, and anything of another deployment or without the label, are never adopted.
+// Heartbeat rows of ids gone for ForgetInstanceAfter that label nothing any more are deleted.
+//
 // Every decision is taken on a snapshot and pinned (bay.Pin): the lifecycle service re-checks
 // it in the transaction that acts, so a sandbox revived meanwhile is left alone. Several bays
 // sharing one database never run the same task at once: each task runs under the lease
@@ -40,6 +49,15 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 )
+
+// DeadInstanceFloor is the least heartbeat age at which another bay instance counts as gone,
+// whatever OrphanGrace says: three instance lease TTLs, so a live bay (renewing every
+// lease.InstanceRenew) is never taken for a dead one over a short stall.
+const DeadInstanceFloor = 3 * lease.InstanceTTL
+
+// ForgetInstanceAfter is how long a gone bay instance's heartbeat row is kept once nothing is
+// labelled with its id any more.
+const ForgetInstanceAfter = 7 * 24 * time.Hour
 
 // Task names (the wire names of api/bayapi).
 const (
@@ -78,6 +96,11 @@ type Config struct {
 	// InstanceID is this bay's instance id, the bay.instance_id label of everything it creates
 	// and the holder of GC leases (default "bay").
 	InstanceID string
+	// Deployment is the database's deployment id (the bay.deployment label of what every bay
+	// on it creates). With it, orphan_container and orphan_cargo also adopt the leftovers of
+	// bay instances of this deployment that are gone (heartbeat lapsed); "" = only this
+	// instance's own.
+	Deployment string
 	// BootID identifies this process on the session rows it starts ("<instance_id>/<random>",
 	// the lifecycle service's boot id). At startup, sessions of this instance left "starting"
 	// under another boot id are destroyed at once. "" = rely on StaleStartAfter only.
@@ -86,6 +109,8 @@ type Config struct {
 	Tasks map[string]bool
 	// OrphanGrace: containers, networks, volumes and never-attached cargos younger than this are
 	// never collected (default 300 s), so a create in flight is not mistaken for an orphan.
+	// Another bay instance counts as gone once its heartbeat is older than this too (and at
+	// least DeadInstanceFloor).
 	OrphanGrace time.Duration
 	// OrphanContainerDryRun makes orphan_container only report what it would remove.
 	OrphanContainerDryRun bool

@@ -22,7 +22,7 @@ const instance = "bay-test"
 type env struct {
 	t     *testing.T
 	ctx   context.Context
-	store *sqlite.Store
+	store bay.Store
 	drv   *fake.Driver
 	lc    *storeLifecycle
 }
@@ -35,6 +35,12 @@ func newEnv(t *testing.T) *env {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return newEnvOn(t, st)
+}
+
+// newEnvOn is newEnv on the store st.
+func newEnvOn(t *testing.T, st bay.Store) *env {
+	ctx := t.Context()
 	drv := fake.New()
 	return &env{t: t, ctx: ctx, store: st, drv: drv, lc: &storeLifecycle{store: st, drv: drv}}
 }

@@ -17,6 +17,10 @@ type taskRun struct {
 	dry bool
 	now time.Time
 	log *slog.Logger
+
+	// beats are the other bay instances' heartbeat rows by id, read once per task (gone).
+	beats   map[string]*bay.BayInstance
+	beatsOK bool
 }
 
 func (r *taskRun) fail(err error) {
@@ -274,12 +278,12 @@ func (r *taskRun) orphanCargo(ctx context.Context, c *bay.Cargo) {
 	}
 }
 
-// orphanVolumes removes volumes labelled as managed by this instance whose cargo row does not
-// exist, older than the grace period.
+// orphanVolumes removes volumes labelled as managed by this instance, or by a bay instance of
+// this deployment that is gone, whose cargo row does not exist, older than the grace period.
 func (r *taskRun) orphanVolumes(ctx context.Context) {
-	cctx, cancel := r.call(ctx)
-	vols, err := r.s.drv.ListVolumes(cctx, r.ourLabels())
-	cancel()
+	vols, err := listBoth(ctx, r, func(ctx context.Context, labels map[string]string) ([]bay.VolumeInfo, error) {
+		return r.s.drv.ListVolumes(ctx, labels)
+	}, func(v bay.VolumeInfo) string { return v.Name })
 	if err != nil {
 		r.fail(fmt.Errorf("list volumes: %w", err))
 		return
@@ -289,7 +293,7 @@ func (r *taskRun) orphanVolumes(ctx context.Context) {
 			return
 		}
 		cargoID := v.Labels[bay.LabelCargoID]
-		if cargoID == "" || v.Labels[bay.LabelInstanceID] != r.s.cfg.InstanceID || !r.older(createdAt(v.Labels, v.CreatedAt)) {
+		if cargoID == "" || !r.ownsOrAdopts(ctx, v.Labels) || !r.older(createdAt(v.Labels, v.CreatedAt)) {
 			continue
 		}
 		cctx, cancel := r.call(ctx)
@@ -316,9 +320,80 @@ func (r *taskRun) orphanVolumes(ctx context.Context) {
 		case err != nil:
 			r.fail(fmt.Errorf("delete volume %s: %w", v.Name, err))
 		default:
-			r.cleaned(what, "reason", bay.ReasonOrphan, "cargo_id", cargoID)
+			r.cleaned(what, "reason", bay.ReasonOrphan, "cargo_id", cargoID, "bay_instance", v.Labels[bay.LabelInstanceID])
 		}
 	}
+}
+
+// listBoth lists, through list, the objects labelled as managed by this instance and, with a
+// deployment id, those labelled with it (any instance's), each once (by key).
+func listBoth[T any](ctx context.Context, r *taskRun, list func(context.Context, map[string]string) ([]T, error), key func(T) string) ([]T, error) {
+	selectors := []map[string]string{r.ourLabels()}
+	if r.s.cfg.Deployment != "" {
+		selectors = append(selectors, map[string]string{bay.LabelManaged: "true", bay.LabelDeployment: r.s.cfg.Deployment})
+	}
+	var out []T
+	seen := map[string]bool{}
+	for _, sel := range selectors {
+		cctx, cancel := r.call(ctx)
+		items, err := list(cctx, sel)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if k := key(it); !seen[k] {
+				seen[k] = true
+				out = append(out, it)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ownsOrAdopts reports whether an object with these labels is this instance's, or one this
+// instance adopts: labelled with this deployment by another bay instance that is gone.
+func (r *taskRun) ownsOrAdopts(ctx context.Context, labels map[string]string) bool {
+	id := labels[bay.LabelInstanceID]
+	if id == r.s.cfg.InstanceID {
+		return true
+	}
+	return r.s.cfg.Deployment != "" && labels[bay.LabelDeployment] == r.s.cfg.Deployment && r.gone(ctx, id)
+}
+
+// deadAfter is the heartbeat age from which another bay instance counts as gone.
+func (r *taskRun) deadAfter() time.Duration { return max(r.s.cfg.OrphanGrace, DeadInstanceFloor) }
+
+// gone reports whether bay instance id is another one of this deployment whose heartbeat
+// lapsed: its row exists (it ran on this database) and is older than deadAfter. The rows are
+// read once per task; a failed read is recorded and counts as "not gone".
+func (r *taskRun) gone(ctx context.Context, id string) bool {
+	if id == "" || id == r.s.cfg.InstanceID || !r.loadBeats(ctx) {
+		return false
+	}
+	b, ok := r.beats[id]
+	return ok && r.now.Sub(b.HeartbeatAt) >= r.deadAfter()
+}
+
+// loadBeats reads the heartbeat rows once per task; it reports whether they were read (a
+// failure is recorded once and leaves them unread).
+func (r *taskRun) loadBeats(ctx context.Context) bool {
+	if r.beats != nil {
+		return r.beatsOK
+	}
+	r.beats = map[string]*bay.BayInstance{}
+	cctx, cancel := r.call(ctx)
+	rows, err := r.s.store.ListBayInstances(cctx)
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("list bay instances: %w", err))
+		return false
+	}
+	for _, b := range rows {
+		r.beats[b.ID] = b
+	}
+	r.beatsOK = true
+	return true
 }
 
 // sessionOwnership is what proves that an instance was created by a bay instance for a
@@ -353,20 +428,29 @@ func createdAt(labels map[string]string, engine time.Time) time.Time {
 }
 
 // leaked reports whether the instance is a leftover of a session of this bay: provably ours,
-// older than the grace period, and its session unknown to the database. A failed session
-// lookup is recorded and counts as not leaked.
+// older than the grace period, and its session unknown to the database; or adoptable: provably
+// made by a bay instance of this deployment that is gone, older than the grace period, and its
+// session unknown, stopped or failed (a live session row is left to the lifecycle: any bay
+// reclaims it, stale starts included). A failed session lookup is recorded and counts as not
+// leaked.
 func (r *taskRun) leaked(ctx context.Context, inst bay.Instance) bool {
-	if !provablyOurs(inst, r.s.cfg.InstanceID) || !r.older(createdAt(inst.Labels, inst.CreatedAt)) {
+	id := inst.Labels[bay.LabelInstanceID]
+	own := id == r.s.cfg.InstanceID
+	if !provablyOurs(inst, id) || !r.older(createdAt(inst.Labels, inst.CreatedAt)) || !r.ownsOrAdopts(ctx, inst.Labels) {
 		return false
 	}
 	sessionID := inst.Labels[bay.LabelSessionID]
 	cctx, cancel := r.call(ctx)
-	_, err := r.s.store.GetSession(cctx, sessionID)
+	sess, err := r.s.store.GetSession(cctx, sessionID)
 	cancel()
-	if err != nil && !bay.IsNotFound(err) {
+	switch {
+	case bay.IsNotFound(err):
+		return true
+	case err != nil:
 		r.fail(fmt.Errorf("instance/%s: get session %s: %w", inst.Name, sessionID, err))
+		return false
 	}
-	return bay.IsNotFound(err)
+	return !own && (sess.ObservedState == bay.SessionStopped || sess.ObservedState == bay.SessionFailed)
 }
 
 // ourLabels selects, at the engine, the objects labelled as managed by this instance.
@@ -379,9 +463,7 @@ func (r *taskRun) ourLabels() map[string]string {
 // whose session the database does not know: left by a bay that died mid-start or a failed
 // removal. Everything not provably leaked is left alone.
 func (r *taskRun) orphanContainers(ctx context.Context) {
-	cctx, cancel := r.call(ctx)
-	list, err := r.s.drv.ListInstances(cctx, r.ourLabels())
-	cancel()
+	list, err := listBoth(ctx, r, r.s.drv.ListInstances, func(i bay.Instance) string { return i.Name })
 	if err != nil {
 		r.fail(fmt.Errorf("list instances: %w", err))
 		return
@@ -405,7 +487,62 @@ func (r *taskRun) orphanContainers(ctx context.Context) {
 			r.fail(fmt.Errorf("destroy instance %s: %w", inst.Name, err))
 			continue
 		}
-		r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", inst.Labels[bay.LabelSessionID], "sandbox_id", inst.Labels[bay.LabelSandboxID])
+		r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", inst.Labels[bay.LabelSessionID], "sandbox_id", inst.Labels[bay.LabelSandboxID],
+			"bay_instance", inst.Labels[bay.LabelInstanceID])
+	}
+	if !r.dry && ctx.Err() == nil {
+		r.forgetInstances(ctx, list)
+	}
+}
+
+// forgetInstances deletes the heartbeat rows of bay instances gone for ForgetInstanceAfter
+// whose id labels none of the instances listed (before this task removed any) and no volume
+// of the deployment: nothing is left to adopt.
+func (r *taskRun) forgetInstances(ctx context.Context, listed []bay.Instance) {
+	if r.s.cfg.Deployment == "" || !r.loadBeats(ctx) {
+		return
+	}
+	labelled := map[string]bool{}
+	for _, inst := range listed {
+		labelled[inst.Labels[bay.LabelInstanceID]] = true
+	}
+	var stale []string
+	for id, b := range r.beats {
+		if !labelled[id] && r.now.Sub(b.HeartbeatAt) >= ForgetInstanceAfter {
+			stale = append(stale, id)
+		}
+	}
+	if len(stale) == 0 {
+		return
+	}
+	cctx, cancel := r.call(ctx)
+	vols, err := r.s.drv.ListVolumes(cctx, map[string]string{bay.LabelManaged: "true", bay.LabelDeployment: r.s.cfg.Deployment})
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("list volumes: %w", err))
+		return
+	}
+	for _, v := range vols {
+		labelled[v.Labels[bay.LabelInstanceID]] = true
+	}
+	before := r.now.Add(-ForgetInstanceAfter)
+	for _, id := range stale {
+		if labelled[id] {
+			continue
+		}
+		cctx, cancel := r.call(ctx)
+		var deleted bool
+		err := r.s.store.Tx(cctx, func(tx bay.Tx) (err error) {
+			deleted, err = tx.DeleteBayInstance(cctx, id, before)
+			return err
+		})
+		cancel()
+		switch {
+		case err != nil:
+			r.fail(fmt.Errorf("forget bay instance %s: %w", id, err))
+		case deleted:
+			r.log.InfoContext(ctx, "gc forgot a bay instance gone long ago", "bay_instance", id)
+		}
 	}
 }
 

@@ -48,16 +48,35 @@ const (
 	InstanceRenew = 2 * time.Second
 )
 
+// holdInstance takes or renews the instance lease of instanceID for bootID and, when it holds
+// it, writes the instance's heartbeat in the same transaction: a heartbeat row that moves means
+// a bay holds the id, and one that stopped moving for long (internal/bay/gc) means none does.
+func holdInstance(ctx context.Context, st bay.Store, instanceID, bootID string, now time.Time) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var ok bool
+	err := st.Tx(cctx, func(tx bay.Tx) error {
+		var err error
+		if ok, err = tx.AcquireLease(cctx, "bay-instance/"+instanceID, bootID, now, InstanceTTL); err != nil || !ok {
+			return err
+		}
+		return tx.HeartbeatBayInstance(cctx, instanceID, bootID, now)
+	})
+	if err != nil {
+		return false, fmt.Errorf("instance lease %s: %w", instanceID, err)
+	}
+	return ok, nil
+}
+
 // ClaimInstance makes sure no other bay runs with instanceID on this database: it takes the
 // instance lease for bootID, waiting out a predecessor's lease (a bay killed without releasing
 // it) for up to InstanceTTL plus a margin, and refuses with a clear error when another holder
 // keeps renewing it. Two bays sharing an instance id would take each other's starting sessions
 // for leftovers of their own earlier boot and hold every GC and warm-up lease together.
 func ClaimInstance(ctx context.Context, st bay.Store, instanceID, bootID string, now func() time.Time) error {
-	name := "bay-instance/" + instanceID
 	deadline := time.Now().Add(InstanceTTL + 2*time.Second)
 	for {
-		ok, err := Acquire(ctx, st, name, bootID, now(), InstanceTTL, 5*time.Second)
+		ok, err := holdInstance(ctx, st, instanceID, bootID, now())
 		if err != nil {
 			return err
 		}
@@ -89,7 +108,7 @@ func HoldInstance(ctx context.Context, st bay.Store, instanceID, bootID string, 
 			return nil
 		case <-t.C:
 		}
-		ok, err := Acquire(ctx, st, name, bootID, now(), InstanceTTL, 5*time.Second)
+		ok, err := holdInstance(ctx, st, instanceID, bootID, now())
 		switch {
 		case err != nil && ctx.Err() == nil:
 			log.WarnContext(ctx, "renew the instance lease", "instance_id", instanceID, "err", err)

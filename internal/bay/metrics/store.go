@@ -319,3 +319,33 @@ func (t *timedTx) DeleteReuseKey(ctx context.Context, owner, key, sandboxID stri
 	defer func(b time.Time) { t.observe("DeleteReuseKey", b, err) }(time.Now())
 	return t.tx.DeleteReuseKey(ctx, owner, key, sandboxID)
 }
+
+func (t *timedReader) DeploymentID(ctx context.Context) (v0 string, err error) {
+	defer func(b time.Time) { t.observe("DeploymentID", b, err) }(time.Now())
+	return t.r.DeploymentID(ctx)
+}
+
+func (t *timedReader) ListBayInstances(ctx context.Context) (v0 []*bay.BayInstance, err error) {
+	defer func(b time.Time) { t.observe("ListBayInstances", b, err) }(time.Now())
+	return t.r.ListBayInstances(ctx)
+}
+
+func (t *timedTx) HeartbeatBayInstance(ctx context.Context, id, bootID string, now time.Time) (err error) {
+	defer func(b time.Time) { t.observe("HeartbeatBayInstance", b, err) }(time.Now())
+	return t.tx.HeartbeatBayInstance(ctx, id, bootID, now)
+}
+
+func (t *timedTx) DeleteBayInstance(ctx context.Context, id string, before time.Time) (v0 bool, err error) {
+	defer func(b time.Time) { t.observe("DeleteBayInstance", b, err) }(time.Now())
+	return t.tx.DeleteBayInstance(ctx, id, before)
+}
+
+func (t *timedReader) GetSkillArchive(ctx context.Context, version string, maxBytes int64) (v0 *bay.SkillArchive, err error) {
+	defer func(b time.Time) { t.observe("GetSkillArchive", b, err) }(time.Now())
+	return t.r.GetSkillArchive(ctx, version, maxBytes)
+}
+
+func (t *timedTx) PutSkillArchive(ctx context.Context, a *bay.SkillArchive) (err error) {
+	defer func(b time.Time) { t.observe("PutSkillArchive", b, err) }(time.Now())
+	return t.tx.PutSkillArchive(ctx, a)
+}

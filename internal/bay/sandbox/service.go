@@ -54,6 +54,9 @@ type Config struct {
 	Profiles []bay.Profile
 	// InstanceID is this bay's GC instance id, written as the bay.instance_id label.
 	InstanceID string
+	// Deployment is the database's deployment id, written as the bay.deployment label ("" =
+	// none).
+	Deployment string
 	// ReadinessTimeout bounds the wait for a started runtime's /health (default 60 s).
 	ReadinessTimeout time.Duration
 	// StaleStartMargin is added to ReadinessTimeout to decide that a "starting" session of
@@ -178,7 +181,7 @@ func New(store bay.Store, driver bay.Driver, ship *shipclient.Client, clock bay.
 	_, _ = rand.Read(b[:])
 	s := &Service{
 		store: store, driver: driver, clock: clock,
-		cargos:   cargo.New(store, driver, clock, log, cargo.Config{InstanceID: cfg.InstanceID, DefaultSizeMB: cfg.DefaultCargoSizeMB}),
+		cargos:   cargo.New(store, driver, clock, log, cargo.Config{InstanceID: cfg.InstanceID, Deployment: cfg.Deployment, DefaultSizeMB: cfg.DefaultCargoSizeMB}),
 		runtimes: runtime.Clients{bay.RuntimeShip: ship},
 		log:      log.With("component", "sandbox"),
 		cfg:      cfg,

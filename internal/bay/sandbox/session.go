@@ -850,7 +850,7 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 	}
 	spec := bay.InstanceSpec{
 		Name: bay.InstanceName(sess.ID),
-		Labels: map[string]string{
+		Labels: bay.WithDeployment(map[string]string{
 			bay.LabelOwner:      sb.Owner,
 			bay.LabelSandboxID:  sb.ID,
 			bay.LabelSessionID:  sess.ID,
@@ -859,7 +859,7 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 			bay.LabelInstanceID: s.cfg.InstanceID,
 			bay.LabelManaged:    "true",
 			bay.LabelCreatedAt:  s.now().Format(time.RFC3339),
-		},
+		}, s.cfg.Deployment),
 		VolumeRef: volumeRef,
 		MountPath: shipapi.DefaultWorkspace,
 		Network:   effectiveNetwork(sb, prof),

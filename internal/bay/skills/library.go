@@ -3,8 +3,9 @@
 // and for an invocable skill a manifest.json), each upload stored as an immutable version
 // named by its content hash. Archives are unpacked in memory under limits (archive.go),
 // validated (validate.go, manifest.go) and written once to <dir>/versions/<version>/, which
-// sessions mount read-only at /skills/<name>; the store keeps the versions' descriptions and
-// which version of each name is current.
+// sessions mount read-only at /skills/<name>; the store keeps the versions' descriptions, which
+// version of each name is current, and each version's normalised archive, from which a bay
+// whose directory lacks a version materialises it (shared.go).
 package skills
 
 import (
@@ -46,6 +47,10 @@ type Library struct {
 	log   *slog.Logger
 
 	uploadMu sync.Mutex
+
+	flightMu sync.Mutex
+	flights  map[string]*flight // materialisations in progress, by version
+	slots    chan struct{}      // bounds the materialisations running at once
 }
 
 // New opens the library in cfg.Dir, creating it, and removes what an interrupted upload left.
@@ -59,7 +64,8 @@ func New(store bay.Store, cfg Config, log *slog.Logger) (*Library, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = bay.SystemClock{}
 	}
-	l := &Library{store: store, dir: cfg.Dir, lim: cfg.Limits.withDefaults(), clock: cfg.Clock, log: log.With("component", "skills")}
+	l := &Library{store: store, dir: cfg.Dir, lim: cfg.Limits.withDefaults(), clock: cfg.Clock, log: log.With("component", "skills"),
+		flights: map[string]*flight{}, slots: make(chan struct{}, materialiseSlots)}
 	if err := os.RemoveAll(filepath.Join(l.dir, "tmp")); err != nil {
 		return nil, fmt.Errorf("skills: clean %s: %w", l.dir, err)
 	}
@@ -133,13 +139,21 @@ func (l *Library) put(ctx context.Context, c *checked, uploadedBy string) (*Uplo
 			WithDetails(map[string]any{"errors": v.Errors, "warnings": v.Warnings})
 	}
 	sk := l.skillOf(c, uploadedBy)
+	archive, err := l.archiveOf(c.tree, sk.Version)
+	if err != nil {
+		return nil, err
+	}
 	if err := l.materialise(c.tree, sk.Version); err != nil {
 		return nil, err
 	}
+	// The archive goes in with the version (kept when stored already), so that no bay ever
+	// sees a version it cannot materialise; a version stored before archives were gets one.
 	var created bool
-	err := l.store.Tx(ctx, func(tx bay.Tx) (err error) {
-		created, err = tx.PutSkill(ctx, sk, l.clock.Now())
-		return err
+	err = l.store.Tx(ctx, func(tx bay.Tx) (err error) {
+		if created, err = tx.PutSkill(ctx, sk, l.clock.Now()); err != nil {
+			return err
+		}
+		return tx.PutSkillArchive(ctx, archive)
 	})
 	if bay.IsConflict(err) {
 		return nil, bay.Errorf(bay.CodeConflict, "Another skill's name differs from %q only in case", sk.Name).WithCause(err)
@@ -328,7 +342,11 @@ func (l *Library) Detail(ctx context.Context, name string) (*bay.Skill, []byte, 
 	if err != nil {
 		return nil, nil, err
 	}
-	md, err := os.ReadFile(filepath.Join(l.VersionDir(sk.Version), SkillFile))
+	dir, err := l.Dir(ctx, sk.Version)
+	if err != nil {
+		return nil, nil, err
+	}
+	md, err := os.ReadFile(filepath.Join(dir, SkillFile))
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s of skill %s@%s: %w", SkillFile, sk.Name, sk.Version, err)
 	}
@@ -345,7 +363,11 @@ func (l *Library) OpenFile(ctx context.Context, name, p string) (*os.File, *bay.
 	if !slices.ContainsFunc(sk.Files, func(f bay.SkillFile) bool { return f.Path == p }) {
 		return nil, nil, bay.Errorf(bay.CodeFileNotFound, "Skill %q has no file %q", name, p)
 	}
-	root, err := os.OpenRoot(l.VersionDir(sk.Version))
+	dir, err := l.Dir(ctx, sk.Version)
+	if err != nil {
+		return nil, nil, err
+	}
+	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open skill %s@%s: %w", sk.Name, sk.Version, err)
 	}
@@ -381,13 +403,12 @@ func (l *Library) Mounts(ctx context.Context, names []string) ([]bay.Mount, []ba
 		if err != nil {
 			return nil, nil, err
 		}
-		if _, err := os.Stat(filepath.Join(l.VersionDir(sk.Version), SkillFile)); err != nil {
-			// Another bay sharing the database stored it in its own skills.dir.
-			return nil, nil, fmt.Errorf("skill %s version %s is not in this bay's skills dir %s (bays sharing a database must share skills.dir): %w",
-				sk.Name, sk.Version, l.dir, err)
+		dir, err := l.Dir(ctx, sk.Version)
+		if err != nil {
+			return nil, nil, fmt.Errorf("skill %s: %w", sk.Name, err)
 		}
 		target := bay.SkillsMountRoot + "/" + sk.Name
-		mounts = append(mounts, bay.Mount{Source: l.VersionDir(sk.Version), Target: target, ReadOnly: true})
+		mounts = append(mounts, bay.Mount{Source: dir, Target: target, ReadOnly: true})
 		mounted = append(mounted, bay.MountedSkill{Name: sk.Name, Version: sk.Version, Path: target})
 		sks = append(sks, sk)
 	}

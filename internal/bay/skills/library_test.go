@@ -199,13 +199,14 @@ func TestLoadDirAndMounts(t *testing.T) {
 	if err != nil || mounts[2].Target != "/skills/INDEX.md" || !strings.Contains(string(index), "[csv-report](csv-report/SKILL.md) | knowledge") {
 		t.Fatalf("index %q %v", index, err)
 	}
-	// Files missing on this bay (stored by another bay with its own dir): the mount fails.
+	// Files missing on this bay (stored by another bay with its own dir): materialised from
+	// the database's archive into this bay's dir.
 	other, err := New(l.store, Config{Dir: t.TempDir()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := other.Mounts(ctx, []string{"shell.run"}); err == nil || !strings.Contains(err.Error(), "share skills.dir") {
-		t.Fatalf("mount without files: %v", err)
+	if om, _, err := other.Mounts(ctx, []string{"shell.run"}); err != nil || om[0].Source != other.VersionDir(sh.Version) {
+		t.Fatalf("mount on a bay without the files: %v %v", om, err)
 	}
 	if err := l.CheckNames(ctx, []string{"shell.run", "nope", "Shell.run"}); bay.ErrorCode(err) != bay.CodeValidation ||
 		!strings.Contains(err.Error(), "nope, Shell.run") {

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) bay.Store) {
 		{"ExecRecordListFilters", testExecRecordListFilters},
 	}
 	tests = append(tests, skillTests...)
+	tests = append(tests, instanceTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.fn(t, newStore(t))
