@@ -52,9 +52,11 @@ func TestSkillsAcrossBays(t *testing.T) {
 	if strings.Join(names, ",") != "notes,shell.run" {
 		t.Fatalf("bay 2 lists %v", names)
 	}
-	// (The detail of a knowledge skill answers manifest_json null, which bay's OpenAPI document
-	// does not allow yet; the harness checks every answer against it, so the detail read here
-	// is the invocable one's.)
+	// A knowledge skill's detail has manifest_json null; the harness checks it against the
+	// OpenAPI document like every answer.
+	if got := expect(t, two.do("GET", "/v1/skills/notes", nil, nil), 200, "get notes through bay 2"); got.Get("manifest_json") != nil {
+		t.Fatalf("notes through bay 2: %s", got)
+	}
 	got := expect(t, two.do("GET", "/v1/skills/shell.run", nil, nil), 200, "get shell.run through bay 2")
 	if !strings.Contains(got.Str("skill_md"), "name: shell.run") {
 		t.Fatalf("shell.run through bay 2: %s", got)

@@ -181,7 +181,8 @@ func (g *schemaGen) schema(t reflect.Type) map[string]any {
 			nullable = true
 		case reflect.Map:
 			s = map[string]any{"type": "object", "additionalProperties": g.schema(t.Elem())}
-			nullable = nullable || t.Elem() != anyType
+			// A nil map marshals as null, whatever its values.
+			nullable = true
 		case reflect.Struct:
 			name := t.Name()
 			if _, ok := g.defs[name]; !ok {
