@@ -50,7 +50,7 @@ image-bay: host-deps
 
 ## run: build the binaries and install what serving needs (side by side), then start bay on
 ## :8114 with SQLite and the local Docker engine; the repository's skills/ seed the skill
-## library. Missing sandbox images are built by bay in the background once it serves
+## library (kept in data/skills). Missing sandbox images are built by bay in the background once it serves
 ## (images.build_missing): ship:base first (python sandboxes start on it until ship:latest is
 ## ready), then ship:latest and gull:latest. `make image` builds them ahead instead.
 run:
@@ -58,7 +58,7 @@ run:
 	@scripts/install-deps.sh run >$(BIN)/.install-deps.log 2>&1 & deps=$$!; \
 	  $(MAKE) --no-print-directory build || exit 1; \
 	  wait $$deps || { cat $(BIN)/.install-deps.log; exit 1; }
-	BAY_IMAGES__BUILD_MISSING=true BAY_SKILLS__SEED_DIR=$(CURDIR)/skills $(BIN)/bay serve
+	BAY_IMAGES__BUILD_MISSING=true BAY_SKILLS__SEED_DIR=$(CURDIR)/skills BAY_SKILLS__DIR=$(CURDIR)/data/skills $(BIN)/bay serve
 
 ## test: lint, unit tests, tests against the real Docker engine, a real kernel, a real
 ## SQLite file and PostgreSQL, and the end-to-end scenarios; then the Kubernetes tests

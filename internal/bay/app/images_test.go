@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -176,4 +178,29 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not met within 10 s")
+}
+
+// The library's directory must not be, or lie in, the seed folder (as with make run's seed
+// folder skills/ and the default skills.dir ./skills): bay refuses to start instead of writing
+// its index and versions among the folders it loads.
+func TestSkillsDirInsideTheSeedFolderIsRefused(t *testing.T) {
+	for name, dirs := range map[string][2]string{"same": {"seed", "seed"}, "inside": {"seed", "seed/lib"}, "around": {"all/seed", "all"}} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			cfg := sqliteConfig(t, root)
+			cfg.Skills.SeedDir, cfg.Skills.Dir = filepath.Join(root, dirs[0]), filepath.Join(root, dirs[1])
+			if err := os.MkdirAll(cfg.Skills.SeedDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			m := &app.Main{Config: cfg, Addr: "127.0.0.1:0", Env: []string{"BAY_DATA_DIR=" + root}, Driver: fake.New(),
+				Log: slog.New(slog.DiscardHandler)}
+			err := m.Run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), "overlap") {
+				t.Fatalf("run = %v, want the overlap refused", err)
+			}
+			if entries, _ := os.ReadDir(cfg.Skills.SeedDir); len(entries) != 0 {
+				t.Errorf("the seed folder got %d entries", len(entries))
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
@@ -22,6 +23,11 @@ func openSkills(ctx context.Context, cfg *config.Config, store bay.Store, dataDi
 	dir, err := filepath.Abs(cmp.Or(cfg.Skills.Dir, filepath.Join(cmp.Or(dataDir, "."), "skills")))
 	if err != nil {
 		return nil, fmt.Errorf("skills dir: %w", err)
+	}
+	if seed := filepath.Clean(cfg.Skills.SeedDir); cfg.Skills.SeedDir != "" && (within(dir, seed) || within(seed, dir)) {
+		// The library writes its index and versions into its directory: inside the seed folder
+		// they would become folders the next load refuses (and dirty a source tree).
+		return nil, fmt.Errorf("skills.dir %s and skills.seed_dir %s overlap: set skills.dir (or BAY_DATA_DIR) elsewhere", dir, seed)
 	}
 	lib, err := skills.New(store, skills.Config{Dir: dir, Limits: skills.Limits{
 		MaxArchiveBytes:  int64(cfg.Skills.MaxArchiveBytes),
@@ -57,4 +63,10 @@ func openSkills(ctx context.Context, cfg *config.Config, store bay.Store, dataDi
 		}
 	}
 	return lib, nil
+}
+
+// within reports whether path is dir or lies below it (both absolute and clean).
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
