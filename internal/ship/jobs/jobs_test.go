@@ -370,6 +370,13 @@ func TestKernelJobLost(t *testing.T) {
 	if err != nil || r.Stdout.Data != "started c1\n" {
 		t.Fatalf("%+v %v", r, err)
 	}
+	// The display event lands after the line; the copy below must hold both.
+	if r.Display == nil || r.Display.Data == "" {
+		r, err = f.m.Output(t.Context(), "cell", [3]int64{r.Stdout.Next, r.Stderr.Next, 0}, 0, 5*time.Second)
+		if err != nil || r.Display == nil || r.Display.Data == "" {
+			t.Fatalf("no display yet: %+v %v", r, err)
+		}
+	}
 	// A copy of its directory as a ship killed now would leave it.
 	copyDir := filepath.Join(f.dir, "copied")
 	if err := os.CopyFS(copyDir, os.DirFS(filepath.Join(f.dir, "cell"))); err != nil {
