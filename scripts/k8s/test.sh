@@ -19,6 +19,11 @@ say() { echo "test-k8s: $*" >&2; }
 now() { date +%s.%N; }
 since() { echo "$(now) $1" | awk '{printf "%.1f", $1-$2}'; }
 
+# One test cluster per machine: a second run (another checkout's) waits for the first to end
+# instead of tearing down the cluster under it.
+exec 8>/run/lock/shipyard-k8s-test.lock
+flock 8
+
 alive() { [ -f "$K8S_STATE/pids/$1.pid" ] && kill -0 "$(cat "$K8S_STATE/pids/$1.pid")" 2>/dev/null; }
 started=0
 if ! alive kube-apiserver; then started=1; fi
