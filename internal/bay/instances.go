@@ -30,6 +30,13 @@ type BayInstance struct {
 	HeartbeatAt time.Time // last heartbeat
 }
 
+// Gone reports whether the bay that wrote b stopped renewing it: its last heartbeat is at least
+// after old at now. Callers choose after well above the renewal period (internal/bay/gc's
+// DeadInstanceFloor), so a live bay is never taken for a gone one over a short stall.
+func (b *BayInstance) Gone(now time.Time, after time.Duration) bool {
+	return now.Sub(b.HeartbeatAt) >= after
+}
+
 // MaxBayInstances bounds ListBayInstances: the rows of instance ids that stopped long ago and
 // left nothing are pruned (Tx.DeleteBayInstance), so a deployment has far fewer.
 const MaxBayInstances = 10000

@@ -260,6 +260,11 @@ func New(store bay.Store, drv bay.Driver, lc Lifecycle, clock bay.Clock, log *sl
 // Config returns the effective configuration.
 func (s *Scheduler) Config() Config { return s.cfg }
 
+// GoneAfter is the heartbeat age from which another bay instance of the deployment counts as
+// gone: OrphanGrace, and at least DeadInstanceFloor. The exec service adopts the open execs of
+// such an instance by the same rule (internal/bay/execs).
+func (s *Scheduler) GoneAfter() time.Duration { return max(s.cfg.OrphanGrace, DeadInstanceFloor) }
+
 // Run runs cycles until ctx ends, then returns nil. With RunOnStartup the first cycle runs at
 // once, otherwise after one Interval. Whether or not the loop is enabled, Run first recovers
 // sessions stuck in "starting" by a previous incarnation of this instance (restart recovery).

@@ -362,7 +362,7 @@ func (r *taskRun) ownsOrAdopts(ctx context.Context, labels map[string]string) bo
 }
 
 // deadAfter is the heartbeat age from which another bay instance counts as gone.
-func (r *taskRun) deadAfter() time.Duration { return max(r.s.cfg.OrphanGrace, DeadInstanceFloor) }
+func (r *taskRun) deadAfter() time.Duration { return r.s.GoneAfter() }
 
 // gone reports whether bay instance id is another one of this deployment whose heartbeat
 // lapsed: its row exists (it ran on this database) and is older than deadAfter. The rows are
@@ -372,7 +372,7 @@ func (r *taskRun) gone(ctx context.Context, id string) bool {
 		return false
 	}
 	b, ok := r.beats[id]
-	return ok && r.now.Sub(b.HeartbeatAt) >= r.deadAfter()
+	return ok && b.Gone(r.now, r.deadAfter())
 }
 
 // loadBeats reads the heartbeat rows once per task; it reports whether they were read (a
