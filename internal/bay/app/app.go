@@ -317,7 +317,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := jobSvc.Resume(ctx); err != nil {
 		return err
 	}
-	execSvc, err := buildExecs(ctx, cfg, store, drv, lib, dataDir, deployment, log)
+	execSvc, err := buildExecs(ctx, cfg, store, drv, lib, dataDir, deployment, sched.GoneAfter(), log)
 	if err != nil {
 		return err
 	}
@@ -386,6 +386,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}}
 	if guard != nil {
 		loops["netguard"] = guard.Run
+	}
+	if execSvc != nil {
+		// The open execs of bay instances of this database that went away for good: at once,
+		// then every execs.adopt_interval_seconds.
+		loops["execadopt"] = execSvc.RunAdoption
 	}
 	var warmBuilt func(context.Context, string)
 	if w, ok := rawDrv.(imageCacheWarmer); ok {

@@ -16,8 +16,10 @@ import (
 )
 
 // buildExecs makes the audited exec service from the configuration and finishes what a
-// previous run of this bay left open (nil when execs are disabled).
-func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv bay.Driver, lib *skills.Library, dataDir, deployment string, log *slog.Logger) (*execs.Service, error) {
+// previous run of this bay left open (nil when execs are disabled). goneAfter is the heartbeat
+// age from which another bay instance counts as gone: its open execs are then adopted
+// (execs.Service.RunAdoption).
+func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv bay.Driver, lib *skills.Library, dataDir, deployment string, goneAfter time.Duration, log *slog.Logger) (*execs.Service, error) {
 	ec := cfg.Execs
 	if !ec.Enabled {
 		return nil, nil
@@ -48,6 +50,7 @@ func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv ba
 		Workspace: execs.Workspace{Paths: paths}, Image: ec.Image,
 		MaxConcurrent: ec.MaxConcurrentExecs, QueueSize: ec.QueueSize, Settings: execsSettings(ec.Policy),
 		Library: library, InstanceID: cfg.InstanceID(), Deployment: deployment, Runtime: rt,
+		GoneAfter: goneAfter, AdoptInterval: ec.AdoptInterval,
 	})
 	if err := svc.Reconcile(ctx); err != nil {
 		return nil, err
@@ -86,7 +89,8 @@ func execsSettings(p config.ExecsPolicyConfig) bay.PolicyOverrides {
 }
 
 // stopExecs stops admitting execs and gives the running ones a few seconds to finish; those
-// still running are left to the engine and re-attached by the next boot's Reconcile.
+// still running are left to the engine and re-attached by the next boot's Reconcile (or, when
+// this instance id does not come back, adopted by another bay of the database).
 func stopExecs(ctx context.Context, svc *execs.Service) {
 	if svc == nil {
 		return

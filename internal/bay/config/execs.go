@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // ExecsConfig configures the audited one-shot executions (POST /v1/sandbox/execs, ours).
@@ -23,6 +24,10 @@ type ExecsConfig struct {
 	// MaxConcurrentExecs run at once; QueueSize more wait (then 429).
 	MaxConcurrentExecs int `yaml:"max_concurrent_execs"`
 	QueueSize          int `yaml:"queue_size"`
+	// AdoptInterval is how often bay looks for the open execs of another bay instance of its
+	// database that went away for good (its heartbeat older than
+	// gc.orphan_container.grace_seconds, and at least 18 s), to finish them (ours, default 60 s).
+	AdoptInterval time.Duration `yaml:"adopt_interval_seconds"`
 	// Policy holds the operator's ceilings over the system defaults (0 or "" = the default).
 	Policy ExecsPolicyConfig `yaml:"policy"`
 }
@@ -44,7 +49,7 @@ type ExecsPolicyConfig struct {
 }
 
 func defaultExecs() ExecsConfig {
-	return ExecsConfig{Enabled: true, Runtime: "auto", Image: "ship:latest", MaxConcurrentExecs: 2, QueueSize: 16}
+	return ExecsConfig{Enabled: true, Runtime: "auto", Image: "ship:latest", MaxConcurrentExecs: 2, QueueSize: 16, AdoptInterval: time.Minute}
 }
 
 func (e *ExecsConfig) validate(add func(key, format string, args ...any)) {
@@ -56,6 +61,9 @@ func (e *ExecsConfig) validate(add func(key, format string, args ...any)) {
 	}
 	if e.MaxConcurrentExecs < 1 || e.MaxConcurrentExecs > 256 {
 		add("execs.max_concurrent_execs", "must be 1..256, got %d", e.MaxConcurrentExecs)
+	}
+	if e.AdoptInterval <= 0 {
+		add("execs.adopt_interval_seconds", "must be > 0 seconds, got %v", e.AdoptInterval)
 	}
 	if e.QueueSize < 0 || e.QueueSize > 10000 {
 		add("execs.queue_size", "must be 0..10000, got %d", e.QueueSize)

@@ -17,14 +17,13 @@ import (
 // recording the start) did start, and is waited for like a running one. A running one whose
 // container still exists is waited for again (its output is read back from the start, its
 // timeout counts from its start) and finalised as usual; one whose container is gone ends
-// lost. Call it once at boot, before serving.
+// lost. Call it once at boot, before serving. What another bay instance left when it went away
+// for good is Adopt's (adopt.go).
 func (s *Service) Reconcile(ctx context.Context) error {
-	open, _, err := s.store.ListExecRecords(ctx, bay.ExecQuery{Statuses: []bay.ExecStatus{bay.ExecQueued, bay.ExecRunning}})
+	open, err := s.openRecords(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile execs: %w", err)
 	}
-	// Oldest first, so the queue keeps the admission order.
-	slices.SortStableFunc(open, func(a, b *bay.ExecRecord) int { return a.CreatedAt.Compare(b.CreatedAt) })
 	for _, rec := range open {
 		if rec.BayInstance != s.cfg.InstanceID {
 			continue
@@ -35,68 +34,100 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		if mine {
 			continue // admitted by this process
 		}
-		_, err := s.drv.InspectInstance(ctx, rec.Instance)
-		if err != nil && !bay.IsNotFound(err) {
+		exists, err := s.containerExists(ctx, rec)
+		if err != nil {
 			return fmt.Errorf("reconcile exec %s: %w", rec.ID, err)
 		}
-		exists := err == nil
-		switch {
-		case exists:
-			if rec.StartedAt == nil {
-				now := s.clock.Now().UTC()
-				rec.Status, rec.StartedAt = bay.ExecRunning, &now
-				if err := s.store.Tx(ctx, func(tx bay.Tx) error { return tx.UpdateExecRecord(ctx, rec) }); err != nil {
-					return fmt.Errorf("reconcile exec %s: record its start: %w", rec.ID, err)
-				}
+		if exists && rec.StartedAt == nil {
+			now := s.clock.Now().UTC()
+			rec.Status, rec.StartedAt = bay.ExecRunning, &now
+			if err := s.store.Tx(ctx, func(tx bay.Tx) error { return update(ctx, tx, rec) }); err != nil {
+				return fmt.Errorf("reconcile exec %s: record its start: %w", rec.ID, err)
 			}
-			s.log.Info("exec re-attached after a restart", "exec_id", rec.ID)
-			s.mu.Lock()
-			s.launchLocked(&job{rec: rec, reattach: true, done: make(chan struct{})})
-			s.mu.Unlock()
-			continue
-		case rec.StartedAt == nil && len(rec.EnvKeys) == 0:
-			s.log.Info("exec queued again after a restart", "exec_id", rec.ID)
-			j := &job{rec: rec, done: make(chan struct{})}
-			s.mu.Lock()
-			s.queued++ // admitted before the restart: may exceed queue_size
-			s.jobs[rec.ID] = j
-			s.mu.Unlock()
-			s.dispatch(j)
-			continue
-		case rec.StartedAt == nil:
-			rec.ErrorReason = "bay restarted before the exec started, and its env values are never stored"
-		default:
-			rec.ErrorReason = "bay restarted and the exec's container was gone"
 		}
-		rec.Status = bay.ExecLost
-		s.log.Warn("exec lost across a restart", "exec_id", rec.ID, "reason", rec.ErrorReason)
-		s.finish(ctx, rec, nil)
+		s.resume(ctx, rec, exists, "bay restarted")
 	}
-	return s.sweep(ctx)
+	return s.sweep(ctx, map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: s.cfg.InstanceID}, nil)
 }
 
-// sweep removes this bay's exec containers whose exec is over or unknown: a container whose
-// create completed after a previous run of bay recorded the exec's end, or gave up on it.
-func (s *Service) sweep(ctx context.Context) error {
-	list, err := s.drv.ListInstances(ctx, map[string]string{bay.LabelManaged: "true", bay.LabelInstanceID: s.cfg.InstanceID})
+// openRecords returns the queued and running records, oldest first, so that a queue refilled
+// from them keeps the admission order.
+func (s *Service) openRecords(ctx context.Context) ([]*bay.ExecRecord, error) {
+	open, _, err := s.store.ListExecRecords(ctx, bay.ExecQuery{Statuses: []bay.ExecStatus{bay.ExecQueued, bay.ExecRunning}})
 	if err != nil {
-		return fmt.Errorf("reconcile execs: list containers: %w", err)
+		return nil, err
+	}
+	slices.SortStableFunc(open, func(a, b *bay.ExecRecord) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return open, nil
+}
+
+// containerExists reports whether the exec's container is on the engine.
+func (s *Service) containerExists(ctx context.Context, rec *bay.ExecRecord) (bool, error) {
+	_, err := s.drv.InspectInstance(ctx, rec.Instance)
+	if err != nil && !bay.IsNotFound(err) {
+		return false, err
+	}
+	return err == nil, nil
+}
+
+// resume takes up an open exec that a bay which stopped left (this instance's previous run, or
+// a gone one whose exec this bay adopted), whose record names this bay and, when its container
+// exists, records its start: a container is waited for; an exec that never started is queued
+// again unless it names env variables; otherwise it ends lost. cause says what stopped the
+// bay, for the log and the lost exec's reason ("bay restarted"). While the service stops, the
+// exec is left as recorded for this instance's next boot.
+func (s *Service) resume(ctx context.Context, rec *bay.ExecRecord, exists bool, cause string) {
+	switch {
+	case exists:
+		s.mu.Lock()
+		if !s.stopped {
+			s.log.InfoContext(ctx, "exec re-attached", "exec_id", rec.ID, "cause", cause)
+			s.launchLocked(&job{rec: rec, reattach: true, done: make(chan struct{})})
+		}
+		s.mu.Unlock()
+		return
+	case rec.StartedAt == nil && len(rec.EnvKeys) == 0:
+		s.log.InfoContext(ctx, "exec queued again", "exec_id", rec.ID, "cause", cause)
+		j := &job{rec: rec, done: make(chan struct{})}
+		s.mu.Lock()
+		s.queued++ // admitted before: may exceed queue_size
+		s.jobs[rec.ID] = j
+		s.mu.Unlock()
+		s.dispatch(j)
+		return
+	case rec.StartedAt == nil:
+		rec.ErrorReason = cause + " before the exec started, and its env values are never stored"
+	default:
+		rec.ErrorReason = cause + " and the exec's container was gone"
+	}
+	rec.Status = bay.ExecLost
+	s.log.WarnContext(ctx, "exec lost", "exec_id", rec.ID, "reason", rec.ErrorReason)
+	s.finish(ctx, rec, nil)
+}
+
+// sweep removes the exec containers labelled with labels, of the bay instances of picks (nil:
+// all), whose exec is over or unknown: a container whose create completed after a bay recorded
+// the exec's end, or gave up on it.
+func (s *Service) sweep(ctx context.Context, labels map[string]string, picks func(bayInstance string) bool) error {
+	list, err := s.drv.ListInstances(ctx, labels)
+	if err != nil {
+		return fmt.Errorf("sweep exec containers: list containers: %w", err)
 	}
 	for _, inst := range list {
 		id, ok := strings.CutPrefix(inst.Name, bay.ExecInstancePrefix)
-		if !ok || inst.Labels[LabelExecID] != id {
+		if !ok || inst.Labels[LabelExecID] != id || (picks != nil && !picks(inst.Labels[bay.LabelInstanceID])) {
 			continue
 		}
 		rec, err := s.store.GetExecRecord(ctx, id)
 		if err != nil && !bay.IsNotFound(err) {
-			return fmt.Errorf("reconcile exec %s: %w", id, err)
+			return fmt.Errorf("sweep exec %s: %w", id, err)
 		}
 		if err == nil && !rec.Status.Final() {
 			continue
 		}
-		s.log.Warn("removing the container of an exec that is over", "exec_id", id)
+		s.log.WarnContext(ctx, "removing the container of an exec that is over", "exec_id", id, "bay_instance", inst.Labels[bay.LabelInstanceID])
 		if err := s.drv.DestroyInstance(ctx, inst.Name); err != nil {
-			return fmt.Errorf("reconcile exec %s: remove its container: %w", id, err)
+			return fmt.Errorf("sweep exec %s: remove its container: %w", id, err)
 		}
 	}
 	return nil

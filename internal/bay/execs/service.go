@@ -43,6 +43,12 @@ type Config struct {
 	Deployment string
 	// Runtime is the detected path runtime, reported by Health.
 	Runtime Runtime
+	// GoneAfter is the heartbeat age from which another bay instance of the deployment counts
+	// as gone, and its open execs are adopted (Adopt; internal/bay/gc's Scheduler.GoneAfter).
+	// 0, or no Deployment, adopts nothing.
+	GoneAfter time.Duration
+	// AdoptInterval is how often RunAdoption looks for them (default DefaultAdoptInterval).
+	AdoptInterval time.Duration
 }
 
 // Service runs audited executions.
@@ -95,6 +101,9 @@ func New(store bay.Store, drv bay.Driver, clock bay.Clock, log *slog.Logger, cfg
 		cfg.QueueSize = 0
 	} else if cfg.QueueSize == 0 {
 		cfg.QueueSize = 16
+	}
+	if cfg.AdoptInterval <= 0 {
+		cfg.AdoptInterval = DefaultAdoptInterval
 	}
 	if cfg.Workspace.UID == 0 {
 		cfg.Workspace.UID, cfg.Workspace.GID = 1000, 1000
@@ -325,7 +334,7 @@ func (s *Service) run(ctx context.Context, j *job) {
 		}
 		now := s.clock.Now().UTC()
 		rec.Status, rec.StartedAt = bay.ExecRunning, &now
-		if err := s.store.Tx(dctx, func(tx bay.Tx) error { return tx.UpdateExecRecord(dctx, rec) }); err != nil {
+		if err := s.store.Tx(dctx, func(tx bay.Tx) error { return update(dctx, tx, rec) }); err != nil {
 			s.log.Error("exec: record the start", "exec_id", rec.ID, "err", err)
 		}
 	}
@@ -413,11 +422,34 @@ func (s *Service) finish(ctx context.Context, rec *bay.ExecRecord, adjust func(M
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := s.store.Tx(wctx, func(tx bay.Tx) error { return tx.UpdateExecRecord(wctx, rec) }); err != nil {
+	err = s.store.Tx(wctx, func(tx bay.Tx) error { return update(wctx, tx, rec) })
+	if errors.Is(err, errAdopted) {
+		s.log.Warn("exec: another bay instance adopted the exec meanwhile; its outcome stands, not this one's", "exec_id", rec.ID, "status", rec.Status, "err", err)
+		return
+	}
+	if err != nil {
 		s.log.Error("exec: finalise the audit record", "exec_id", rec.ID, "status", rec.Status, "err", err)
 		return
 	}
 	s.log.Info("exec finished", "exec_id", rec.ID, "status", rec.Status, "exit_code", rec.ExitCode, "duration_ms", rec.DurationMS)
+}
+
+// errAdopted: the stored record names another bay instance than the one writing it. That
+// instance adopted the exec while this one was taken for gone (its heartbeat lapsed over a
+// stall; adopt.go), and only the adopter writes the record from then on.
+var errAdopted = errors.New("another bay instance adopted the exec")
+
+// update writes rec in tx unless the stored record names another bay instance than rec does
+// (errAdopted): a bay never overwrites an exec that another one adopted.
+func update(ctx context.Context, tx bay.Tx, rec *bay.ExecRecord) error {
+	cur, err := tx.GetExecRecord(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
+	if cur.BayInstance != rec.BayInstance {
+		return fmt.Errorf("exec %s is bay instance %s's, not %s's: %w", rec.ID, cur.BayInstance, rec.BayInstance, errAdopted)
+	}
+	return tx.UpdateExecRecord(ctx, rec)
 }
 
 // meta is meta.json: the record's facts with the mounts as the engine was given them.

@@ -196,6 +196,19 @@ func (w Workspace) Discard(owner, project, execID string) error {
 		r.RemoveAll(InputsDir(owner, project, execID, true)))
 }
 
+// Holds reports whether the workspace holds the exec's artifact directory, which Prepare made
+// when the exec was admitted: false when a bay whose workspace root is another directory
+// admitted it.
+func (w Workspace) Holds(owner, project, execID string) bool {
+	r, err := w.open()
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	fi, err := r.Stat(ArtifactsDir(owner, project, execID))
+	return err == nil && fi.IsDir()
+}
+
 // Mounts are the exec container's three workspace bind mounts: inputsDir, the project's work/
 // and the exec's artifact directory.
 func (w Workspace) Mounts(owner, project, execID, inputsDir string) []bay.Mount {
