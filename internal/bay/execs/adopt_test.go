@@ -25,6 +25,18 @@ type deployment struct {
 	id    string // the database's deployment id
 	g     *gate
 	clock *shiftedClock // every bay's
+	path  string        // the SQLite file
+}
+
+// openStore opens the SQLite file at path, closed at cleanup.
+func openStore(t *testing.T, path string) bay.Store {
+	t.Helper()
+	store, err := sqlite.Open(t.Context(), sqlite.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return store
 }
 
 // shiftedClock is the real clock moved forward by advance, so that a bay's heartbeat ages
@@ -48,24 +60,24 @@ func (c *shiftedClock) advance(d time.Duration) {
 
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
-	store, err := sqlite.Open(t.Context(), sqlite.Options{Path: filepath.Join(t.TempDir(), "bay.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	path := filepath.Join(t.TempDir(), "bay.db")
+	store := openStore(t, path)
 	id, err := store.DeploymentID(t.Context())
 	if err != nil || id == "" {
 		t.Fatalf("deployment id %q: %v", id, err)
 	}
 	g := &gate{release: make(chan struct{})}
 	return &deployment{t: t, store: store, drv: fake.New(fake.WithOneShot(g.run)), root: filepath.Join(t.TempDir(), "ws"), id: id, g: g,
-		clock: &shiftedClock{}}
+		clock: &shiftedClock{}, path: path}
 }
 
 // bay returns the exec service of bay instance id on the deployment (adopting after 30 s of
 // silence), stopped at cleanup.
-func (d *deployment) bay(id string) *Service {
-	svc := New(d.store, d.drv, d.clock, nil, Config{
+func (d *deployment) bay(id string) *Service { return d.bayOn(d.store, id) }
+
+// bayOn is bay on store, a store of the deployment's database.
+func (d *deployment) bayOn(store bay.Store, id string) *Service {
+	svc := New(store, d.drv, d.clock, nil, Config{
 		Workspace: Workspace{Paths: WorkspacePaths{Native: d.root, Mount: d.root}}, Image: "img",
 		MaxConcurrent: 4, QueueSize: 16, InstanceID: id, Deployment: d.id, GoneAfter: 30 * time.Second,
 		AdoptInterval: 20 * time.Millisecond,
@@ -244,8 +256,9 @@ func TestAdoptGoneBay(t *testing.T) {
 	}
 }
 
-// TestAdoptExactlyOnce: three live bays adopt the open execs of a gone one at the same time;
-// each exec is claimed by exactly one of them, and runs or is re-attached once.
+// TestAdoptExactlyOnce: three live bays, each with a store of its own on the database (as three
+// processes), adopt the open execs of a gone one at the same time; each exec is claimed by
+// exactly one of them, and runs or is re-attached once.
 func TestAdoptExactlyOnce(t *testing.T) {
 	d := newDeployment(t)
 	ctx := t.Context()
@@ -261,7 +274,7 @@ func TestAdoptExactlyOnce(t *testing.T) {
 	var adopters []*Service
 	for _, id := range []string{"bay-1", "bay-2", "bay-3"} {
 		d.beat(id)
-		adopters = append(adopters, d.bay(id))
+		adopters = append(adopters, d.bayOn(openStore(t, d.path), id))
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(adopters))
