@@ -92,23 +92,31 @@ func (s *Service) Adopt(ctx context.Context) error {
 		exists[rec.ID] = ok
 		byBay[rec.BayInstance] = append(byBay[rec.BayInstance], rec)
 	}
-	for _, from := range slices.Sorted(maps.Keys(byBay)) {
-		claimed, err := s.claim(ctx, from, byBay[from], exists)
+	var adopted []*bay.ExecRecord
+	from := map[string]string{} // exec id -> the gone bay instance it was claimed from
+	for _, id := range slices.Sorted(maps.Keys(byBay)) {
+		claimed, err := s.claim(ctx, id, byBay[id], exists)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		if len(claimed) > 0 {
-			s.log.InfoContext(ctx, "adopting the open execs of a gone bay", "bay_instance", from, "execs", len(claimed))
+			s.log.InfoContext(ctx, "adopting the open execs of a gone bay", "bay_instance", id, "execs", len(claimed))
 		}
-		cause := fmt.Sprintf("bay instance %s went away", from)
 		for _, rec := range claimed {
-			if !s.cfg.Workspace.Holds(rec.Owner, rec.ProjectID, rec.ID) {
-				s.lostElsewhere(ctx, rec, exists[rec.ID], cause)
-				continue
-			}
-			s.resume(ctx, rec, exists[rec.ID], cause)
+			from[rec.ID] = id
 		}
+		adopted = append(adopted, claimed...)
+	}
+	// Oldest first, whichever bay they were claimed from: the queue keeps the admission order.
+	slices.SortStableFunc(adopted, func(a, b *bay.ExecRecord) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	for _, rec := range adopted {
+		cause := fmt.Sprintf("bay instance %s went away", from[rec.ID])
+		if !s.cfg.Workspace.Holds(rec.Owner, rec.ProjectID, rec.ID) {
+			s.lostElsewhere(ctx, rec, exists[rec.ID], cause)
+			continue
+		}
+		s.resume(ctx, rec, exists[rec.ID], cause)
 	}
 	err = s.sweep(ctx, map[string]string{bay.LabelManaged: "true", bay.LabelDeployment: s.cfg.Deployment},
 		func(id string) bool { return gone[id] })

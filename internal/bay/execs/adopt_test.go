@@ -3,6 +3,7 @@ package execs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -459,5 +460,36 @@ func TestClaimComparesAndSets(t *testing.T) {
 	}
 	if rec := d.get("e-ended"); rec.BayInstance != "bay-gone" || rec.Status != bay.ExecCancelled {
 		t.Errorf("ended exec: %s by %s", rec.Status, rec.BayInstance)
+	}
+}
+
+// TestAdoptKeepsAdmissionOrder: the queued execs of two gone bays are queued again in the order
+// they were admitted, whichever bay admitted them.
+func TestAdoptKeepsAdmissionOrder(t *testing.T) {
+	d := newDeployment(t)
+	ctx := t.Context()
+	g1, g2, adopter := d.bay("bay-g1"), d.bay("bay-g2"), d.bay("bay-adopter")
+	adopter.cfg.MaxConcurrent = 1 // one at a time: the runs' order is the queue's
+	d.beat("bay-g1", "bay-g2")
+	d.clock.advance(time.Hour)
+	d.beat("bay-adopter")
+	var want []string
+	for i, by := range []*Service{g2, g1, g2, g1} {
+		id := fmt.Sprintf("e-%d", i)
+		d.exec(by, id, bay.ExecQueued, false, false)
+		want = append(want, id)
+		d.clock.advance(time.Second)
+	}
+	if err := adopter.Adopt(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d.releaseAll()
+	for _, id := range want {
+		if got := waitFinal(t, adopter, "alice", id); got.Status != bay.ExecSucceeded {
+			t.Fatalf("%s: %s (%s)", id, got.Status, got.ErrorReason)
+		}
+	}
+	if got := d.g.order(); !slices.Equal(got, want) {
+		t.Fatalf("runs %v, want the admission order %v", got, want)
 	}
 }
