@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -92,6 +93,37 @@ func testExecRecordListFilters(t *testing.T, s bay.Store) {
 		}
 		if !reflect.DeepEqual(ids, c.want) || total != c.total {
 			t.Errorf("%s: got %v (total %d), want %v (total %d)", c.name, ids, total, c.want, c.total)
+		}
+	}
+}
+
+// errClaimed: the record no longer names the bay instance a claimer adopts from.
+var errClaimed = fmt.Errorf("exec adopted by another bay: %w", bay.ErrConflict)
+
+// testParallelExecRecordClaims: many bays adopt one open exec of a gone bay instance at once,
+// each by reading the record in a Tx and writing its own instance id only while the record
+// still names the gone one (internal/bay/execs adopt.go): exactly one claims it, and the record
+// carries the winner's id.
+func testParallelExecRecordClaims(t *testing.T, stores []bay.Store) {
+	ctx := t.Context()
+	e := fullExecRecord("sbx-exec-claim", "alice", "p1", "", bay.ExecRunning, 0)
+	e.BayInstance = "bay-gone"
+	mustTx(t, stores[0], func(tx bay.Tx) error { return tx.InsertExecRecord(ctx, e) })
+	holder := func(i int) string { return fmt.Sprint("bay-", i) }
+	w := race(t, stores, 16, func(i int, tx bay.Tx) error {
+		rec, err := tx.GetExecRecord(ctx, e.ID)
+		if err != nil {
+			return err
+		}
+		if rec.BayInstance != "bay-gone" {
+			return errClaimed
+		}
+		rec.BayInstance = holder(i)
+		return tx.UpdateExecRecord(ctx, rec)
+	})
+	for _, st := range stores {
+		if got, err := st.GetExecRecord(ctx, e.ID); err != nil || got.BayInstance != holder(w) {
+			t.Fatalf("claimed record names %v (%v), want the winner %s", got.BayInstance, err, holder(w))
 		}
 	}
 }

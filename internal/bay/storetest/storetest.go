@@ -87,6 +87,7 @@ var concurrencyTests = []struct {
 	{"ParallelStaleUpdates", testParallelStaleUpdates},
 	{"ParallelLeaseAcquire", testParallelLeaseAcquire},
 	{"ParallelIdempotencyPuts", testParallelIdempotencyPuts},
+	{"ParallelExecRecordClaims", testParallelExecRecordClaims},
 }
 
 // base is a fixed instant with microsecond digits, so round trips are exact.
