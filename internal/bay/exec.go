@@ -12,7 +12,8 @@ const (
 	ExecFailed    ExecStatus = "failed"
 	ExecTimedOut  ExecStatus = "timed_out"
 	ExecCancelled ExecStatus = "cancelled"
-	// ExecLost: bay stopped while the execution ran and, on its return, its container was gone.
+	// ExecLost: bay stopped while the execution ran and, on its return (or when another bay
+	// adopted it from a bay that went away), its container was gone or it could not go on.
 	ExecLost ExecStatus = "lost"
 )
 
