@@ -343,7 +343,8 @@ func TestAdoptLeavesTheLiving(t *testing.T) {
 }
 
 // TestAdoptedExecNotOverwritten: a bay that was taken for gone (a stall) and adopted from
-// cannot overwrite the exec afterwards: the adopter's record stands.
+// cannot overwrite the exec afterwards, nor remove the container the adopter waits for: the
+// adopter's record stands.
 func TestAdoptedExecNotOverwritten(t *testing.T) {
 	d := newDeployment(t)
 	ctx := t.Context()
@@ -352,8 +353,18 @@ func TestAdoptedExecNotOverwritten(t *testing.T) {
 	d.clock.advance(time.Hour)
 	d.beat("bay-adopter")
 	rec := d.exec(stalled, "e-x", bay.ExecQueued, false, false, "TOKEN") // ends lost at the adopter
+	running := d.exec(stalled, "e-run", bay.ExecRunning, true, false)    // waited for by the adopter
 	if err := adopter.Adopt(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// The stalled bay's wait ends (its container exited, say) while the adopter's goes on.
+	stalled.outcome(ctx, ctx, running, bay.Exit{Code: 1}, nil)
+	if !slices.Contains(d.drv.Instances(), running.Instance) {
+		t.Fatalf("the stalled bay removed the container the adopter waits for")
+	}
+	d.releaseAll()
+	if got := waitFinal(t, adopter, "alice", running.ID); got.Status != bay.ExecSucceeded || got.BayInstance != "bay-adopter" {
+		t.Fatalf("re-attached exec: %s by %s (%s), want succeeded by bay-adopter", got.Status, got.BayInstance, got.ErrorReason)
 	}
 	got := waitFinal(t, adopter, "alice", rec.ID)
 	if got.Status != bay.ExecLost || got.BayInstance != "bay-adopter" {

@@ -361,6 +361,9 @@ func (s *Service) run(ctx context.Context, j *job) {
 // outcome classifies how the run ended, collects the artifacts, removes the container and
 // finalises the record.
 func (s *Service) outcome(ctx, wctx context.Context, rec *bay.ExecRecord, exit bay.Exit, err error) {
+	if s.adoptedElsewhere(ctx, rec) {
+		return // its container and files are the adopter's now
+	}
 	cause := context.Cause(wctx)
 	code := exit.Code
 	switch {
@@ -402,6 +405,9 @@ func (s *Service) outcome(ctx, wctx context.Context, rec *bay.ExecRecord, exit b
 // finish collects the artifacts (when the exec's directory exists), sets the end time and
 // writes the final record. adjust sees the manifest before meta.json and the record are written.
 func (s *Service) finish(ctx context.Context, rec *bay.ExecRecord, adjust func(Manifest)) {
+	if s.adoptedElsewhere(ctx, rec) {
+		return // its files are the adopter's to collect
+	}
 	now := s.clock.Now().UTC()
 	rec.EndedAt = &now
 	if rec.StartedAt != nil {
@@ -424,7 +430,7 @@ func (s *Service) finish(ctx context.Context, rec *bay.ExecRecord, adjust func(M
 	defer cancel()
 	err = s.store.Tx(wctx, func(tx bay.Tx) error { return update(wctx, tx, rec) })
 	if errors.Is(err, errAdopted) {
-		s.log.Warn("exec: another bay instance adopted the exec meanwhile; its outcome stands, not this one's", "exec_id", rec.ID, "status", rec.Status, "err", err)
+		s.log.Warn("exec: another bay instance adopted the exec meanwhile; its outcome stands, not this one's", "exec_id", rec.ID, "err", err)
 		return
 	}
 	if err != nil {
@@ -438,6 +444,19 @@ func (s *Service) finish(ctx context.Context, rec *bay.ExecRecord, adjust func(M
 // instance adopted the exec while this one was taken for gone (its heartbeat lapsed over a
 // stall; adopt.go), and only the adopter writes the record from then on.
 var errAdopted = errors.New("another bay instance adopted the exec")
+
+// adoptedElsewhere reports (and logs) whether the stored record names another bay instance than
+// rec does: that one adopted the exec, and this bay leaves its container, its files and its
+// record alone. A failed read answers false; the record's write checks again (update).
+func (s *Service) adoptedElsewhere(ctx context.Context, rec *bay.ExecRecord) bool {
+	cur, err := s.store.GetExecRecord(context.WithoutCancel(ctx), rec.ID)
+	if err != nil || cur.BayInstance == rec.BayInstance {
+		return false
+	}
+	s.log.WarnContext(ctx, "exec: another bay instance adopted the exec meanwhile; its outcome stands, not this one's",
+		"exec_id", rec.ID, "adopted_by", cur.BayInstance)
+	return true
+}
 
 // update writes rec in tx unless the stored record names another bay instance than rec does
 // (errAdopted): a bay never overwrites an exec that another one adopted.
