@@ -38,7 +38,7 @@ func TestMultiBayAdoptsExecsOfGoneBay(t *testing.T) {
 	id := func(s string) string { return fmt.Sprintf("e2e-execadopt-%d-%s", os.Getpid(), s) }
 	opts := func(name string) bayOptions {
 		return bayOptions{databaseURL: dbURL, instanceID: id(name),
-			env: []string{"BAY_GC__ORPHAN_CONTAINER__GRACE_SECONDS=1", "BAY_EXECS__ADOPT_INTERVAL_SECONDS=1"},
+			env:         []string{"BAY_GC__ORPHAN_CONTAINER__GRACE_SECONDS=1", "BAY_EXECS__ADOPT_INTERVAL_SECONDS=1"},
 			extraConfig: fmt.Sprintf("execs:\n  workspace_root: %q\n  image: %q\n  max_concurrent_execs: 2\n  queue_size: 4\n", ws, execImage)}
 	}
 	a := startBay(t, opts("a"))
