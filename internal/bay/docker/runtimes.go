@@ -61,8 +61,13 @@ func (d *Driver) forgetRuntime(rt string) {
 	d.rtMu.Unlock()
 }
 
-// runtimeRefused reports whether a create's error is the engine refusing its runtime ("unknown
-// or invalid runtime name: runsc"): the runtime was removed from the engine since it was seen.
+// runtimeRefused reports whether a create's error is the engine refusing its runtime (Docker
+// 20.10: "Unknown runtime specified runsc"; later: "unknown or invalid runtime name: runsc"): the
+// runtime was removed from the engine since it was seen.
 func runtimeRefused(rt string, err error) bool {
-	return rt != "" && cerrdefs.IsInvalidArgument(err) && strings.Contains(err.Error(), "runtime name")
+	if rt == "" || !cerrdefs.IsInvalidArgument(err) {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "unknown runtime") || strings.Contains(msg, "runtime name")
 }
