@@ -128,6 +128,37 @@ func setEffective(uid, gid int) error {
 	if got, got2 := unix.Geteuid(), unix.Getegid(); got != uid || got2 != gid {
 		return fmt.Errorf("thread effective ids %d:%d, want %d:%d", got, got2, uid, gid)
 	}
+	return raiseKept()
+}
+
+// raiseKept makes the calling thread's effective capabilities those of Kept that it
+// permits, when they are not. Ship in a sandbox has exactly those and keeps them across its
+// non-zero uid changes: nothing to do. From an effective uid 0 (ship run as root by hand, and
+// the tests) the change to the sandbox user cleared them, and without SETUID and SETGID a
+// process started on this thread (a terminal's shell) could not take the sandbox user's ids;
+// none of root's other capabilities (reading any file) comes back. Going back to uid 0 restores
+// them all (the kernel copies the permitted set).
+func raiseKept() error {
+	var keep uint64
+	for _, c := range Kept {
+		keep |= 1 << c
+	}
+	eff, prm, inh, err := threadCaps(0)
+	if err != nil {
+		return err
+	}
+	if unix.Geteuid() == 0 || eff&keep == prm&keep {
+		return nil
+	}
+	want := eff | prm&keep
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{
+		{Effective: uint32(want), Permitted: uint32(prm), Inheritable: uint32(inh)},
+		{Effective: uint32(want >> 32), Permitted: uint32(prm >> 32), Inheritable: uint32(inh >> 32)},
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("raise capabilities %016x: %w", want, err)
+	}
 	return nil
 }
 
