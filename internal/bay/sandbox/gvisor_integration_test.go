@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/capability"
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
@@ -45,8 +47,8 @@ func containerRuntime(t *testing.T, drv *docker.Driver, sandboxID string) string
 }
 
 // TestDockerGVisor runs a sandbox of a profile with runtime runsc on the real engine with the
-// real sandbox image: ship separates privileges under gVisor and serves python and shell; user
-// code runs as uid 1000 without capabilities and with no-new-privileges, cannot read ship's
+// real sandbox image: ship separates privileges under gVisor and serves python, shell and a
+// terminal; user code runs as uid 1000 without capabilities and with no-new-privileges, cannot read ship's
 // environment (its runtime token) or memory, nor signal it, nor take another uid; files the API
 // writes belong to the sandbox user; the workspace survives a stop and the resume starts under
 // runsc again. A one-shot (an exec's container) runs under runsc too, and the engine's runtime
@@ -143,6 +145,27 @@ func TestDockerGVisor(t *testing.T) {
 		}
 		if out := sh("echo alive"); out != "alive" {
 			t.Fatalf("ship after the attempts: %q", out)
+		}
+	})
+
+	t.Run("a terminal runs as the sandbox user", func(t *testing.T) {
+		tctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		c, err := caps.OpenTerminal(tctx, "alice", sb.ID, 80, 24)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		if err := c.Write(tctx, websocket.MessageText, []byte("echo T:$(id -u):$(stat -c %u $(tty))\n")); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		for !strings.Contains(out.String(), "T:1000:1000") {
+			_, b, err := c.Read(tctx)
+			if err != nil {
+				t.Fatalf("terminal: %v after %q", err, out.String())
+			}
+			out.Write(b)
 		}
 	})
 
