@@ -28,6 +28,8 @@ const (
 	profileCold    = "bench"
 	profileWarm    = "bench-warm"
 	profileBrowser = "bench-browser"
+	// profileGVisor is profileCold under gVisor (runtime: runsc): the gvisor figures.
+	profileGVisor = "bench-gvisor"
 )
 
 // bayProc is the bay daemon under test: bin/bay serve with a generated config.yaml, a SQLite
@@ -101,7 +103,14 @@ profiles:
         runtime_port: 8115
         resources: {cpus: 1.0, memory: "1g"}
         capabilities: [browser]
-`, filepath.Join(dir, "workspace"), b.image, execConcurrency, profileCold, b.image, profileWarm, b.image, b.warmPool, profileBrowser, b.image, b.gullImage)}
+  - id: %s
+    image: %q
+    runtime: runsc
+    resources: {cpus: 1.0, memory: "1g"}
+    capabilities: [filesystem, shell, python]
+    idle_timeout: 3600
+`, filepath.Join(dir, "workspace"), b.image, execConcurrency, profileCold, b.image, profileWarm, b.image, b.warmPool, profileBrowser, b.image, b.gullImage,
+			profileGVisor, b.image)}
 	bp.URL = cfg.URL()
 	if err := os.WriteFile(filepath.Join(b.out, "bay-config.yaml"), []byte(cfg.YAML()), 0o644); err != nil {
 		return nil, err

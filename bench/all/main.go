@@ -104,7 +104,7 @@ func run() (int, error) {
 	image := flag.String("image", "ship:latest", "sandbox image (must exist locally: make images)")
 	gullImage := flag.String("gull-image", "gull:latest", "browser runtime image of the cold browser figure (make images)")
 	bayBin := flag.String("bay", "", "bay binary (default: bin/bay at the repository root; make build)")
-	only := flag.String("only", "", "comma-separated figure groups to run (cold,browser,ready,transfer,lazy,memory,warm,concurrent,execs,ship); default all")
+	only := flag.String("only", "", "comma-separated figure groups to run (cold,browser,ready,transfer,lazy,memory,warm,concurrent,execs,gvisor,ship); default all")
 	flag.Parse()
 	if *out == "" {
 		return 2, errors.New("-out DIR is required")
@@ -204,6 +204,8 @@ func run() (int, error) {
 		{"concurrent", b.figConcurrent},
 		{"execs", b.figExecOne},
 		{"execs", b.figExecBurst},
+		{"gvisor", b.figGVisorCold},
+		{"gvisor", b.figGVisorReady},
 	}
 	// bench/ship runs after bay's figures (it loads the host on its own); it compiles and
 	// starts a host kernel, so quick mode leaves it out unless asked for.

@@ -6,7 +6,9 @@
 // CAP_SETGID and CAP_KILL, and no-new-privileges), ship first switches to its
 // own system user (uid 999, "ship") keeping only those three capabilities,
 // and runs all user code as the sandbox user with none: see
-// internal/ship/privsep. Otherwise it runs everything as the user that started
+// internal/ship/privsep. Before it serves, a probe started as user code is
+// (ship's binary with privsep.ProbeArg) checks that the separation holds,
+// under runc and under gVisor alike; ship exits if it does not. Otherwise it runs everything as the user that started
 // it (no separation; for use by hand and host tests).
 package main
 
@@ -36,6 +38,9 @@ func main() {
 }
 
 func run(args []string) error {
+	if len(args) > 0 && args[0] == privsep.ProbeArg {
+		return privsep.RunProbe(args[1:])
+	}
 	cfg := ship.DefaultConfig()
 	fs := flag.NewFlagSet("ship", flag.ContinueOnError)
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "listen address")
@@ -74,8 +79,16 @@ func run(args []string) error {
 		if err := privsep.Drop(*shipUID, *shipUID, privsep.Kept); err != nil {
 			return fmt.Errorf("separate privileges (the container needs CAP_SETUID, CAP_SETGID and CAP_KILL): %w", err)
 		}
+		// Refuse to serve unless user code, started as it will be, holds nothing it must not.
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("separate privileges: ship's binary: %w", err)
+		}
+		if err := sandbox.Check(context.Background(), exe, *shipUID); err != nil {
+			return fmt.Errorf("separate privileges: %w", err)
+		}
 		cfg.Sandbox = sandbox
-		cfg.Log.Info("privileges separated", "ship_uid", *shipUID, "sandbox_uid", sandbox.UID, "sandbox_user", sandbox.Name)
+		cfg.Log.Info("privileges separated and checked", "ship_uid", *shipUID, "sandbox_uid", sandbox.UID, "sandbox_user", sandbox.Name)
 	} else if *sandboxUser != "" {
 		cfg.Log.Info("not started as root: everything runs as this user, without privilege separation", "uid", os.Geteuid())
 	}

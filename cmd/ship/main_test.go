@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,9 +165,11 @@ func startShipAs(t *testing.T, bin string, env []string, uid int, args ...string
 }
 
 // TestBinarySeparatesPrivileges starts the binary as root on this machine (with every
-// capability, no no-new-privileges: the most ship could get) and checks that it kept only
-// its own uid and SETUID, SETGID and KILL on every thread, bounding set included, and that
-// user code runs as the sandbox user with nothing and cannot touch ship. The same in a
+// capability: the most ship could get) and checks that it kept only its own uid and SETUID,
+// SETGID and KILL on every thread, bounding set included, and that user code runs as the
+// sandbox user with nothing and cannot touch ship. Without no-new-privileges ship refuses to
+// serve (user code could regain root through a set-user-id program of the host's); with it,
+// set by setpriv, it serves. The same in a
 // container of the image: internal/imagebuild's TestShipSeparatesPrivilegesInContainer.
 func TestBinarySeparatesPrivileges(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -186,7 +189,25 @@ func TestBinarySeparatesPrivileges(t *testing.T) {
 	}
 	const token = "host-privsep-token"
 	env := append(os.Environ(), "SHIP_AUTH_TOKEN="+token, "SHIP_SANDBOX_USER=1000:1000")
-	cmd, addr := startShip(t, bin, env, "--listen", "127.0.0.1:0", "--workspace", ws, "--no-kernel", "--skills-dir", dir)
+	// The probe runs ship's binary as the sandbox user: it must be where that user may run it.
+	shared := filepath.Join(dir, "ship")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(shared, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--listen", "127.0.0.1:0", "--workspace", ws, "--no-kernel", "--skills-dir", dir}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	refused := exec.CommandContext(ctx, shared, args...)
+	refused.Env = env
+	out, err := refused.CombinedOutput()
+	cancel()
+	if err == nil || !strings.Contains(string(out), "no-new-privileges is 0") || strings.Contains(string(out), "ship listening") {
+		t.Fatalf("ship without no-new-privileges: %v\n%s", err, out)
+	}
+	cmd, addr := startShip(t, "/usr/bin/setpriv", env, append([]string{"--no-new-privs", "--", shared}, args...)...)
 	pid := cmd.Process.Pid
 
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))

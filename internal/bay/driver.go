@@ -125,6 +125,10 @@ type InstanceSpec struct {
 	// Containers are started together; the first is the primary (at least one).
 	Containers []ContainerSpec
 	Network    NetworkPolicy
+	// Runtime is the container runtime of every container of the instance ("" = the
+	// platform's default; ContainerRuntimes). A platform that lacks it refuses the create with
+	// an error of RuntimeMissing.
+	Runtime string
 }
 
 // InstanceContainer is what a driver reports about one container of an instance.

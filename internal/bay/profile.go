@@ -67,6 +67,9 @@ type Profile struct {
 	Skills        []string // names of host skills mounted read-only (ours)
 	// Network is the ceiling of its sandboxes' network policies (validated; open by default).
 	Network NetworkPolicy
+	// Runtime is the container runtime of its containers: "" (the platform's default),
+	// ContainerRuntimeRunc or ContainerRuntimeRunsc (gVisor).
+	Runtime string
 }
 
 // Primary returns the primary container: the first named "primary" or "ship", else the first.

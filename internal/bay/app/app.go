@@ -552,7 +552,7 @@ func k8sDriver(ctx context.Context, cfg *config.Config, log *slog.Logger) (*k8s.
 	kc.AllowDNS, kc.RequestRatio, kc.ConnectMode = c.AllowDNS, c.RequestRatio, k8s.ConnectMode(c.ConnectMode)
 	kc.ImagePullPolicy = k8s.PullPolicy(cfg.Driver.ImagePullPolicy)
 	kc.SeccompUserNamespacesProfile, kc.NoNetworkRuntimeClass = c.SeccompUsernsProfile, c.NoNetworkRuntimeClass
-	kc.StorageEnforcesSize = c.StorageEnforcesSize
+	kc.StorageEnforcesSize, kc.RunscRuntimeClass = c.StorageEnforcesSize, c.RunscRuntimeClass
 	// The ranges the host firewall keeps sandboxes from on Docker become the NetworkPolicies'
 	// exceptions here.
 	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)

@@ -47,7 +47,7 @@ func buildExecs(ctx context.Context, cfg *config.Config, store bay.Store, drv ba
 		library = lib
 	}
 	svc := execs.New(store, drv, nil, log, execs.Config{
-		Workspace: execs.Workspace{Paths: paths}, Image: ec.Image,
+		Workspace: execs.Workspace{Paths: paths}, Image: ec.Image, ContainerRuntime: ec.ContainerRuntime,
 		MaxConcurrent: ec.MaxConcurrentExecs, QueueSize: ec.QueueSize, Settings: execsSettings(ec.Policy),
 		Library: library, InstanceID: cfg.InstanceID(), Deployment: deployment, Runtime: rt,
 		GoneAfter: goneAfter, AdoptInterval: ec.AdoptInterval,

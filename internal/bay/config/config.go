@@ -133,7 +133,9 @@ type K8sConfig struct {
 	// one-shots in network mode none ("" = the Pod network under a deny-all policy).
 	SeccompUsernsProfile  string `yaml:"seccomp_userns_profile"`
 	NoNetworkRuntimeClass string `yaml:"no_network_runtime_class"`
-	StorageEnforcesSize   bool   `yaml:"storage_enforces_size"`
+	// RunscRuntimeClass is the RuntimeClass of the Pods of a profile with runtime: runsc.
+	RunscRuntimeClass   string `yaml:"runsc_runtime_class"`
+	StorageEnforcesSize bool   `yaml:"storage_enforces_size"`
 }
 
 // CargoConfig configures workspace volumes.
@@ -379,6 +381,9 @@ type ProfileSpec struct {
 	TmpSizeMB int64 `yaml:"tmp_size_mb"`
 	// Network is the profile's network policy, the ceiling of every sandbox's (default open).
 	Network *NetworkSpec `yaml:"network"`
+	// Runtime is the container runtime of the profile's containers: runc or runsc (gVisor,
+	// docs/gvisor.md); unset = the platform's default.
+	Runtime string `yaml:"runtime"`
 }
 
 // NetworkSpec is a network policy block: mode none | allowlist | open, allow and deny entries.
@@ -480,6 +485,7 @@ func DefaultConfig() *Config {
 				ConnectMode:        "pod_ip",
 				// As internal/bay/k8s.DefaultSeccompUserNamespacesProfile (scripts/k8s installs it).
 				SeccompUsernsProfile: "shipyard/userns.json",
+				RunscRuntimeClass:    "gvisor",
 			},
 		},
 		Skills: SkillsConfig{MaxArchiveBytes: 32 << 20, MaxUnpackedBytes: 64 << 20, MaxFiles: 2000},

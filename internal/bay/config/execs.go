@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
 // ExecsConfig configures the audited one-shot executions (POST /v1/sandbox/execs, ours).
@@ -19,6 +21,10 @@ type ExecsConfig struct {
 	WorkspaceRootWSL string `yaml:"workspace_root_wsl"`
 	// Runtime picks which root applies: auto (detected), linux, windows or wsl.
 	Runtime string `yaml:"runtime"`
+	// ContainerRuntime is the container runtime of the execs' containers, as a profile's
+	// runtime is of its sandboxes' (execs have no profile): runc or runsc (gVisor,
+	// docs/gvisor.md); unset = the platform's default. Not to be confused with Runtime.
+	ContainerRuntime string `yaml:"container_runtime"`
 	// Image runs execs whose skill's manifest names none.
 	Image string `yaml:"image"`
 	// MaxConcurrentExecs run at once; QueueSize more wait (then 429).
@@ -55,6 +61,9 @@ func defaultExecs() ExecsConfig {
 func (e *ExecsConfig) validate(add func(key, format string, args ...any)) {
 	if !slices.Contains([]string{"auto", "linux", "windows", "wsl"}, e.Runtime) {
 		add("execs.runtime", "must be auto, linux, windows or wsl, got %q", e.Runtime)
+	}
+	if !bay.ValidContainerRuntime(e.ContainerRuntime) {
+		add("execs.container_runtime", "must be runc or runsc (gVisor, docs/gvisor.md), or unset for the platform's default; got %q", e.ContainerRuntime)
 	}
 	if e.Image == "" {
 		add("execs.image", "is required")

@@ -55,6 +55,10 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 			WarmPoolSize:  s.WarmPoolSize,
 			WarmRotateTTL: s.WarmRotateTTL,
 			Skills:        append([]string(nil), s.Skills...),
+			Runtime:       s.Runtime,
+		}
+		if !bay.ValidContainerRuntime(s.Runtime) {
+			add(key+".runtime", "must be runc or runsc (gVisor, docs/gvisor.md), or unset for the platform's default; got %q", s.Runtime)
 		}
 		profileProxy := global
 		if s.Proxy != nil {

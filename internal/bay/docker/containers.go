@@ -88,6 +88,11 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 	}
 	res, err := d.cli.ContainerCreate(ctx, opts)
 	if err != nil {
+		if runtimeRefused(spec.Runtime, err) {
+			d.forgetRuntime(spec.Runtime)
+			return "", fmt.Errorf("create container %s: %w", spec.Name,
+				bay.RuntimeMissing(spec.Runtime, nil, runtimeHint(spec.Runtime)).WithCause(err))
+		}
 		return "", d.createError(ctx, spec, primary, err)
 	}
 	id := res.ID
@@ -318,6 +323,7 @@ func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostC
 		CapAdd:         spec.CapAdd,
 		SecurityOpt:    []string{"no-new-privileges:true"},
 		Privileged:     false,
+		Runtime:        spec.Runtime,
 		ReadonlyRootfs: true, // see the package comment
 		Tmpfs:          map[string]string{"/tmp": tmpfs, "/var/tmp": tmpfs},
 		Init:           &noInit,

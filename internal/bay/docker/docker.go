@@ -240,6 +240,9 @@ type Driver struct {
 	quotaOK   bool
 	quotaWhy  string
 	spares    *spares // pre-formatted cargo files (spares.go)
+
+	rtMu     sync.Mutex
+	runtimes map[string]bool // container runtimes the engine listed (runtimes.go)
 }
 
 var _ bay.Driver = (*Driver)(nil)

@@ -41,6 +41,7 @@ type containerSpec struct {
 	ShmBytes    int64 // 0 = the engine's default
 	TmpBytes    int64 // 0 = the driver's default
 	Seccomp     string
+	Runtime     string // the container runtime ("" = the engine's default)
 	User        string
 	CapAdd      []string
 	Network     string   // extra network to join ("" = the driver's)
@@ -89,6 +90,9 @@ func validateInstance(spec bay.InstanceSpec) error {
 	default:
 		return fmt.Errorf("network mode %q is not supported", spec.Network.Mode)
 	}
+	if !bay.ValidContainerRuntime(spec.Runtime) {
+		return fmt.Errorf("container runtime %q is not supported", spec.Runtime)
+	}
 	seen := map[string]bool{}
 	for _, c := range spec.Containers {
 		if !containerNameRE.MatchString(c.Name) {
@@ -129,6 +133,11 @@ func containerName(instance string, multi bool, c string) string {
 // the error is returned.
 func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (inst bay.Instance, err error) {
 	if err := validateInstance(spec); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+	}
+	// A runtime the engine lacks is refused before anything is made (the engine would refuse
+	// each container's create); an engine that does not say lets the creates find out.
+	if err := d.CheckRuntime(ctx, spec.Runtime); bay.IsRuntimeMissing(err) {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
 	began := time.Now()
@@ -205,6 +214,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			ShmBytes:    c.Limits.ShmBytes,
 			TmpBytes:    c.Limits.TmpBytes,
 			Seccomp:     c.Seccomp,
+			Runtime:     spec.Runtime,
 			User:        c.User,
 			CapAdd:      c.CapAdd,
 			Network:     network,

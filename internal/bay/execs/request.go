@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
@@ -158,6 +159,9 @@ func (s *Service) plan(ctx context.Context, owner string, req Request) (plan, er
 	if err != nil {
 		return plan{}, err
 	}
+	if err := s.checkRuntime(ctx); err != nil {
+		return plan{}, err
+	}
 	id := bay.NewID(bay.PrefixExec)
 	rec := &bay.ExecRecord{
 		ID: id, Owner: owner, ProjectID: req.ProjectID, TaskID: req.TaskID, ConversationID: req.ConversationID,
@@ -227,4 +231,26 @@ func checkInputs(raw []RawInput, pol bay.ExecPolicy) ([]Input, error) {
 		}
 	}
 	return out, nil
+}
+
+// runtimeCheckTimeout bounds the container runtime check of an admission.
+const runtimeCheckTimeout = 5 * time.Second
+
+// checkRuntime refuses execs while the platform lacks the configured container runtime
+// (bay.RuntimeMissing, 400) rather than failing each at its start. A driver without
+// bay.RuntimeChecker, or a platform that cannot say, lets the exec through (its start then
+// says).
+func (s *Service) checkRuntime(ctx context.Context) error {
+	rc, ok := bay.DriverPort[bay.RuntimeChecker](s.drv)
+	if !ok || s.cfg.ContainerRuntime == bay.ContainerRuntimeDefault {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, runtimeCheckTimeout)
+	defer cancel()
+	err := rc.CheckRuntime(cctx, s.cfg.ContainerRuntime)
+	if err == nil || bay.IsRuntimeMissing(err) {
+		return err
+	}
+	s.log.WarnContext(ctx, "exec: runtime check failed; admitting anyway", "runtime", s.cfg.ContainerRuntime, "err", err)
+	return nil
 }

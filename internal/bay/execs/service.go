@@ -7,6 +7,7 @@
 package execs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,9 @@ type Config struct {
 	Workspace Workspace
 	// Image runs an exec whose skill's manifest names none.
 	Image string
+	// ContainerRuntime is the container runtime of every exec's container ("" = the platform's
+	// default; bay.ContainerRuntimes). A platform that lacks it refuses execs at admission.
+	ContainerRuntime string
 	// MaxConcurrent execs run at once (default 2); QueueSize more wait (default 16).
 	MaxConcurrent int
 	QueueSize     int
@@ -488,12 +492,13 @@ func (s *Service) meta(rec *bay.ExecRecord, m Manifest) any {
 		"env_keys": rec.EnvKeys, "policy_snapshot": rec.Policy, "status": rec.Status, "exit_code": rec.ExitCode,
 		"error_reason": rec.ErrorReason, "stdout_truncated": rec.StdoutTruncated, "stderr_truncated": rec.StderrTruncated,
 		"created_at": rec.CreatedAt, "started_at": rec.StartedAt, "ended_at": rec.EndedAt, "duration_ms": rec.DurationMS,
-		"docker_mounts": mounts, "network": "none", "user": "1000:1000",
+		"docker_mounts": mounts, "network": "none", "user": "1000:1000", "runtime": cmp.Or(s.cfg.ContainerRuntime, "default"),
 		"artifacts": map[string]any{"files": len(m.Files), "total_bytes": m.TotalBytes, "dropped": len(m.Dropped)},
 	}
 }
 
-// instanceSpec is the exec's one-shot container: no network, uid 1000, the policy's limits,
+// instanceSpec is the exec's one-shot container: no network, uid 1000, the container runtime
+// of the configuration, the policy's limits,
 // the three workspace mounts and, for a skill's exec, its version read-only at /skills/<id>.
 func (s *Service) instanceSpec(rec *bay.ExecRecord, env map[string]string) bay.InstanceSpec {
 	return bay.InstanceSpec{
@@ -502,6 +507,7 @@ func (s *Service) instanceSpec(rec *bay.ExecRecord, env map[string]string) bay.I
 			bay.LabelOwner: rec.Owner, LabelExecID: rec.ID, bay.LabelInstanceID: s.cfg.InstanceID,
 		}, s.cfg.Deployment),
 		Network: bay.NetworkPolicy{Mode: bay.NetworkNone},
+		Runtime: s.cfg.ContainerRuntime,
 		Containers: []bay.ContainerSpec{{
 			Name: "exec", RuntimeType: "exec", Image: rec.Image, Env: maps.Clone(env), User: "1000:1000",
 			Command: append([]string{rec.Cmd}, rec.Args...), WorkDir: rec.Cwd,

@@ -157,6 +157,18 @@ func WithImages(images ...string) Option {
 	}
 }
 
+// WithRuntimes restricts the container runtimes of the fake engine to the given ones (besides
+// the default, which always exists): CheckRuntime and CreateInstance refuse any other with
+// bay.RuntimeMissing, as the Docker driver does. Without this option every runtime exists.
+func WithRuntimes(runtimes ...string) Option {
+	return func(d *Driver) {
+		d.runtimes = make(map[string]bool, len(runtimes))
+		for _, rt := range runtimes {
+			d.runtimes[rt] = true
+		}
+	}
+}
+
 // OneShotResult is what a one-shot container "ran": its output and how it ended.
 type OneShotResult struct {
 	Stdout, Stderr string
@@ -202,6 +214,7 @@ type Driver struct {
 
 	mu         sync.Mutex
 	images     map[string]bool // nil = every image exists
+	runtimes   map[string]bool // nil = every container runtime exists
 	containers map[string]*Container
 	instances  map[string]*instance
 	volumes    map[string]*bay.VolumeInfo
@@ -666,6 +679,10 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 		return fail("network mode %q is not supported", spec.Network.Mode)
 	case spec.Network.Mode == bay.NetworkNone && len(spec.Containers) != 1:
 		return fail("network mode none takes exactly one container")
+	case !bay.ValidContainerRuntime(spec.Runtime):
+		return fail("container runtime %q is not supported", spec.Runtime)
+	case !d.hasRuntime(spec.Runtime):
+		return fail("%w", d.runtimeMissing(spec.Runtime))
 	}
 	seen := map[string]bool{}
 	for _, c := range spec.Containers {

@@ -44,6 +44,9 @@
 //     profile's message goes on with the valid ones. While bay builds a missing image itself
 //     (images.build_missing), the create is 503 unavailable with reason image_building and
 //     Retry-After, or starts on the image's stand-in (ship:base for ship:latest).
+//   - POST /v1/sandboxes of a profile whose container runtime (runtime: runsc) the platform
+//     lacks is 400 validation_error with details.reason runtime_missing, the runtimes it has
+//     and the hint to add it (ours, as the key).
 //   - Every 401 carries WWW-Authenticate: Bearer realm="bay".
 //   - GET /readyz, GET /metrics (Prometheus, authenticated) and GET /v1/sandboxes/{id}/metrics
 //     are ours (docs/operations.md).

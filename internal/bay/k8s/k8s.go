@@ -54,6 +54,8 @@ const (
 	// DefaultSeccompUserNamespacesProfile is where scripts/k8s installs the user-namespace
 	// profile under the kubelet's seccomp root.
 	DefaultSeccompUserNamespacesProfile = "shipyard/userns.json"
+	// DefaultRunscRuntimeClass is Config.RunscRuntimeClass's default.
+	DefaultRunscRuntimeClass = "gvisor"
 	// RemoveTimeout bounds a removal when its ctx has no deadline of its own.
 	RemoveTimeout = 60 * time.Second
 	// stopGrace is the Pod's termination grace period: gull closes Chromium on SIGTERM so that
@@ -131,6 +133,12 @@ type Config struct {
 	// configuration attaches no interface). "" = such a one-shot gets the Pod network, closed
 	// to and from everything by its NetworkPolicy where the network plugin enforces policies.
 	NoNetworkRuntimeClass string
+	// RunscRuntimeClass is the RuntimeClass of the Pods of instances asking for the runtime
+	// runsc (gVisor; a profile's runtime: runsc); default "gvisor", the name gVisor's own
+	// documentation gives the class whose handler is containerd's runsc shim. Instances asking
+	// for runc get the cluster's default handler (no class); instances asking for neither
+	// get RuntimeClassName.
+	RunscRuntimeClass string
 }
 
 // DefaultConfig returns the defaults.
@@ -147,6 +155,7 @@ func DefaultConfig() Config {
 		ConnectMode:        ConnectPodIP,
 
 		SeccompUserNamespacesProfile: DefaultSeccompUserNamespacesProfile,
+		RunscRuntimeClass:            DefaultRunscRuntimeClass,
 	}
 }
 
@@ -219,6 +228,9 @@ func (c Config) Validate() error {
 	}
 	if p := c.SeccompUserNamespacesProfile; p == "" || path.IsAbs(p) || path.Clean(p) != p || strings.HasPrefix(p, "..") {
 		errs = append(errs, fmt.Errorf("seccomp_userns_profile %q must be a clean path relative to the kubelet's seccomp root", p))
+	}
+	if c.RunscRuntimeClass == "" || len(validation.IsDNS1123Subdomain(c.RunscRuntimeClass)) > 0 {
+		errs = append(errs, fmt.Errorf("runsc_runtime_class %q is not a RuntimeClass name", c.RunscRuntimeClass))
 	}
 	if c.NoNetworkRuntimeClass != "" && len(validation.IsDNS1123Subdomain(c.NoNetworkRuntimeClass)) > 0 {
 		errs = append(errs, fmt.Errorf("no_network_runtime_class %q is not a RuntimeClass name", c.NoNetworkRuntimeClass))

@@ -54,6 +54,9 @@ func validateInstance(spec bay.InstanceSpec) error {
 	default:
 		return fmt.Errorf("network mode %q is not supported", spec.Network.Mode)
 	}
+	if !bay.ValidContainerRuntime(spec.Runtime) {
+		return fmt.Errorf("container runtime %q is not supported", spec.Runtime)
+	}
 	if spec.VolumeRef != "" && !path.IsAbs(spec.MountPath) {
 		return fmt.Errorf("volume %s needs an absolute mount path, got %q", spec.VolumeRef, spec.MountPath)
 	}
@@ -257,14 +260,8 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 			},
 		},
 	}
-	if d.cfg.RuntimeClassName != "" {
-		pod.Spec.RuntimeClassName = &d.cfg.RuntimeClassName
-	}
-	// A one-shot in mode none is never called by bay: where the cluster has a runtime class
-	// whose Pods get loopback only, it runs there (as on Docker, without any interface but
-	// lo); else on the Pod network, closed by its deny-all NetworkPolicy.
-	if isOneShot(spec) && spec.Network.Mode == bay.NetworkNone && d.cfg.NoNetworkRuntimeClass != "" {
-		pod.Spec.RuntimeClassName = &d.cfg.NoNetworkRuntimeClass
+	if class := d.runtimeClass(spec); class != "" {
+		pod.Spec.RuntimeClassName = &class
 	}
 	for _, s := range d.cfg.ImagePullSecrets {
 		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
@@ -515,3 +512,22 @@ func containerList(p *corev1.Pod) []podContainer {
 
 // DefaultTmpBytes bounds /tmp and /var/tmp when a spec has none (as the Docker driver's).
 const DefaultTmpBytes = 256 << 20
+
+// runtimeClass is the RuntimeClass of spec's Pod ("" = the cluster's default handler): the
+// one of the runtime spec asks for (RunscRuntimeClass for runsc, none for runc), else
+// RuntimeClassName. A one-shot in mode none that asks for no runtime is never called by bay:
+// where the cluster has a runtime class whose Pods get loopback only, it runs there (as on
+// Docker, without any interface but lo); else on the Pod network, closed by its deny-all
+// NetworkPolicy (so does a one-shot under runsc: the runtime it asked for wins).
+func (d *Driver) runtimeClass(spec bay.InstanceSpec) string {
+	switch spec.Runtime {
+	case bay.ContainerRuntimeRunsc:
+		return d.cfg.RunscRuntimeClass
+	case bay.ContainerRuntimeRunc:
+		return ""
+	}
+	if isOneShot(spec) && spec.Network.Mode == bay.NetworkNone && d.cfg.NoNetworkRuntimeClass != "" {
+		return d.cfg.NoNetworkRuntimeClass
+	}
+	return d.cfg.RuntimeClassName
+}

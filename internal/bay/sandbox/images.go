@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -92,6 +93,29 @@ func (s *Service) checkImages(ctx context.Context, prof *bay.Profile) error {
 	hint := bay.ImageBuildHint(m.Image)
 	return bay.Errorf(bay.CodeValidation, "Image %s of profile %s is not on the container engine: %s", m.Image, m.Profile, hint).
 		WithDetails(map[string]any{"reason": "image_missing", "profile": m.Profile, "image": m.Image, "hint": hint})
+}
+
+// checkRuntime refuses a profile whose container runtime the platform lacks (bay.RuntimeMissing:
+// validation_error, reason runtime_missing), at create time rather than at the first start. A
+// driver without bay.RuntimeChecker, or a platform that cannot say in time, lets the create
+// through (the start then reports what it finds).
+func (s *Service) checkRuntime(ctx context.Context, prof *bay.Profile) error {
+	rc, ok := bay.DriverPort[bay.RuntimeChecker](s.driver)
+	if !ok || prof.Runtime == bay.ContainerRuntimeDefault {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, imageCheckTimeout)
+	defer cancel()
+	err := rc.CheckRuntime(cctx, prof.Runtime)
+	if err == nil {
+		return nil
+	}
+	if e := (*bay.Error)(nil); bay.IsRuntimeMissing(err) && errors.As(err, &e) {
+		e.Details["profile"] = prof.ID // each check makes a new error
+		return e
+	}
+	s.log.WarnContext(ctx, "runtime check failed; creating anyway", "profile", prof.ID, "runtime", prof.Runtime, "err", err)
+	return nil
 }
 
 // imageBuildingRetryAfter is the retry hint of a create refused while its image builds: the

@@ -27,7 +27,9 @@ type CreateParams struct {
 // inside the transaction that inserts the rows.
 //
 // Errors: validation_error "Invalid profile: X" (400), or with reason image_missing when the
-// profile's image is not on the engine (400, with the hint to build it); not_found "Cargo not found: X"; conflict
+// profile's image is not on the engine (400, with the hint to build it), or with reason
+// runtime_missing when the platform lacks the profile's container runtime (400, with what
+// it has and how to add it); not_found "Cargo not found: X"; conflict
 // (409) when cargo_id names a managed cargo (it belongs to another sandbox); internal_error when
 // the volume cannot be created.
 func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParams, hook bay.TxHook[*bay.SandboxView]) (*bay.SandboxView, error) {
@@ -39,6 +41,9 @@ func (s *Service) CreateSandbox(ctx context.Context, owner string, p CreateParam
 		return nil, s.invalidProfile(p.ProfileID)
 	}
 	if err := s.checkImages(ctx, prof); err != nil {
+		return nil, err
+	}
+	if err := s.checkRuntime(ctx, prof); err != nil {
 		return nil, err
 	}
 	network, err := requestNetwork(prof, p.Network)

@@ -863,6 +863,7 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 		VolumeRef: volumeRef,
 		MountPath: shipapi.DefaultWorkspace,
 		Network:   effectiveNetwork(sb, prof),
+		Runtime:   prof.Runtime,
 	}
 	primary := prof.Primary()
 	order := []*bay.ContainerProfile{primary}

@@ -10,9 +10,14 @@
 // and root-owned once ship is non-dumpable) nor signal it (another uid). Ship
 // keeps CAP_KILL to signal the process groups of user code and CAP_SETUID /
 // CAP_SETGID to start it as uid 1000 and to act on the workspace as uid 1000
-// (Do: setfsuid/setfsgid on a locked thread), so files it writes belong to the
-// sandbox user and the workspace's permissions apply to its file API exactly
-// as they apply to user code.
+// (Do: the effective uid and gid of one locked thread), so files it writes
+// belong to the sandbox user and the workspace's permissions apply to its file
+// API exactly as they apply to user code. Before ship serves, Check starts a
+// probe as user code is started and refuses if it could regain anything.
+//
+// The same holds under gVisor (runsc), whose kernel keeps credentials per
+// thread as Linux does but implements neither setfsuid/setfsgid nor ambient
+// capabilities (nor a CapAmb line in /proc): nothing here relies on them.
 //
 // When ship does not start as root (a developer running it by hand, or an
 // engine configured to start the container as uid 1000) there is nothing to
@@ -42,7 +47,7 @@ const (
 )
 
 // Kept lists the capabilities ship keeps after Drop: start user processes as
-// the sandbox user (SETUID, SETGID; also setfsuid/setfsgid) and signal them
+// the sandbox user (SETUID, SETGID; also Do's effective ids) and signal them
 // (KILL).
 var Kept = []uintptr{unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_KILL}
 
@@ -73,41 +78,86 @@ func (u *User) Apply(attr *syscall.SysProcAttr) {
 	attr.AmbientCaps = nil
 }
 
-// Do runs fn with the filesystem identity (fsuid/fsgid) of the sandbox user on
-// a locked OS thread: files and directories fn creates belong to the sandbox
-// user and permission checks are those the sandbox user gets. fn must do its
-// system calls on the calling goroutine. Without separation fn just runs.
+// Do runs fn with the effective identity of the sandbox user on a locked OS thread: files and
+// directories fn creates belong to the sandbox user and permission checks are those the
+// sandbox user gets. Only this thread's effective uid and gid change (its real and saved ids
+// stay ship's, so meanwhile the sandbox user can neither signal nor trace it, and its
+// capabilities are kept: both ids are non-zero). fn must do its system calls on the calling
+// goroutine. Without separation fn just runs.
+//
+// The effective ids and not the filesystem ids (setfsuid/setfsgid) are what changes: gVisor
+// does not implement setfsuid/setfsgid (ENOSYS), and the kernel's filesystem ids follow the
+// effective ones.
 func (u *User) Do(fn func() error) (err error) {
 	if u == nil {
 		return fn()
 	}
 	runtime.LockOSThread()
+	euid, egid := unix.Geteuid(), unix.Getegid()
 	// Restore ship's identity however fn ends (a panic included). A thread
 	// whose identity cannot be restored stays locked to this goroutine and
 	// ends with it instead of running others.
 	defer func() {
-		if rerr := setfs(os.Geteuid(), os.Getegid()); rerr != nil {
+		if rerr := setEffective(euid, egid); rerr != nil {
 			err = errors.Join(err, rerr)
 			return
 		}
 		runtime.UnlockOSThread()
 	}()
-	if err := setfs(u.UID, u.GID); err != nil {
+	if err := setEffective(u.UID, u.GID); err != nil {
 		return err
 	}
 	return fn()
 }
 
-// setfs sets the calling thread's fsgid and fsuid and checks that they took
-// (the calls report the previous value, not failure).
-func setfs(uid, gid int) error {
-	_, _ = unix.SetfsgidRetGid(gid)
-	_, _ = unix.SetfsuidRetUid(uid)
-	if g, _ := unix.SetfsgidRetGid(-1); g != gid {
-		return fmt.Errorf("setfsgid %d: still %d (CAP_SETGID missing?)", gid, g)
+// setEffective sets the calling thread's effective gid and uid, and only this thread's (the
+// syscall package would change every thread), then checks that they took. The gid changes
+// first: from an effective uid 0 (tests run as root) the uid change drops the capabilities.
+// Going back needs none: ship's ids are the thread's real and saved ones.
+func setEffective(uid, gid int) error {
+	if unix.Getegid() != gid {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, ^uintptr(0), uintptr(gid), ^uintptr(0)); e != 0 {
+			return fmt.Errorf("setresgid -1 %d -1: %w", gid, e)
+		}
 	}
-	if u, _ := unix.SetfsuidRetUid(-1); u != uid {
-		return fmt.Errorf("setfsuid %d: still %d (CAP_SETUID missing?)", uid, u)
+	if unix.Geteuid() != uid {
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
+			return fmt.Errorf("setresuid -1 %d -1: %w", uid, e)
+		}
+	}
+	if got, got2 := unix.Geteuid(), unix.Getegid(); got != uid || got2 != gid {
+		return fmt.Errorf("thread effective ids %d:%d, want %d:%d", got, got2, uid, gid)
+	}
+	return raiseKept()
+}
+
+// raiseKept makes the calling thread's effective capabilities those of Kept that it
+// permits, when they are not. Ship in a sandbox has exactly those and keeps them across its
+// non-zero uid changes: nothing to do. From an effective uid 0 (ship run as root by hand, and
+// the tests) the change to the sandbox user cleared them, and without SETUID and SETGID a
+// process started on this thread (a terminal's shell) could not take the sandbox user's ids;
+// none of root's other capabilities (reading any file) comes back. Going back to uid 0 restores
+// them all (the kernel copies the permitted set).
+func raiseKept() error {
+	var keep uint64
+	for _, c := range Kept {
+		keep |= 1 << c
+	}
+	eff, prm, inh, err := threadCaps(0)
+	if err != nil {
+		return err
+	}
+	if unix.Geteuid() == 0 || eff&keep == prm&keep {
+		return nil
+	}
+	want := eff | prm&keep
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{
+		{Effective: uint32(want), Permitted: uint32(prm), Inheritable: uint32(inh)},
+		{Effective: uint32(want >> 32), Permitted: uint32(prm >> 32), Inheritable: uint32(inh >> 32)},
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("raise capabilities %016x: %w", want, err)
 	}
 	return nil
 }
@@ -139,7 +189,7 @@ func Drop(uid, gid int, keep []uintptr) error {
 	// The bounding set is per thread and needs CAP_SETPCAP to shrink, which
 	// an engine dropping all capabilities does not give; no-new-privileges
 	// makes it moot then.
-	if have, err := capEff(); err == nil && have&(1<<unix.CAP_SETPCAP) != 0 {
+	if have, _, _, err := threadCaps(0); err == nil && have&(1<<unix.CAP_SETPCAP) != 0 {
 		for c := uintptr(0); c <= 63; c++ {
 			if mask[c/32]&(1<<(c%32)) != 0 {
 				continue
@@ -189,29 +239,90 @@ func Drop(uid, gid int, keep []uintptr) error {
 	return Verify(uid, gid, uint64(mask[0])|uint64(mask[1])<<32)
 }
 
-// Verify checks every thread of the process: real, effective, saved and
-// filesystem ids uid/gid, effective and permitted capabilities exactly caps,
-// inheritable and ambient none.
+// Verify checks every thread of the process: real, effective and saved ids uid/gid, no
+// supplementary group (from /proc), effective and permitted capabilities exactly caps and
+// inheritable none (capget of each thread), ambient none (/proc's CapAmb where the kernel has
+// it; gVisor's procfs has no such line and gVisor has no ambient capabilities, which prctl
+// says: see noAmbient).
 func Verify(uid, gid int, caps uint64) error {
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return fmt.Errorf("verify privileges: %w", err)
 	}
+	ambientSeen := true
 	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
 		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/status")
 		if err != nil {
 			continue // the thread exited
 		}
 		st := ParseStatus(string(b))
+		// Uid and Gid: real, effective, saved and filesystem id (gVisor, which has none,
+		// reports the effective one).
 		want := map[string]string{
-			"Uid": fmt.Sprintf("%d %d %d %d", uid, uid, uid, uid), "Gid": fmt.Sprintf("%d %d %d %d", gid, gid, gid, gid),
-			"CapEff": fmt.Sprintf("%016x", caps), "CapPrm": fmt.Sprintf("%016x", caps),
-			"CapInh": "0000000000000000", "CapAmb": "0000000000000000", "Groups": "",
+			"Uid": fmt.Sprintf("%d %d %d %d", uid, uid, uid, uid), "Gid": fmt.Sprintf("%d %d %d %d", gid, gid, gid, gid), "Groups": "",
 		}
 		for k, v := range want {
 			if got := strings.Join(strings.Fields(st[k]), " "); got != v {
-				return fmt.Errorf("verify privileges: thread %s has %s %q, want %q", t.Name(), k, got, v)
+				return fmt.Errorf("verify privileges: thread %d has %s %q, want %q", tid, k, got, v)
 			}
+		}
+		if amb, ok := st["CapAmb"]; !ok {
+			ambientSeen = false
+		} else if amb != "0000000000000000" {
+			return fmt.Errorf("verify privileges: thread %d has ambient capabilities %s", tid, amb)
+		}
+		eff, prm, inh, err := threadCaps(tid)
+		if errors.Is(err, unix.ESRCH) {
+			continue // the thread exited
+		}
+		if err != nil {
+			return fmt.Errorf("verify privileges: thread %d: %w", tid, err)
+		}
+		if eff != caps || prm != caps || inh != 0 {
+			return fmt.Errorf("verify privileges: thread %d has capabilities effective %016x, permitted %016x, inheritable %016x; want %016x, %016x, 0",
+				tid, eff, prm, inh, caps, caps)
+		}
+	}
+	if !ambientSeen {
+		if err := noAmbient(); err != nil {
+			return fmt.Errorf("verify privileges: %w", err)
+		}
+	}
+	return nil
+}
+
+// threadCaps returns the effective, permitted and inheritable capabilities of thread tid
+// (capget; 0 = the calling thread).
+func threadCaps(tid int) (eff, prm, inh uint64, err error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3, Pid: int32(tid)}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return 0, 0, 0, fmt.Errorf("capget: %w", err)
+	}
+	join := func(lo, hi uint32) uint64 { return uint64(lo) | uint64(hi)<<32 }
+	return join(data[0].Effective, data[1].Effective), join(data[0].Permitted, data[1].Permitted),
+		join(data[0].Inheritable, data[1].Inheritable), nil
+}
+
+// noAmbient checks that no thread holds an ambient capability, asking each thread
+// (prctl PR_CAP_AMBIENT_IS_SET for every capability the kernel knows, which answers EINVAL
+// past the last one). A kernel that answers EINVAL for the first has no ambient capabilities
+// at all (gVisor). Threads that answer differently end the process (AllThreadsSyscall): a
+// thread with an ambient capability is reason enough.
+func noAmbient() error {
+	for c := uintptr(0); c < 64; c++ {
+		r, _, e := syscall.AllThreadsSyscall(syscall.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, c)
+		switch {
+		case e == syscall.EINVAL:
+			return nil // past the last capability, or no ambient capabilities at all
+		case e != 0:
+			return fmt.Errorf("prctl PR_CAP_AMBIENT_IS_SET %d: %w", c, e)
+		case r != 0:
+			return fmt.Errorf("ambient capability %d is set", c)
 		}
 	}
 	return nil
@@ -227,14 +338,6 @@ func ParseStatus(s string) map[string]string {
 		}
 	}
 	return out
-}
-
-func capEff() (uint64, error) {
-	b, err := os.ReadFile("/proc/thread-self/status")
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(ParseStatus(string(b))["CapEff"], 16, 64)
 }
 
 // KillAll SIGKILLs every process of the sandbox user and waits (up to about

@@ -12,7 +12,7 @@ func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
-			t.Fatal("this test needs root (CAP_SETUID and CAP_SETGID for setfsuid/setfsgid)")
+			t.Fatal("this test needs root (CAP_SETUID and CAP_SETGID to change a thread's ids)")
 		}
 		t.Skip("needs root")
 	}

@@ -1,0 +1,39 @@
+package config
+
+import "testing"
+
+func TestProfileRuntime(t *testing.T) {
+	c := mustLoad(t, `
+profiles:
+  - id: bare
+  - id: plain
+    runtime: runc
+  - id: gvisor
+    runtime: runsc
+execs:
+  container_runtime: runsc
+driver:
+  k8s: {runsc_runtime_class: sandboxed}
+`)
+	for id, want := range map[string]string{"bare": "", "plain": "runc", "gvisor": "runsc"} {
+		if p, _ := c.Profile(id); p.Runtime != want {
+			t.Errorf("%s: runtime %q, want %q", id, p.Runtime, want)
+		}
+	}
+	if c.Execs.ContainerRuntime != "runsc" || c.Driver.K8s.RunscRuntimeClass != "sandboxed" {
+		t.Errorf("execs.container_runtime %q, driver.k8s.runsc_runtime_class %q", c.Execs.ContainerRuntime, c.Driver.K8s.RunscRuntimeClass)
+	}
+	if d := mustLoad(t, ""); d.Driver.K8s.RunscRuntimeClass != "gvisor" || d.Execs.ContainerRuntime != "" {
+		t.Errorf("defaults: runsc_runtime_class %q, execs.container_runtime %q", d.Driver.K8s.RunscRuntimeClass, d.Execs.ContainerRuntime)
+	}
+	for yaml, want := range map[string]string{
+		"profiles: [{id: a, runtime: kata}]\n":    `profiles[0].runtime: must be runc or runsc`,
+		"profiles: [{id: a, runtime: RUNSC}]\n":   `profiles[0].runtime: must be runc or runsc`,
+		"execs: {container_runtime: gvisor}\n":    `execs.container_runtime: must be runc or runsc`,
+		"profiles: [{id: a, runtime: [runsc]}]\n": `profiles[0].runtime: expected a string`,
+		"execs: {runtime: runsc}\n":               `execs.runtime: must be auto, linux, windows or wsl`,
+	} {
+		_, err := load(t, yaml)
+		wantErr(t, err, want)
+	}
+}

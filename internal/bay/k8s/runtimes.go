@@ -1,0 +1,37 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shipyard-dev/shipyard/internal/bay"
+)
+
+// CheckRuntime implements bay.RuntimeChecker: runc and the default need no RuntimeClass; runsc
+// needs RunscRuntimeClass to exist (the API server's RuntimeClass admission refuses a Pod
+// naming a missing one). A bay whose role may not read RuntimeClasses (cluster-scoped) gets an
+// error, which lets the create through: the Pod's creation then says.
+func (d *Driver) CheckRuntime(ctx context.Context, rt string) error {
+	if rt != bay.ContainerRuntimeRunsc {
+		return nil
+	}
+	class := d.cfg.RunscRuntimeClass
+	_, err := d.cs.NodeV1().RuntimeClasses().Get(ctx, class, metav1.GetOptions{})
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("check runtime %s: RuntimeClass %s: %w", rt, class, classify(err))
+	}
+	var available []string
+	if list, lerr := d.cs.NodeV1().RuntimeClasses().List(ctx, metav1.ListOptions{}); lerr == nil {
+		for _, c := range list.Items {
+			available = append(available, c.Name)
+		}
+	}
+	return bay.RuntimeMissing(rt, available, fmt.Sprintf(
+		"create the RuntimeClass %s whose handler is the nodes' runsc runtime (docs/gvisor.md), or set driver.k8s.runsc_runtime_class", class))
+}

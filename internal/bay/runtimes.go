@@ -1,0 +1,65 @@
+package bay
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+)
+
+// Container runtimes a profile may ask for (Profile.Runtime, InstanceSpec.Runtime): the
+// low-level runtime that runs its containers. "" is the platform's default (runc on a Docker
+// engine unless its operator changed the default; the cluster's default handler on
+// Kubernetes). runsc is gVisor: the containers' system calls are served by a user-space
+// kernel instead of the host's (docs/gvisor.md).
+const (
+	ContainerRuntimeDefault = ""
+	ContainerRuntimeRunc    = "runc"
+	ContainerRuntimeRunsc   = "runsc"
+)
+
+// ContainerRuntimes are the values a profile's runtime key accepts.
+var ContainerRuntimes = []string{ContainerRuntimeRunc, ContainerRuntimeRunsc}
+
+// ValidContainerRuntime reports whether rt is "" or one of ContainerRuntimes.
+func ValidContainerRuntime(rt string) bool {
+	return rt == ContainerRuntimeDefault || slices.Contains(ContainerRuntimes, rt)
+}
+
+// RuntimeChecker is implemented by drivers that can tell whether their platform runs
+// containers under a container runtime (a Docker engine lists its runtimes; a cluster has a
+// RuntimeClass or not). It is optional: without it, a missing runtime is found at the first
+// start.
+type RuntimeChecker interface {
+	// CheckRuntime returns nil when containers can run under rt ("" always can), an error
+	// of RuntimeMissing when the platform lacks it, and any other error when the platform
+	// did not say.
+	CheckRuntime(ctx context.Context, rt string) error
+}
+
+// ReasonRuntimeMissing is details.reason of the validation_error of a runtime the platform
+// lacks.
+const ReasonRuntimeMissing = "runtime_missing"
+
+// RuntimeMissing is the validation_error (400) of a container runtime the platform lacks:
+// details {reason: runtime_missing, runtime, available, hint}. available lists what the
+// platform offers (the engine's runtimes, the cluster's RuntimeClasses); hint says how to get
+// rt there.
+func RuntimeMissing(rt string, available []string, hint string) *Error {
+	msg := "Container runtime " + rt + " is not available on the container platform"
+	if len(available) > 0 {
+		msg += " (it has: " + strings.Join(available, ", ") + ")"
+	}
+	if available == nil {
+		available = []string{}
+	}
+	return Errorf(CodeValidation, "%s: %s", msg, hint).WithDetails(map[string]any{
+		"reason": ReasonRuntimeMissing, "runtime": rt, "available": available, "hint": hint,
+	})
+}
+
+// IsRuntimeMissing reports whether the first *Error in err's chain is a RuntimeMissing one.
+func IsRuntimeMissing(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodeValidation && e.Details["reason"] == ReasonRuntimeMissing
+}
