@@ -30,6 +30,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest"
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest/testimage"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 	"github.com/shipyard-dev/shipyard/internal/testenv/k8stest"
 )
 
@@ -49,8 +50,8 @@ func newDriver(t *testing.T, env *k8stest.Env, ns string, tune func(*k8s.Config)
 	cfg.Namespace = ns
 	cfg.Kubeconfig = env.Kubeconfig
 	cfg.StorageClass = k8stest.StorageClass
-	cfg.StorageEnforcesSize = true         // localpv: a loop-mounted ext4 file of the claim's size
-	cfg.ImagePullPolicy = corev1.PullNever // there is no registry
+	cfg.StorageEnforcesSize = true       // localpv: a loop-mounted ext4 file of the claim's size
+	cfg.ImagePullPolicy = kube.PullNever // there is no registry
 	cfg.PodStartupTimeout = 60 * time.Second
 	if tune != nil {
 		tune(&cfg)
