@@ -304,6 +304,10 @@ func (cfg *Config) Transport(http1 bool) (http.RoundTripper, error) {
 		IdleConnTimeout:     90 * time.Second,
 		MaxIdleConnsPerHost: 25,
 		ForceAttemptHTTP2:   !http1,
+		// A connection that went silent (a restarted API server, a changed route) would hold
+		// every watch on it forever: HTTP/2 pings it after 30 s without a frame and drops it
+		// when no answer comes within 15 s, as client-go does.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second},
 	}
 	a := &authTransport{next: tr, cfg: cfg}
 	if cfg.BearerToken == "" && cfg.TokenFile != "" {
