@@ -36,6 +36,11 @@ var rules = []struct {
 		},
 		why: "gull runs inside every browser sandbox: no engine, database or control-plane code",
 	},
+	{
+		pkg:       "./cmd/bay",
+		forbidden: []string{"k8s.io/", "sigs.k8s.io/"},
+		why:       "bay's Kubernetes driver speaks the API through internal/bay/k8s/kube: client-go's packages register every API group's types when bay starts, most of its idle memory",
+	},
 	{pkg: "./sdk/...", forbidden: []string{module + "/internal/"}, why: "the SDK is public API only"},
 	{pkg: "./internal/cli/...", forbidden: []string{module + "/internal/bay"}, why: "the CLI talks to bay over HTTP only"},
 	{pkg: "./internal/mcp/...", forbidden: []string{module + "/internal/bay"}, why: "the MCP server talks to bay over HTTP only"},

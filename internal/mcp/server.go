@@ -347,7 +347,9 @@ func (a args) optBool(k string) (*bool, error) {
 	return &b, nil
 }
 
-var sandboxIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+// The length bounds are checked apart from the patterns: a bounded repetition ({0,127})
+// compiles into a copy of its class per repetition, kept in memory all of the process's life.
+var sandboxIDRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`) // and at most 128 bytes
 
 func (a args) sandboxID() (string, error) { return a.id("sandbox_id") }
 
@@ -356,7 +358,7 @@ func (a args) id(k string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !sandboxIDRE.MatchString(v) {
+	if len(v) > 128 || !sandboxIDRE.MatchString(v) {
 		return "", invalid("field '%s' must match ^[A-Za-z0-9_-]{1,128}$", k)
 	}
 	return v, nil

@@ -8,10 +8,12 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 )
 
+// The length bounds are checked apart from the patterns: a bounded repetition ({0,127})
+// compiles into a copy of its class per repetition, kept in memory all of bay's life.
 var (
-	profileIDRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	nameRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
-	capabilityRe = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+	profileIDRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) // and at most 64 bytes
+	nameRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`) // and at most 64 bytes
+	capabilityRe = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)            // and at most 64 bytes
 )
 
 // maxTmpSizeMB bounds a profile's tmp_size_mb (64 GiB); the real bound is the memory limit
@@ -38,7 +40,7 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 		switch {
 		case s.ID == "":
 			add(key+".id", "is required")
-		case !profileIDRe.MatchString(s.ID):
+		case len(s.ID) > 64 || !profileIDRe.MatchString(s.ID):
 			add(key+".id", "%q must be 1-64 letters, digits, '_', '.', '-'", s.ID)
 		case ids[s.ID]:
 			add(key+".id", "duplicate profile id %q", s.ID)
@@ -79,7 +81,7 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 				switch {
 				case c.Name == "":
 					add(ck+".name", "is required")
-				case !nameRe.MatchString(c.Name):
+				case len(c.Name) > 64 || !nameRe.MatchString(c.Name):
 					add(ck+".name", "%q must be 1-64 letters, digits, '_', '.', '-'", c.Name)
 				case names[c.Name]:
 					add(ck+".name", "duplicate container name %q in profile %q", c.Name, s.ID)
@@ -213,7 +215,7 @@ func checkRuntime(key, rt string, port int, add func(key, format string, args ..
 func checkCaps(key string, caps []string, add func(key, format string, args ...any)) {
 	seen := map[string]bool{}
 	for i, c := range caps {
-		if !capabilityRe.MatchString(c) {
+		if len(c) > 64 || !capabilityRe.MatchString(c) {
 			add(fmt.Sprintf("%s[%d]", key, i), "%q is not a capability name (e.g. python, shell, filesystem, browser)", c)
 		} else if seen[c] {
 			add(fmt.Sprintf("%s[%d]", key, i), "duplicate capability %q", c)

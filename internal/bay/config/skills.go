@@ -28,7 +28,7 @@ func checkSkills(s *SkillsConfig, add func(key, format string, args ...any)) {
 // with the legacy skills.root_path a folder name under it.
 func profileSkillName(name, root string) bool {
 	if root != "" {
-		return nameRe.MatchString(name) && name != "." && name != ".."
+		return len(name) <= 64 && nameRe.MatchString(name) && name != "." && name != ".."
 	}
 	return bay.ValidSkillName(name)
 }

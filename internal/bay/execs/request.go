@@ -51,9 +51,11 @@ const (
 	kindPython   = "python"
 )
 
+// The length bounds are checked apart from the patterns: a bounded repetition ({0,127})
+// compiles into a copy of its class per repetition, kept in memory all of bay's life.
 var (
-	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-	refRE    = regexp.MustCompile(`^[\x21-\x7e]{1,256}$`)
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) // and at most 128 bytes
+	refRE    = regexp.MustCompile(`^[\x21-\x7e]+$`)           // and at most 256 bytes
 )
 
 // kindCommands are the commands each kind runs: shell is bash; python is python or python3.
@@ -76,7 +78,7 @@ func (s *Service) plan(ctx context.Context, owner string, req Request) (plan, er
 		return plan{}, invalid("project_id must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
 	for name, v := range map[string]string{"task_ref.task_id": req.TaskID, "task_ref.conversation_id": req.ConversationID} {
-		if v != "" && !refRE.MatchString(v) {
+		if v != "" && (len(v) > 256 || !refRE.MatchString(v)) {
 			return plan{}, invalid("%s must be 1-256 printable ASCII characters without spaces", name)
 		}
 	}
@@ -126,7 +128,7 @@ func (s *Service) plan(ctx context.Context, owner string, req Request) (plan, er
 	var keys []string
 	for k, v := range req.Env {
 		switch {
-		case !envKeyRE.MatchString(k):
+		case len(k) > 128 || !envKeyRE.MatchString(k):
 			return plan{}, invalid("exec.env key %q is not a valid variable name", k)
 		case len(v) > MaxEnvBytes || strings.ContainsRune(v, 0):
 			return plan{}, invalid("exec.env %s: value longer than %d bytes or containing NUL", k, MaxEnvBytes)

@@ -54,11 +54,13 @@ func OwnerKey(owner string) string {
 	return hex.EncodeToString(h[:12])
 }
 
-var projectRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+// The length bounds are checked apart from the patterns: a bounded repetition ({0,127})
+// compiles into a copy of its class per repetition, kept in memory all of bay's life.
+var projectRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`) // and at most 128 bytes
 
 // ValidProjectID reports whether id is usable as a directory name (no "..", no separators).
 func ValidProjectID(id string) bool {
-	return projectRE.MatchString(id) && !strings.Contains(id, "..")
+	return len(id) <= 128 && projectRE.MatchString(id) && !strings.Contains(id, "..")
 }
 
 // ProjectDir is the project's directory relative to the workspace root.

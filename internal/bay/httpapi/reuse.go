@@ -12,7 +12,9 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 )
 
-var reuseKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+// The length bounds are checked apart from the patterns: a bounded repetition ({0,127})
+// compiles into a copy of its class per repetition, kept in memory all of bay's life.
+var reuseKeyRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`) // and at most 128 bytes
 
 // createReused answers POST /v1/sandboxes with reuse: the owner's sandbox of the key (200,
 // Shipyard-Reused: true), or a new one (201).
@@ -23,7 +25,7 @@ func (s *Server) createReused(w http.ResponseWriter, r *http.Request, owner stri
 		return
 	}
 	var is issues
-	if !reuseKeyRE.MatchString(spec.Key) {
+	if len(spec.Key) > 128 || !reuseKeyRE.MatchString(spec.Key) {
 		is.add("value_error", []any{"body", "reuse", "key"}, "Value error, 1-128 characters of A-Z a-z 0-9 _ - : .", spec.Key, nil)
 	}
 	pol := rc.Defaults

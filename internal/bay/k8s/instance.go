@@ -11,13 +11,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
-
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // CreateInstance creates the instance's Secret, NetworkPolicy and Pod, and waits (by watching
@@ -63,13 +58,13 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: network policy: %w", spec.Name, err)
 	}
-	secrets := d.cs.CoreV1().Secrets(d.cfg.Namespace)
-	if _, err := secrets.Create(ctx, d.instanceSecret(spec, meta), metav1.CreateOptions{}); err != nil {
+	secrets := d.cs.Secrets(d.cfg.Namespace)
+	if _, err := secrets.Create(ctx, d.instanceSecret(spec, meta)); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: secret: %w", spec.Name, classify(err))
 	}
 	made = append(made, "secret")
 	if d.cfg.NetworkPolicy {
-		if _, err := d.cs.NetworkingV1().NetworkPolicies(d.cfg.Namespace).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		if _, err := d.cs.NetworkPolicies(d.cfg.Namespace).Create(ctx, np); err != nil {
 			return bay.Instance{}, fmt.Errorf("create instance %s: network policy: %w", spec.Name, classify(err))
 		}
 		made = append(made, "networkpolicy")
@@ -78,9 +73,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
-	created, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	created, err := d.cs.Pods(d.cfg.Namespace).Create(ctx, pod)
 	if err != nil {
-		if !apierrors.IsAlreadyExists(err) {
+		if !kube.IsAlreadyExists(err) {
 			made = append(made, "pod") // a create whose answer was lost may still have happened
 		}
 		return bay.Instance{}, fmt.Errorf("create instance %s: pod: %w", spec.Name, classify(err))
@@ -99,7 +94,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 // start (its image missing or not pullable, its configuration refused) or that ended fails at
 // once with the cause; an unschedulable Pod is waited for (a claim may still bind) and its
 // cause reported at the timeout.
-func (d *Driver) waitRunning(ctx context.Context, pod *corev1.Pod, oneShot bool) (*corev1.Pod, error) {
+func (d *Driver) waitRunning(ctx context.Context, pod *kube.Pod, oneShot bool) (*kube.Pod, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.PodStartupTimeout)
 	defer cancel()
 	cause := "not scheduled yet"
@@ -110,26 +105,22 @@ func (d *Driver) waitRunning(ctx context.Context, pod *corev1.Pod, oneShot bool)
 			return pod, err
 		}
 		cause = why
-		w, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Watch(ctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
+		w, err := d.cs.Pods(d.cfg.Namespace).Watch(ctx, kube.ListOptions{
+			FieldSelector:   kube.NameSelector(pod.Name),
 			ResourceVersion: rv,
 		})
 		if err != nil {
 			return nil, d.startTimeout(ctx, fmt.Errorf("watch pod: %w", classify(err)), cause)
 		}
-		for ev := range w.ResultChan() {
+		for ev := range w.Events() {
 			switch ev.Type {
-			case watch.Deleted:
+			case kube.Deleted:
 				w.Stop()
 				return nil, fmt.Errorf("pod %s was deleted while starting", pod.Name)
-			case watch.Error:
-				continue // the watch ends; watched again from rv below
+			case kube.Error, kube.Bookmark:
+				continue // an error ends the watch; watched again from rv below
 			}
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			pod, rv = p, p.ResourceVersion
+			pod, rv = ev.Object, ev.Object.ResourceVersion
 			done, why, err := startState(pod, oneShot)
 			if done || err != nil {
 				w.Stop()
@@ -142,7 +133,7 @@ func (d *Driver) waitRunning(ctx context.Context, pod *corev1.Pod, oneShot bool)
 			return nil, d.startTimeout(ctx, ctx.Err(), cause)
 		}
 		// The watch ended (the server's timeout, or an expired version): read the Pod again.
-		p, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		p, err := d.cs.Pods(d.cfg.Namespace).Get(ctx, pod.Name)
 		if err != nil {
 			return nil, d.startTimeout(ctx, fmt.Errorf("get pod: %w", classify(err)), cause)
 		}
@@ -165,7 +156,7 @@ var imageErrors = []string{"ErrImageNeverPull", "ErrImagePull", "ImagePullBackOf
 // startState says whether every container of the Pod runs (done), else why not: err for a
 // cause that will not pass, why for one that may. A one-shot is done once its container
 // started, whether it still runs or has ended (its exit is WaitInstance's to report).
-func startState(p *corev1.Pod, oneShot bool) (done bool, why string, err error) {
+func startState(p *kube.Pod, oneShot bool) (done bool, why string, err error) {
 	if p.DeletionTimestamp != nil {
 		return false, "", errors.New("pod is being deleted")
 	}
@@ -176,15 +167,15 @@ func startState(p *corev1.Pod, oneShot bool) (done bool, why string, err error) 
 			}
 		}
 	}
-	if p.Status.Phase == corev1.PodFailed || p.Status.Phase == corev1.PodSucceeded {
+	if p.Status.Phase == kube.PodFailed || p.Status.Phase == kube.PodSucceeded {
 		return false, "", fmt.Errorf("pod %s: %s %s", strings.ToLower(string(p.Status.Phase)), p.Status.Reason, p.Status.Message)
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+		if c.Type == kube.PodScheduled && c.Status == kube.ConditionFalse {
 			why = fmt.Sprintf("%s: %s", c.Reason, c.Message) // e.g. Unschedulable: 0/1 nodes are available...
 		}
 	}
-	statuses := map[string]corev1.ContainerStatus{}
+	statuses := map[string]kube.ContainerStatus{}
 	for _, s := range p.Status.ContainerStatuses {
 		statuses[s.Name] = s
 	}
@@ -229,10 +220,10 @@ func startState(p *corev1.Pod, oneShot bool) (done bool, why string, err error) 
 }
 
 // instance describes a Pod as an instance.
-func (d *Driver) instance(p *corev1.Pod) bay.Instance {
+func (d *Driver) instance(p *kube.Pod) bay.Instance {
 	labels := decodeLabels(p.Annotations, p.Labels)
 	inst := bay.Instance{Name: p.Name, Labels: labels, CreatedAt: p.CreationTimestamp.UTC()}
-	statuses := map[string]corev1.ContainerStatus{}
+	statuses := map[string]kube.ContainerStatus{}
 	for _, s := range p.Status.ContainerStatuses {
 		statuses[s.Name] = s
 	}
@@ -278,14 +269,14 @@ func (d *Driver) InspectInstance(ctx context.Context, name string) (bay.Instance
 	if name == "" {
 		return bay.Instance{}, errors.New("inspect instance: empty name")
 	}
-	p, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	p, err := d.cs.Pods(d.cfg.Namespace).Get(ctx, name)
 	if err == nil {
 		return d.instance(p), nil
 	}
-	if !apierrors.IsNotFound(err) {
+	if !kube.IsNotFound(err) {
 		return bay.Instance{}, fmt.Errorf("inspect instance %s: %w", name, classify(err))
 	}
-	s, err := d.cs.CoreV1().Secrets(d.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	s, err := d.cs.Secrets(d.cfg.Namespace).Get(ctx, name)
 	if err != nil {
 		return bay.Instance{}, fmt.Errorf("inspect instance %s: %w", name, classify(err))
 	}
@@ -319,14 +310,14 @@ func (d *Driver) deleteObjects(ctx context.Context, name string, kinds []string,
 		var err error
 		switch k {
 		case "pod":
-			err = d.cs.CoreV1().Pods(d.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
-			podGone = apierrors.IsNotFound(err)
+			err = d.cs.Pods(d.cfg.Namespace).Delete(ctx, name, &grace)
+			podGone = kube.IsNotFound(err)
 		case "networkpolicy":
-			err = d.cs.NetworkingV1().NetworkPolicies(d.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+			err = d.cs.NetworkPolicies(d.cfg.Namespace).Delete(ctx, name, nil)
 		case "secret":
-			err = d.cs.CoreV1().Secrets(d.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+			err = d.cs.Secrets(d.cfg.Namespace).Delete(ctx, name, nil)
 		}
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err != nil && !kube.IsNotFound(err) {
 			d.log.Error("delete instance object", "instance", name, "kind", k, "err", err)
 			errs = append(errs, fmt.Errorf("delete %s: %w", k, classify(err)))
 		}
@@ -342,8 +333,8 @@ func (d *Driver) deleteObjects(ctx context.Context, name string, kinds []string,
 // waitPodGone watches until the Pod is deleted from the API.
 func (d *Driver) waitPodGone(ctx context.Context, name string) error {
 	for {
-		list, err := d.cs.CoreV1().Pods(d.cfg.Namespace).List(ctx, metav1.ListOptions{
-			FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+		list, err := d.cs.Pods(d.cfg.Namespace).List(ctx, kube.ListOptions{
+			FieldSelector: kube.NameSelector(name),
 		})
 		if err != nil {
 			return fmt.Errorf("wait for pod %s to go: %w", name, classify(err))
@@ -351,15 +342,15 @@ func (d *Driver) waitPodGone(ctx context.Context, name string) error {
 		if len(list.Items) == 0 {
 			return nil
 		}
-		w, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Watch(ctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
+		w, err := d.cs.Pods(d.cfg.Namespace).Watch(ctx, kube.ListOptions{
+			FieldSelector:   kube.NameSelector(name),
 			ResourceVersion: list.ResourceVersion,
 		})
 		if err != nil {
 			return fmt.Errorf("wait for pod %s to go: %w", name, classify(err))
 		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Deleted {
+		for ev := range w.Events() {
+			if ev.Type == kube.Deleted {
 				w.Stop()
 				return nil
 			}
@@ -378,7 +369,7 @@ func (d *Driver) ListInstances(ctx context.Context, labels map[string]string) ([
 	if err != nil {
 		return nil, fmt.Errorf("list instances: %w", err)
 	}
-	pods, err := d.cs.CoreV1().Pods(d.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	pods, err := d.cs.Pods(d.cfg.Namespace).List(ctx, kube.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list instances %v: %w", labels, classify(err))
 	}
@@ -387,7 +378,7 @@ func (d *Driver) ListInstances(ctx context.Context, labels map[string]string) ([
 		inst := d.instance(&pods.Items[i])
 		byName[inst.Name] = inst
 	}
-	secrets, err := d.cs.CoreV1().Secrets(d.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	secrets, err := d.cs.Secrets(d.cfg.Namespace).List(ctx, kube.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list instances %v: %w", labels, classify(err))
 	}
@@ -410,9 +401,9 @@ func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died
 	if err != nil {
 		return fmt.Errorf("watch deaths: %w", err)
 	}
-	pods := d.cs.CoreV1().Pods(d.cfg.Namespace)
+	pods := d.cs.Pods(d.cfg.Namespace)
 	ended := map[string]int{} // pod uid -> terminated containers already reported
-	terminated := func(p *corev1.Pod) int {
+	terminated := func(p *kube.Pod) int {
 		n := 0
 		for _, s := range p.Status.ContainerStatuses {
 			if s.State.Terminated != nil {
@@ -421,7 +412,7 @@ func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died
 		}
 		return n
 	}
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := pods.List(ctx, kube.ListOptions{LabelSelector: sel})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -433,25 +424,22 @@ func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died
 	}
 	rv := list.ResourceVersion
 	for {
-		w, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
+		w, err := pods.Watch(ctx, kube.ListOptions{LabelSelector: sel, ResourceVersion: rv, AllowWatchBookmarks: true})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("watch deaths: %w", classify(err))
 		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
+		for ev := range w.Events() {
+			if ev.Type == kube.Error {
 				w.Stop()
 				if ctx.Err() != nil {
 					return nil
 				}
-				return fmt.Errorf("watch deaths: %v", apierrors.FromObject(ev.Object))
+				return fmt.Errorf("watch deaths: %w", ev.Err)
 			}
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
+			p := ev.Object
 			rv = p.ResourceVersion
 			uid := string(p.UID)
 			name := p.Labels[d.labels.key(bay.LabelInstance)]
@@ -459,12 +447,12 @@ func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died
 				name = p.Name
 			}
 			switch ev.Type {
-			case watch.Deleted:
+			case kube.Deleted:
 				if n := terminated(p); n == 0 || n > ended[uid] {
 					died(name)
 				}
 				delete(ended, uid)
-			case watch.Added, watch.Modified:
+			case kube.Added, kube.Modified:
 				if n := terminated(p); n > ended[uid] {
 					ended[uid] = n
 					died(name)

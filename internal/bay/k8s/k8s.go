@@ -1,4 +1,4 @@
-// Package k8s is the bay.Driver on Kubernetes (through k8s.io/client-go). It passes
+// Package k8s is the bay.Driver on Kubernetes (through its own small API client, package kube). It passes
 // internal/bay/drivertest against a real single-node cluster (scripts/k8s).
 //
 // An instance is one Pod holding every container of the spec (they share the Pod's network, so
@@ -32,16 +32,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // Defaults.
@@ -83,7 +75,7 @@ type Config struct {
 	// ImagePullSecrets are the names of Secrets in Namespace the Pods pull with.
 	ImagePullSecrets []string
 	// ImagePullPolicy: Always, IfNotPresent (default) or Never.
-	ImagePullPolicy corev1.PullPolicy
+	ImagePullPolicy kube.PullPolicy
 	// PodStartupTimeout bounds CreateInstance's wait for every container to run.
 	PodStartupTimeout time.Duration
 	// LabelPrefix replaces the "bay" of bay's label keys on the cluster's objects: "bay" (the
@@ -146,7 +138,7 @@ func DefaultConfig() Config {
 	return Config{
 		Namespace:          DefaultNamespace,
 		DefaultStorageSize: DefaultStorageSize,
-		ImagePullPolicy:    corev1.PullIfNotPresent,
+		ImagePullPolicy:    kube.PullIfNotPresent,
 		PodStartupTimeout:  DefaultPodStartupTimeout,
 		LabelPrefix:        DefaultLabelPrefix,
 		NetworkPolicy:      true,
@@ -161,31 +153,31 @@ func DefaultConfig() Config {
 
 // PullPolicy maps config.yaml's driver.image_pull_policy (always, if_not_present, never) onto
 // Kubernetes' ("" for anything else, which Validate refuses).
-func PullPolicy(v string) corev1.PullPolicy {
-	return map[string]corev1.PullPolicy{"always": corev1.PullAlways, "if_not_present": corev1.PullIfNotPresent, "never": corev1.PullNever}[v]
+func PullPolicy(v string) kube.PullPolicy {
+	return map[string]kube.PullPolicy{"always": kube.PullAlways, "if_not_present": kube.PullIfNotPresent, "never": kube.PullNever}[v]
 }
 
 // Validate reports every invalid field at once.
 func (c Config) Validate() error {
 	var errs []error
-	if msgs := validation.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
+	if msgs := kube.IsDNS1123Label(c.Namespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("namespace %q: %s", c.Namespace, strings.Join(msgs, "; ")))
 	}
-	if q, err := resource.ParseQuantity(c.DefaultStorageSize); err != nil || q.Sign() <= 0 {
+	if q, err := kube.ParseQuantity(c.DefaultStorageSize); err != nil || q.Sign() <= 0 {
 		errs = append(errs, fmt.Errorf("default_storage_size %q must be a positive quantity such as 1Gi", c.DefaultStorageSize))
 	}
 	if c.StorageClass != "" {
-		if msgs := validation.IsDNS1123Subdomain(c.StorageClass); len(msgs) > 0 {
+		if msgs := kube.IsDNS1123Subdomain(c.StorageClass); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("storage_class %q: %s", c.StorageClass, strings.Join(msgs, "; ")))
 		}
 	}
 	for _, s := range c.ImagePullSecrets {
-		if msgs := validation.IsDNS1123Subdomain(s); len(msgs) > 0 {
+		if msgs := kube.IsDNS1123Subdomain(s); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("image_pull_secrets %q: %s", s, strings.Join(msgs, "; ")))
 		}
 	}
 	switch c.ImagePullPolicy {
-	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	case kube.PullAlways, kube.PullIfNotPresent, kube.PullNever:
 	default:
 		errs = append(errs, fmt.Errorf("image pull policy must be Always, IfNotPresent or Never, got %q", c.ImagePullPolicy))
 	}
@@ -196,7 +188,7 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	if c.RuntimeClassName != "" {
-		if msgs := validation.IsDNS1123Subdomain(c.RuntimeClassName); len(msgs) > 0 {
+		if msgs := kube.IsDNS1123Subdomain(c.RuntimeClassName); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("runtime_class_name %q: %s", c.RuntimeClassName, strings.Join(msgs, "; ")))
 		}
 	}
@@ -216,11 +208,11 @@ func (c Config) Validate() error {
 		}
 	}
 	for k, v := range c.BayPodLabels {
-		if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+		if len(kube.IsQualifiedName(k)) > 0 || len(kube.IsValidLabelValue(v)) > 0 {
 			errs = append(errs, fmt.Errorf("bay_pod_labels: %s=%s is not a valid label", k, v))
 		}
 	}
-	if c.BayNamespace != "" && len(validation.IsDNS1123Label(c.BayNamespace)) > 0 {
+	if c.BayNamespace != "" && len(kube.IsDNS1123Label(c.BayNamespace)) > 0 {
 		errs = append(errs, fmt.Errorf("bay_namespace %q is not a namespace name", c.BayNamespace))
 	}
 	if c.ConnectMode != ConnectPodIP && c.ConnectMode != ConnectProxy {
@@ -229,10 +221,10 @@ func (c Config) Validate() error {
 	if p := c.SeccompUserNamespacesProfile; p == "" || path.IsAbs(p) || path.Clean(p) != p || strings.HasPrefix(p, "..") {
 		errs = append(errs, fmt.Errorf("seccomp_userns_profile %q must be a clean path relative to the kubelet's seccomp root", p))
 	}
-	if c.RunscRuntimeClass == "" || len(validation.IsDNS1123Subdomain(c.RunscRuntimeClass)) > 0 {
+	if c.RunscRuntimeClass == "" || len(kube.IsDNS1123Subdomain(c.RunscRuntimeClass)) > 0 {
 		errs = append(errs, fmt.Errorf("runsc_runtime_class %q is not a RuntimeClass name", c.RunscRuntimeClass))
 	}
-	if c.NoNetworkRuntimeClass != "" && len(validation.IsDNS1123Subdomain(c.NoNetworkRuntimeClass)) > 0 {
+	if c.NoNetworkRuntimeClass != "" && len(kube.IsDNS1123Subdomain(c.NoNetworkRuntimeClass)) > 0 {
 		errs = append(errs, fmt.Errorf("no_network_runtime_class %q is not a RuntimeClass name", c.NoNetworkRuntimeClass))
 	}
 	for _, r := range c.BlockedRanges {
@@ -266,8 +258,8 @@ func normCap(c string) string {
 // Driver is the Kubernetes bay.Driver. It is safe for concurrent use.
 type Driver struct {
 	cfg    Config
-	cs     kubernetes.Interface
-	rest   *rest.Config
+	cs     *kube.Client
+	rest   *kube.Config
 	labels labelCodec
 	log    *slog.Logger
 	proxy  apiProxy // ConnectProxy's forwarder
@@ -283,11 +275,10 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	}
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, fmt.Errorf("kubernetes credentials: %w", err)
 	}
 	rc.UserAgent = "shipyard-bay"
-	rc.QPS, rc.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kube.New(rc)
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -299,20 +290,23 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 }
 
 // restConfig loads a kubeconfig file, or the in-cluster configuration when path is "" and bay
-// runs in a Pod, else the default loading rules ($KUBECONFIG, ~/.kube/config).
-func restConfig(path string) (*rest.Config, error) {
+// runs in a Pod, else the default kubeconfig files ($KUBECONFIG, ~/.kube/config).
+func restConfig(path string) (*kube.Config, error) {
 	if path != "" {
-		c, err := clientcmd.BuildConfigFromFlags("", path)
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-		}
+		return kube.LoadKubeconfig(path)
+	}
+	c, err := kube.InCluster()
+	if err == nil {
 		return c, nil
 	}
-	if c, err := rest.InClusterConfig(); err == nil {
-		return c, nil
+	if !errors.Is(err, kube.ErrNotInCluster) {
+		return nil, err
 	}
-	c, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	paths := kube.DefaultKubeconfigPaths()
+	if len(paths) == 0 {
+		return nil, errors.New("no kubeconfig given, not in a cluster, and no home directory for ~/.kube/config")
+	}
+	c, err = kube.LoadKubeconfig(paths...)
 	if err != nil {
 		return nil, fmt.Errorf("no kubeconfig given, not in a cluster, and the default kubeconfig fails: %w", err)
 	}
@@ -322,18 +316,15 @@ func restConfig(path string) (*rest.Config, error) {
 // Config returns the driver's configuration.
 func (d *Driver) Config() Config { return d.cfg }
 
-// Clientset is the driver's client (for tests and operators' tools).
-func (d *Driver) Clientset() kubernetes.Interface { return d.cs }
-
 // Ping checks that the API server answers and that the driver may list Pods in its namespace.
 func (d *Driver) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ping kubernetes: %w", err)
 	}
-	if _, err := d.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+	if _, err := d.cs.Version(ctx); err != nil {
 		return fmt.Errorf("ping kubernetes API server %s: %w", d.rest.Host, classify(err))
 	}
-	if _, err := d.cs.CoreV1().Pods(d.cfg.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	if _, err := d.cs.Pods(d.cfg.Namespace).List(ctx, kube.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("ping kubernetes: list pods in namespace %s: %w", d.cfg.Namespace, classify(err))
 	}
 	return nil
@@ -353,11 +344,11 @@ func classify(err error) error {
 		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
-	case apierrors.IsNotFound(err):
+	case kube.IsNotFound(err):
 		return bay.Classified(bay.ErrNotFound, err)
-	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+	case kube.IsAlreadyExists(err), kube.HasReason(err, kube.ReasonConflict):
 		return bay.Classified(bay.ErrConflict, err)
-	case apierrors.IsServiceUnavailable(err), errors.As(err, &netErr):
+	case kube.HasReason(err, kube.ReasonServiceUnavailable), errors.As(err, &netErr):
 		return bay.Classified(errUnavailable, err)
 	}
 	return err

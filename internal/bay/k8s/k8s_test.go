@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/netip"
 	"os"
 	"path"
@@ -30,6 +32,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest"
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest/testimage"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 	"github.com/shipyard-dev/shipyard/internal/testenv/k8stest"
 )
 
@@ -49,8 +52,8 @@ func newDriver(t *testing.T, env *k8stest.Env, ns string, tune func(*k8s.Config)
 	cfg.Namespace = ns
 	cfg.Kubeconfig = env.Kubeconfig
 	cfg.StorageClass = k8stest.StorageClass
-	cfg.StorageEnforcesSize = true         // localpv: a loop-mounted ext4 file of the claim's size
-	cfg.ImagePullPolicy = corev1.PullNever // there is no registry
+	cfg.StorageEnforcesSize = true       // localpv: a loop-mounted ext4 file of the claim's size
+	cfg.ImagePullPolicy = kube.PullNever // there is no registry
 	cfg.PodStartupTimeout = 60 * time.Second
 	if tune != nil {
 		tune(&cfg)
@@ -286,6 +289,52 @@ func tmpfsSizes(t *testing.T, env *k8stest.Env, id string) map[string]int64 {
 		}
 	}
 	return sizes
+}
+
+// TestProxyMode reaches a runtime through the API server's Pod proxy (connect_mode proxy):
+// the driver's loopback forwarder adds its credentials (the test cluster's client
+// certificate) on an HTTP/1.1 connection of its own.
+func TestProxyMode(t *testing.T) {
+	env := k8stest.Node(t)
+	ns := env.Namespace(t, "proxymode")
+	d := newDriver(t, env, ns, func(c *k8s.Config) { c.ConnectMode = k8s.ConnectProxy })
+	t.Cleanup(func() { _ = d.Close() })
+	img := testImage(t, env)
+	ctx := t.Context()
+	sp := spec("proxy-1", img)
+	inst, err := d.CreateInstance(ctx, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.DestroyInstance(context.WithoutCancel(ctx), sp.Name) })
+	ep := inst.Containers[0].Endpoint
+	if !strings.HasPrefix(ep, "http://127.0.0.1:") || !strings.HasSuffix(ep, "/proxy-1/8123") {
+		t.Fatalf("endpoint %q, want the loopback forwarder's path to the pod's port", ep)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(ep + "/health")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+			err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s/health through the API server: %v", ep, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A path that names no runtime is refused by the forwarder itself.
+	base := strings.TrimSuffix(ep, "/proxy-1/8123")
+	if resp, err := hc.Get(base + "/Not_A_Pod/8123/health"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a path naming no pod: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 }
 
 // spec is a single-container instance of image named name.

@@ -8,8 +8,7 @@ import (
 	"maps"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // Bay's labels are free-form (an owner name, an RFC 3339 time) while Kubernetes label values
@@ -41,12 +40,12 @@ func newLabelCodec(prefix string) (labelCodec, error) {
 	case prefix == "" || prefix == "bay":
 		return labelCodec{}, nil
 	case strings.HasSuffix(prefix, "/"):
-		if msgs := validation.IsDNS1123Subdomain(strings.TrimSuffix(prefix, "/")); len(msgs) > 0 {
+		if msgs := kube.IsDNS1123Subdomain(strings.TrimSuffix(prefix, "/")); len(msgs) > 0 {
 			return labelCodec{}, fmt.Errorf("label_prefix %q: %s", prefix, strings.Join(msgs, "; "))
 		}
 		return labelCodec{prefix: prefix}, nil
 	default:
-		if msgs := validation.IsQualifiedName(prefix + ".x"); len(msgs) > 0 {
+		if msgs := kube.IsQualifiedName(prefix + ".x"); len(msgs) > 0 {
 			return labelCodec{}, fmt.Errorf("label_prefix %q: %s", prefix, strings.Join(msgs, "; "))
 		}
 		return labelCodec{prefix: prefix + "."}, nil
@@ -64,7 +63,7 @@ func (c labelCodec) key(k string) string {
 // hashValue stands for a value Kubernetes does not accept as a label value (or one that looks
 // like a hash already).
 func hashValue(v string) string {
-	if len(validation.IsValidLabelValue(v)) == 0 && !strings.HasPrefix(v, hashedPrefix) {
+	if len(kube.IsValidLabelValue(v)) == 0 && !strings.HasPrefix(v, hashedPrefix) {
 		return v
 	}
 	sum := sha256.Sum256([]byte(v))
@@ -77,7 +76,7 @@ func (c labelCodec) encode(in map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(in)+1)
 	for k, v := range in {
 		kk := c.key(k)
-		if msgs := validation.IsQualifiedName(kk); len(msgs) > 0 {
+		if msgs := kube.IsQualifiedName(kk); len(msgs) > 0 {
 			return nil, fmt.Errorf("label key %q cannot be a Kubernetes label key: %s", k, strings.Join(msgs, "; "))
 		}
 		out[kk] = hashValue(v)
@@ -93,7 +92,7 @@ func (c labelCodec) selector(want map[string]string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return labels.SelectorFromSet(enc).String(), nil
+	return kube.SelectorFromSet(enc), nil
 }
 
 // annotate writes the exact labels into annotations.

@@ -11,13 +11,8 @@ import (
 	"slices"
 	"strconv"
 
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // The objects of one instance: a Secret with the containers' environment, a NetworkPolicy and
@@ -130,27 +125,27 @@ func isOneShot(spec bay.InstanceSpec) bool {
 func secretKey(container, env string) string { return container + "." + env }
 
 // objectMeta is the metadata every object of the instance carries.
-func (d *Driver) objectMeta(name string, labels map[string]string) (metav1.ObjectMeta, error) {
+func (d *Driver) objectMeta(name string, labels map[string]string) (kube.ObjectMeta, error) {
 	kl, err := d.labels.encode(labels)
 	if err != nil {
-		return metav1.ObjectMeta{}, err
+		return kube.ObjectMeta{}, err
 	}
 	ann, err := annotate(nil, labels)
 	if err != nil {
-		return metav1.ObjectMeta{}, err
+		return kube.ObjectMeta{}, err
 	}
-	return metav1.ObjectMeta{Name: name, Namespace: d.cfg.Namespace, Labels: kl, Annotations: ann}, nil
+	return kube.ObjectMeta{Name: name, Namespace: d.cfg.Namespace, Labels: kl, Annotations: ann}, nil
 }
 
 // instanceSecret holds every container's environment.
-func (d *Driver) instanceSecret(spec bay.InstanceSpec, meta metav1.ObjectMeta) *corev1.Secret {
+func (d *Driver) instanceSecret(spec bay.InstanceSpec, meta kube.ObjectMeta) *kube.Secret {
 	data := map[string][]byte{}
 	for _, c := range spec.Containers {
 		for k, v := range c.Env {
 			data[secretKey(c.Name, k)] = []byte(v)
 		}
 	}
-	return &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque, Data: data}
+	return &kube.Secret{ObjectMeta: meta, Type: kube.SecretTypeOpaque, Data: data}
 }
 
 // parseUser splits "uid[:gid]" (validated) into numbers; gid defaults to uid.
@@ -169,15 +164,15 @@ func parseUser(u string) (int64, int64) {
 // profile), the spec's non-root user. An image whose runtime separates privileges
 // (RuntimeCaps) starts as root with exactly its capabilities, as on Docker; a one-shot never
 // does.
-func (d *Driver) securityContext(c bay.ContainerSpec) *corev1.SecurityContext {
+func (d *Driver) securityContext(c bay.ContainerSpec) *kube.SecurityContext {
 	user := c.User
 	if user == "" {
 		user = DefaultUser
 	}
 	uid, gid := parseUser(user)
-	var add []corev1.Capability
+	var add []kube.Capability
 	addCap := func(cp string) {
-		if cp := corev1.Capability(normCap(cp)); !slices.Contains(add, cp) {
+		if cp := kube.Capability(normCap(cp)); !slices.Contains(add, cp) {
 			add = append(add, cp)
 		}
 	}
@@ -192,40 +187,40 @@ func (d *Driver) securityContext(c bay.ContainerSpec) *corev1.SecurityContext {
 	}
 	f, t := false, true
 	nonRoot := uid != 0
-	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	seccomp := &kube.SeccompProfile{Type: kube.SeccompProfileTypeRuntimeDefault}
 	if c.Seccomp == bay.SeccompUserNamespaces {
 		profile := d.cfg.SeccompUserNamespacesProfile
-		seccomp = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
+		seccomp = &kube.SeccompProfile{Type: kube.SeccompProfileTypeLocalhost, LocalhostProfile: &profile}
 	}
-	return &corev1.SecurityContext{
+	return &kube.SecurityContext{
 		RunAsUser:                &uid,
 		RunAsGroup:               &gid,
 		RunAsNonRoot:             &nonRoot,
 		Privileged:               &f,
 		AllowPrivilegeEscalation: &f,
 		ReadOnlyRootFilesystem:   &t, // as on Docker: writes go to the cargo and the bounded /tmp
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: add},
+		Capabilities:             &kube.Capabilities{Drop: []kube.Capability{"ALL"}, Add: add},
 		SeccompProfile:           seccomp,
 	}
 }
 
 // resources: the limits of the spec, and a share of them (RequestRatio) as requests.
-func (d *Driver) resources(l bay.Limits) corev1.ResourceRequirements {
-	r := corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}
+func (d *Driver) resources(l bay.Limits) kube.ResourceRequirements {
+	r := kube.ResourceRequirements{Limits: kube.ResourceList{}, Requests: kube.ResourceList{}}
 	if l.NanoCPUs > 0 {
 		milli := max(l.NanoCPUs/1_000_000, 1)
-		r.Limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(milli, resource.DecimalSI)
-		r.Requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(max(int64(float64(milli)*d.cfg.RequestRatio), 1), resource.DecimalSI)
+		r.Limits[kube.ResourceCPU] = kube.NewMilliQuantity(milli)
+		r.Requests[kube.ResourceCPU] = kube.NewMilliQuantity(max(int64(float64(milli)*d.cfg.RequestRatio), 1))
 	}
 	if l.MemoryBytes > 0 {
-		r.Limits[corev1.ResourceMemory] = *resource.NewQuantity(l.MemoryBytes, resource.BinarySI)
-		r.Requests[corev1.ResourceMemory] = *resource.NewQuantity(max(int64(float64(l.MemoryBytes)*d.cfg.RequestRatio), 1<<20), resource.BinarySI)
+		r.Limits[kube.ResourceMemory] = kube.NewQuantity(l.MemoryBytes)
+		r.Requests[kube.ResourceMemory] = kube.NewQuantity(max(int64(float64(l.MemoryBytes)*d.cfg.RequestRatio), 1<<20))
 	}
 	return r
 }
 
 // instancePod is the Pod of an instance.
-func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*corev1.Pod, error) {
+func (d *Driver) instancePod(spec bay.InstanceSpec, meta kube.ObjectMeta) (*kube.Pod, error) {
 	f := false
 	grace := int64(stopGrace)
 	var list []podContainer
@@ -240,20 +235,20 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 	}
 	meta.Annotations = maps.Clone(meta.Annotations)
 	meta.Annotations[annContainers] = string(b)
-	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	seccomp := &kube.SeccompProfile{Type: kube.SeccompProfileTypeRuntimeDefault}
 	fsGroup := int64(1000)
-	changeOnMismatch := corev1.FSGroupChangeOnRootMismatch
-	pod := &corev1.Pod{
+	changeOnMismatch := kube.FSGroupChangeOnRootMismatch
+	pod := &kube.Pod{
 		ObjectMeta: meta,
-		Spec: corev1.PodSpec{
-			RestartPolicy:                 corev1.RestartPolicyNever,
+		Spec: kube.PodSpec{
+			RestartPolicy:                 kube.RestartPolicyNever,
 			AutomountServiceAccountToken:  &f,
 			EnableServiceLinks:            &f,
 			TerminationGracePeriodSeconds: &grace,
 			Hostname:                      "sandbox",
 			// The containers share the Pod's network: each reaches the others by name.
-			HostAliases: []corev1.HostAlias{{IP: "127.0.0.1", Hostnames: aliases}},
-			SecurityContext: &corev1.PodSecurityContext{
+			HostAliases: []kube.HostAlias{{IP: "127.0.0.1", Hostnames: aliases}},
+			SecurityContext: &kube.PodSecurityContext{
 				SeccompProfile:      seccomp,
 				FSGroup:             &fsGroup,
 				FSGroupChangePolicy: &changeOnMismatch,
@@ -264,45 +259,45 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 		pod.Spec.RuntimeClassName = &class
 	}
 	for _, s := range d.cfg.ImagePullSecrets {
-		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, corev1.LocalObjectReference{Name: s})
+		pod.Spec.ImagePullSecrets = append(pod.Spec.ImagePullSecrets, kube.LocalObjectReference{Name: s})
 	}
 	if spec.VolumeRef != "" {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "cargo", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: spec.VolumeRef},
+		pod.Spec.Volumes = append(pod.Spec.Volumes, kube.Volume{Name: "cargo", VolumeSource: kube.VolumeSource{
+			PersistentVolumeClaim: &kube.PersistentVolumeClaimVolumeSource{ClaimName: spec.VolumeRef},
 		}})
 	}
 	for i, c := range spec.Containers {
-		ctr := corev1.Container{
+		ctr := kube.Container{
 			Name:                     c.Name,
 			Image:                    c.Image,
 			ImagePullPolicy:          d.cfg.ImagePullPolicy,
 			Resources:                d.resources(c.Limits),
 			SecurityContext:          d.securityContext(c),
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			TerminationMessagePolicy: kube.TerminationMessageFallbackToLogsOnError,
 		}
 		if len(c.Command) > 0 {
 			// The argv replaces the image's entrypoint and command; its output is the
 			// container's log, read back by WaitInstance.
 			ctr.Command, ctr.WorkingDir = slices.Clone(c.Command), c.WorkDir
-			ctr.TerminationMessagePolicy = corev1.TerminationMessageReadFile
+			ctr.TerminationMessagePolicy = kube.TerminationMessageReadFile
 		} else {
-			ctr.Ports = []corev1.ContainerPort{{ContainerPort: int32(c.Port), Protocol: corev1.ProtocolTCP}}
+			ctr.Ports = []kube.ContainerPort{{ContainerPort: int32(c.Port), Protocol: kube.ProtocolTCP}}
 		}
 		for _, k := range slices.Sorted(maps.Keys(c.Env)) {
-			ctr.Env = append(ctr.Env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{
-				SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: spec.Name}, Key: secretKey(c.Name, k)},
+			ctr.Env = append(ctr.Env, kube.EnvVar{Name: k, ValueFrom: &kube.EnvVarSource{
+				SecretKeyRef: &kube.SecretKeySelector{LocalObjectReference: kube.LocalObjectReference{Name: spec.Name}, Key: secretKey(c.Name, k)},
 			}})
 		}
 		if spec.VolumeRef != "" {
-			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: "cargo", MountPath: spec.MountPath})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, kube.VolumeMount{Name: "cargo", MountPath: spec.MountPath})
 		}
 		for j, m := range c.Mounts {
 			vname := fmt.Sprintf("c%d-mount%d", i, j)
-			dir := corev1.HostPathDirectory
-			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vname, VolumeSource: corev1.VolumeSource{
-				HostPath: &corev1.HostPathVolumeSource{Path: m.Source, Type: &dir},
+			dir := kube.HostPathDirectory
+			pod.Spec.Volumes = append(pod.Spec.Volumes, kube.Volume{Name: vname, VolumeSource: kube.VolumeSource{
+				HostPath: &kube.HostPathVolumeSource{Path: m.Source, Type: &dir},
 			}})
-			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: vname, MountPath: m.Target, ReadOnly: m.ReadOnly})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, kube.VolumeMount{Name: vname, MountPath: m.Target, ReadOnly: m.ReadOnly})
 		}
 		// /tmp and /var/tmp are memory-backed and bounded like on Docker (the root filesystem
 		// is read-only).
@@ -312,18 +307,18 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta metav1.ObjectMeta) (*co
 		}
 		for j, dir := range []string{"/tmp", "/var/tmp"} {
 			vname := fmt.Sprintf("c%d-tmp%d", i, j)
-			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vname, VolumeSource: corev1.VolumeSource{
-				EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: resource.NewQuantity(tmp, resource.BinarySI)},
+			pod.Spec.Volumes = append(pod.Spec.Volumes, kube.Volume{Name: vname, VolumeSource: kube.VolumeSource{
+				EmptyDir: &kube.EmptyDirVolumeSource{Medium: kube.StorageMediumMemory, SizeLimit: quantity(tmp)},
 			}})
-			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: vname, MountPath: dir})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, kube.VolumeMount{Name: vname, MountPath: dir})
 		}
 		if c.Limits.ShmBytes > 0 {
 			vname := fmt.Sprintf("c%d-shm", i)
-			size := resource.NewQuantity(c.Limits.ShmBytes, resource.BinarySI)
-			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vname, VolumeSource: corev1.VolumeSource{
-				EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: size},
+			size := quantity(c.Limits.ShmBytes)
+			pod.Spec.Volumes = append(pod.Spec.Volumes, kube.Volume{Name: vname, VolumeSource: kube.VolumeSource{
+				EmptyDir: &kube.EmptyDirVolumeSource{Medium: kube.StorageMediumMemory, SizeLimit: size},
 			}})
-			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: vname, MountPath: "/dev/shm"})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, kube.VolumeMount{Name: vname, MountPath: "/dev/shm"})
 		}
 		pod.Spec.Containers = append(pod.Spec.Containers, ctr)
 	}
@@ -357,20 +352,20 @@ func (d *Driver) blocked() []netip.Prefix {
 //     ranges inside it (on every port: an exception has no port), plus the cluster's DNS. A
 //     NetworkPolicy cannot name hosts, and this driver has no egress gateway that could: a
 //     policy with a name entry is refused rather than enforced partly.
-func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta metav1.ObjectMeta, podLabels map[string]string) (*networkingv1.NetworkPolicy, error) {
-	var ingress []networkingv1.NetworkPolicyIngressRule
-	var ports []networkingv1.NetworkPolicyPort
-	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta kube.ObjectMeta, podLabels map[string]string) (*kube.NetworkPolicy, error) {
+	var ingress []kube.NetworkPolicyIngressRule
+	var ports []kube.NetworkPolicyPort
+	tcp, udp := kube.ProtocolTCP, kube.ProtocolUDP
 	for _, c := range spec.Containers {
 		if c.Port > 0 {
-			p := intstr.FromInt32(int32(c.Port))
-			ports = append(ports, networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &p})
+			p := kube.FromInt32(int32(c.Port))
+			ports = append(ports, kube.NetworkPolicyPort{Protocol: &tcp, Port: &p})
 		}
 	}
 	if len(ports) > 0 {
-		ingress = []networkingv1.NetworkPolicyIngressRule{{From: d.bayPeers(), Ports: ports}}
+		ingress = []kube.NetworkPolicyIngressRule{{From: d.bayPeers(), Ports: ports}}
 	}
-	var egress []networkingv1.NetworkPolicyEgressRule
+	var egress []kube.NetworkPolicyEgressRule
 	mode := spec.Network.EffectiveMode()
 	switch mode {
 	case bay.NetworkNone:
@@ -381,31 +376,31 @@ func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta metav1.ObjectMeta, po
 		}
 		egress = rules
 	default:
-		var to []networkingv1.NetworkPolicyPeer
+		var to []kube.NetworkPolicyPeer
 		for _, all := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
 			if b := d.ipBlock(all, nil); b != nil {
-				to = append(to, networkingv1.NetworkPolicyPeer{IPBlock: b})
+				to = append(to, kube.NetworkPolicyPeer{IPBlock: b})
 			}
 		}
 		if len(to) > 0 { // a rule without peers would admit every destination
-			egress = []networkingv1.NetworkPolicyEgressRule{{To: to}}
+			egress = []kube.NetworkPolicyEgressRule{{To: to}}
 		}
 	}
 	if d.cfg.AllowDNS && mode != bay.NetworkNone {
-		dns := intstr.FromInt32(53)
-		egress = append(egress, networkingv1.NetworkPolicyEgressRule{
-			To: []networkingv1.NetworkPolicyPeer{{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
-				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+		dns := kube.FromInt32(53)
+		egress = append(egress, kube.NetworkPolicyEgressRule{
+			To: []kube.NetworkPolicyPeer{{
+				NamespaceSelector: &kube.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+				PodSelector:       &kube.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
 			}},
-			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+			Ports: []kube.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
 		})
 	}
-	return &networkingv1.NetworkPolicy{
+	return &kube.NetworkPolicy{
 		ObjectMeta: meta,
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: podLabels},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+		Spec: kube.NetworkPolicySpec{
+			PodSelector: kube.LabelSelector{MatchLabels: podLabels},
+			PolicyTypes: []kube.PolicyType{kube.PolicyTypeIngress, kube.PolicyTypeEgress},
 			Ingress:     ingress,
 			Egress:      egress,
 		},
@@ -413,10 +408,10 @@ func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta metav1.ObjectMeta, po
 }
 
 // bayPeers are where bay reaches the runtimes from: BayCIDRs and/or bay's Pods.
-func (d *Driver) bayPeers() []networkingv1.NetworkPolicyPeer {
-	var from []networkingv1.NetworkPolicyPeer
+func (d *Driver) bayPeers() []kube.NetworkPolicyPeer {
+	var from []kube.NetworkPolicyPeer
 	for _, cidr := range d.cfg.BayCIDRs {
-		from = append(from, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: cidr}})
+		from = append(from, kube.NetworkPolicyPeer{IPBlock: &kube.IPBlock{CIDR: cidr}})
 	}
 	if len(d.cfg.BayPodLabels) > 0 || len(d.cfg.BayCIDRs) == 0 {
 		sel := d.cfg.BayPodLabels
@@ -427,9 +422,9 @@ func (d *Driver) bayPeers() []networkingv1.NetworkPolicyPeer {
 		if ns == "" {
 			ns = d.cfg.Namespace
 		}
-		from = append(from, networkingv1.NetworkPolicyPeer{
-			PodSelector:       &metav1.LabelSelector{MatchLabels: sel},
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		from = append(from, kube.NetworkPolicyPeer{
+			PodSelector:       &kube.LabelSelector{MatchLabels: sel},
+			NamespaceSelector: &kube.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
 		})
 	}
 	return from
@@ -437,8 +432,8 @@ func (d *Driver) bayPeers() []networkingv1.NetworkPolicyPeer {
 
 // ipBlock is the range r without the blocked ranges and the extra ones (deny entries) that
 // lie strictly inside it; nil when one of them covers r whole.
-func (d *Driver) ipBlock(r netip.Prefix, extra []netip.Prefix) *networkingv1.IPBlock {
-	b := &networkingv1.IPBlock{CIDR: r.String()}
+func (d *Driver) ipBlock(r netip.Prefix, extra []netip.Prefix) *kube.IPBlock {
+	b := &kube.IPBlock{CIDR: r.String()}
 	for _, x := range append(slices.Clone(d.blocked()), extra...) {
 		x = x.Masked()
 		switch {
@@ -459,7 +454,7 @@ func (d *Driver) ipBlock(r netip.Prefix, extra []netip.Prefix) *networkingv1.IPB
 }
 
 // allowlistEgress renders an allowlist's address entries as egress rules (see networkPolicy).
-func (d *Driver) allowlistEgress(p bay.NetworkPolicy) ([]networkingv1.NetworkPolicyEgressRule, error) {
+func (d *Driver) allowlistEgress(p bay.NetworkPolicy) ([]kube.NetworkPolicyEgressRule, error) {
 	parsed, err := bay.ParseNetworkPolicy("network", p)
 	if err != nil {
 		return nil, err
@@ -472,8 +467,8 @@ func (d *Driver) allowlistEgress(p bay.NetworkPolicy) ([]networkingv1.NetworkPol
 		}
 		deny = append(deny, e.Prefix) // on every port: an ipBlock exception has none
 	}
-	tcp := corev1.ProtocolTCP
-	var rules []networkingv1.NetworkPolicyEgressRule
+	tcp := kube.ProtocolTCP
+	var rules []kube.NetworkPolicyEgressRule
 	for _, e := range parsed.Allow {
 		if !e.Prefix.IsValid() {
 			return nil, bay.Errorf(bay.CodeCapabilityNotSupported,
@@ -483,10 +478,10 @@ func (d *Driver) allowlistEgress(p bay.NetworkPolicy) ([]networkingv1.NetworkPol
 		if b == nil {
 			continue // wholly blocked or denied
 		}
-		rule := networkingv1.NetworkPolicyEgressRule{To: []networkingv1.NetworkPolicyPeer{{IPBlock: b}}}
+		rule := kube.NetworkPolicyEgressRule{To: []kube.NetworkPolicyPeer{{IPBlock: b}}}
 		if e.Port > 0 {
-			port := intstr.FromInt32(int32(e.Port))
-			rule.Ports = []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}
+			port := kube.FromInt32(int32(e.Port))
+			rule.Ports = []kube.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}
 		}
 		rules = append(rules, rule)
 	}
@@ -494,7 +489,7 @@ func (d *Driver) allowlistEgress(p bay.NetworkPolicy) ([]networkingv1.NetworkPol
 }
 
 // containerList reads the annContainers annotation of a Pod ("" or broken: from the spec).
-func containerList(p *corev1.Pod) []podContainer {
+func containerList(p *kube.Pod) []podContainer {
 	var list []podContainer
 	if s := p.Annotations[annContainers]; s != "" && json.Unmarshal([]byte(s), &list) == nil && len(list) == len(p.Spec.Containers) {
 		return list
@@ -508,6 +503,12 @@ func containerList(p *corev1.Pod) []podContainer {
 		list = append(list, pc)
 	}
 	return list
+}
+
+// quantity is a pointer to v bytes as a quantity.
+func quantity(v int64) *kube.Quantity {
+	q := kube.NewQuantity(v)
+	return &q
 }
 
 // DefaultTmpBytes bounds /tmp and /var/tmp when a spec has none (as the Docker driver's).

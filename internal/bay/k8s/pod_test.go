@@ -6,11 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // These tests check what the driver renders, without a cluster; k8s_test.go (build tag k8s)
@@ -44,19 +41,19 @@ func TestNetworkPolicyModes(t *testing.T) {
 		c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("203.0.113.128/25"), netip.MustParsePrefix("fc00::/7"),
 			netip.MustParsePrefix("::ffff:0.0.0.0/96")} // in the default blocked hosts; no NetworkPolicy may name it
 	})
-	render := func(p bay.NetworkPolicy) (*networkingv1.NetworkPolicy, error) {
-		np, err := d.networkPolicy(runtimeSpec(p), metav1.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"})
+	render := func(p bay.NetworkPolicy) (*kube.NetworkPolicy, error) {
+		np, err := d.networkPolicy(runtimeSpec(p), kube.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"})
 		if err == nil {
 			if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].From[0].IPBlock.CIDR != "192.0.2.2/32" || np.Spec.Ingress[0].Ports[0].Port.IntValue() != 8123 {
 				t.Errorf("%s: ingress = %+v, want from bay only, on the runtime port", p.Mode, np.Spec.Ingress)
 			}
-			if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+			if !slices.Equal(np.Spec.PolicyTypes, []kube.PolicyType{kube.PolicyTypeIngress, kube.PolicyTypeEgress}) {
 				t.Errorf("%s: policy types %v", p.Mode, np.Spec.PolicyTypes)
 			}
 		}
 		return np, err
 	}
-	dnsRule := func(r networkingv1.NetworkPolicyEgressRule) bool {
+	dnsRule := func(r kube.NetworkPolicyEgressRule) bool {
 		return len(r.Ports) == 2 && r.Ports[0].Port.IntValue() == 53 && len(r.To) == 1 && r.To[0].PodSelector != nil
 	}
 
@@ -91,7 +88,7 @@ func TestNetworkPolicyModes(t *testing.T) {
 	}
 	r0, r1, r2 := np.Spec.Egress[0], np.Spec.Egress[1], np.Spec.Egress[2]
 	if b := r0.To[0].IPBlock; b.CIDR != "203.0.113.0/24" || !slices.Equal(b.Except, []string{"203.0.113.128/25", "203.0.113.64/26"}) ||
-		len(r0.Ports) != 1 || r0.Ports[0].Port.IntValue() != 443 || *r0.Ports[0].Protocol != corev1.ProtocolTCP {
+		len(r0.Ports) != 1 || r0.Ports[0].Port.IntValue() != 443 || *r0.Ports[0].Protocol != kube.ProtocolTCP {
 		t.Errorf("allowlist range with a port: %+v", r0)
 	}
 	if b := r1.To[0].IPBlock; b.CIDR != "198.51.100.7/32" || len(b.Except) != 0 || len(r1.Ports) != 0 {
@@ -143,7 +140,7 @@ func TestOneShotPod(t *testing.T) {
 	if err := validateInstance(sp); err != nil {
 		t.Fatal(err)
 	}
-	pod, err := d.instancePod(sp, metav1.ObjectMeta{Name: "o1", Annotations: map[string]string{}})
+	pod, err := d.instancePod(sp, kube.ObjectMeta{Name: "o1", Annotations: map[string]string{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +148,7 @@ func TestOneShotPod(t *testing.T) {
 	if !slices.Equal(c.Command, sp.Containers[0].Command) || len(c.Args) != 0 || c.WorkingDir != "/work" || len(c.Ports) != 0 {
 		t.Errorf("one-shot container: command %v args %v dir %q ports %v", c.Command, c.Args, c.WorkingDir, c.Ports)
 	}
-	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever || pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != "loopback-only" {
+	if pod.Spec.RestartPolicy != kube.RestartPolicyNever || pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != "loopback-only" {
 		t.Errorf("restart %s, runtime class %v; want Never and the loopback-only class", pod.Spec.RestartPolicy, pod.Spec.RuntimeClassName)
 	}
 	sc := c.SecurityContext
@@ -159,7 +156,7 @@ func TestOneShotPod(t *testing.T) {
 	if *sc.RunAsUser != 1000 || !*sc.RunAsNonRoot || len(sc.Capabilities.Add) != 0 || *sc.AllowPrivilegeEscalation || *sc.Privileged {
 		t.Errorf("one-shot security context: %+v", sc)
 	}
-	if sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || *sc.SeccompProfile.LocalhostProfile != DefaultSeccompUserNamespacesProfile {
+	if sc.SeccompProfile.Type != kube.SeccompProfileTypeLocalhost || *sc.SeccompProfile.LocalhostProfile != DefaultSeccompUserNamespacesProfile {
 		t.Errorf("seccomp = %+v, want Localhost %s", sc.SeccompProfile, DefaultSeccompUserNamespacesProfile)
 	}
 	mounts := map[string]bool{}
@@ -175,7 +172,7 @@ func TestOneShotPod(t *testing.T) {
 	if list := containerList(pod); len(list) != 1 || !list[0].OneShot || list[0].Port != 0 {
 		t.Errorf("containers annotation = %+v", list)
 	}
-	np, err := d.networkPolicy(sp, metav1.ObjectMeta{Name: "o1"}, map[string]string{"bay.instance": "o1"})
+	np, err := d.networkPolicy(sp, kube.ObjectMeta{Name: "o1"}, map[string]string{"bay.instance": "o1"})
 	if err != nil || len(np.Spec.Ingress) != 0 || len(np.Spec.Egress) != 0 {
 		t.Errorf("one-shot policy: %+v, %v; want nothing admitted either way", np, err)
 	}
@@ -183,22 +180,22 @@ func TestOneShotPod(t *testing.T) {
 	// Without the loopback-only class, or in another mode, the Pod network; a runtime
 	// opting into user namespaces keeps its runtime capabilities and gets the profile.
 	plain := testDriver(t, nil)
-	if pod, _ := plain.instancePod(sp, metav1.ObjectMeta{Annotations: map[string]string{}}); pod.Spec.RuntimeClassName != nil {
+	if pod, _ := plain.instancePod(sp, kube.ObjectMeta{Annotations: map[string]string{}}); pod.Spec.RuntimeClassName != nil {
 		t.Errorf("without no_network_runtime_class: runtime class %v", *pod.Spec.RuntimeClassName)
 	}
 	open := oneShot()
 	open.Network.Mode = bay.NetworkOpen
-	if pod, _ := d.instancePod(open, metav1.ObjectMeta{Annotations: map[string]string{}}); pod.Spec.RuntimeClassName != nil {
+	if pod, _ := d.instancePod(open, kube.ObjectMeta{Annotations: map[string]string{}}); pod.Spec.RuntimeClassName != nil {
 		t.Errorf("a one-shot in mode open: runtime class %v", *pod.Spec.RuntimeClassName)
 	}
 	rt := runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkNone})
 	rt.Containers[0].Image, rt.Containers[0].Seccomp = "registry.example:5000/ship:v2", bay.SeccompUserNamespaces
-	pod, _ = d.instancePod(rt, metav1.ObjectMeta{Annotations: map[string]string{}})
+	pod, _ = d.instancePod(rt, kube.ObjectMeta{Annotations: map[string]string{}})
 	if sc := pod.Spec.Containers[0].SecurityContext; pod.Spec.RuntimeClassName != nil || len(sc.Capabilities.Add) != 3 ||
-		sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost || pod.Spec.Containers[0].Ports[0].ContainerPort != 8123 {
+		sc.SeccompProfile.Type != kube.SeccompProfileTypeLocalhost || pod.Spec.Containers[0].Ports[0].ContainerPort != 8123 {
 		t.Errorf("runtime with the opt-in: class %v, %+v", pod.Spec.RuntimeClassName, sc)
 	}
-	if sc := plain.securityContext(runtimeSpec(bay.NetworkPolicy{}).Containers[0]); sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+	if sc := plain.securityContext(runtimeSpec(bay.NetworkPolicy{}).Containers[0]); sc.SeccompProfile.Type != kube.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("default seccomp = %+v", sc.SeccompProfile)
 	}
 }

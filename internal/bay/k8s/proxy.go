@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"k8s.io/client-go/rest"
 )
 
 // When bay runs outside the cluster and cannot route to Pod addresses (ConnectProxy), it
@@ -45,9 +43,7 @@ type apiProxy struct {
 func (d *Driver) proxyBase() (string, error) {
 	p := &d.proxy
 	p.once.Do(func() {
-		rc := rest.CopyConfig(d.rest)
-		rc.NextProtos = []string{"http/1.1"} // upgrades cannot pass over HTTP/2
-		tr, err := rest.TransportFor(rc)
+		tr, err := d.rest.Transport(true) // upgrades cannot pass over HTTP/2
 		if err != nil {
 			p.err = fmt.Errorf("api server proxy transport: %w", err)
 			return

@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // CheckRuntime implements bay.RuntimeChecker: runc and the default need no RuntimeClass; runsc
@@ -19,15 +17,15 @@ func (d *Driver) CheckRuntime(ctx context.Context, rt string) error {
 		return nil
 	}
 	class := d.cfg.RunscRuntimeClass
-	_, err := d.cs.NodeV1().RuntimeClasses().Get(ctx, class, metav1.GetOptions{})
+	_, err := d.cs.RuntimeClasses().Get(ctx, class)
 	if err == nil {
 		return nil
 	}
-	if !apierrors.IsNotFound(err) {
+	if !kube.IsNotFound(err) {
 		return fmt.Errorf("check runtime %s: RuntimeClass %s: %w", rt, class, classify(err))
 	}
 	var available []string
-	if list, lerr := d.cs.NodeV1().RuntimeClasses().List(ctx, metav1.ListOptions{}); lerr == nil {
+	if list, lerr := d.cs.RuntimeClasses().List(ctx, kube.ListOptions{}); lerr == nil {
 		for _, c := range list.Items {
 			available = append(available, c.Name)
 		}

@@ -2,14 +2,15 @@ package k8s
 
 import (
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 
-	nodev1 "k8s.io/api/node/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // TestRuntimeClassOfAProfileRuntime renders the Pod of each runtime: runsc gets
@@ -26,7 +27,7 @@ func TestRuntimeClassOfAProfileRuntime(t *testing.T) {
 		if err := validateInstance(sp); err != nil {
 			t.Fatal(err)
 		}
-		pod, err := d.instancePod(sp, metav1.ObjectMeta{Name: sp.Name, Annotations: map[string]string{}})
+		pod, err := d.instancePod(sp, kube.ObjectMeta{Name: sp.Name, Annotations: map[string]string{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,12 +63,34 @@ func TestRuntimeClassOfAProfileRuntime(t *testing.T) {
 	}
 }
 
-// TestCheckRuntime asks an API server (client-go's fake) for RunscRuntimeClass: missing, it is
-// runtime_missing naming the classes there are; once created, runsc passes. runc and the
-// default never need a class.
+// TestCheckRuntime asks an API server for RunscRuntimeClass: missing, it is runtime_missing
+// naming the classes there are; once present, runsc passes. runc and the default never need a
+// class. The server here answers as the API server does (TestCheckRuntimeAgainstTheAPIServer,
+// build tag k8s, asks the real one).
 func TestCheckRuntime(t *testing.T) {
+	var present atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/apis/node.k8s.io/v1/runtimeclasses":
+			fmt.Fprint(w, `{"kind":"RuntimeClassList","apiVersion":"node.k8s.io/v1","metadata":{},"items":[{"metadata":{"name":"kata"},"handler":"kata"}]}`)
+		case "/apis/node.k8s.io/v1/runtimeclasses/" + DefaultRunscRuntimeClass:
+			if present.Load() {
+				fmt.Fprintf(w, `{"kind":"RuntimeClass","apiVersion":"node.k8s.io/v1","metadata":{"name":%q},"handler":"runsc"}`, DefaultRunscRuntimeClass)
+				return
+			}
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"runtimeclasses.node.k8s.io %q not found","reason":"NotFound","code":404}`, DefaultRunscRuntimeClass)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	cs, err := kube.New(&kube.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := testDriver(t, nil)
-	cs := fake.NewClientset(&nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}, Handler: "kata"})
 	d.cs = cs
 	ctx := t.Context()
 	for _, rt := range []string{"", "runc"} {
@@ -75,15 +98,13 @@ func TestCheckRuntime(t *testing.T) {
 			t.Errorf("runtime %q: %v", rt, err)
 		}
 	}
-	err := d.CheckRuntime(ctx, "runsc")
+	err = d.CheckRuntime(ctx, "runsc")
 	var e *bay.Error
 	if !bay.IsRuntimeMissing(err) || !errors.As(err, &e) || e.Details["runtime"] != "runsc" ||
 		!slices.Equal(e.Details["available"].([]string), []string{"kata"}) {
 		t.Fatalf("runsc without its class: %v", err)
 	}
-	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: DefaultRunscRuntimeClass}, Handler: "runsc"}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	present.Store(true)
 	if err := d.CheckRuntime(ctx, "runsc"); err != nil {
 		t.Errorf("runsc with its class: %v", err)
 	}

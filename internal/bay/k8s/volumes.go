@@ -7,13 +7,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // A cargo volume is a PersistentVolumeClaim named like the volume (ReadWriteOnce: one
@@ -21,21 +16,21 @@ import (
 // bay.size_limit_mb label or DefaultStorageSize. A claim being deleted counts as gone.
 
 func validName(kind, name string) error {
-	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 || len(name) > 63 {
+	if msgs := kube.IsDNS1123Subdomain(name); len(msgs) > 0 || len(name) > 63 {
 		return fmt.Errorf("%s name %q: want at most 63 lowercase letters, digits, '-' and '.' (%s)", kind, name, strings.Join(msgs, "; "))
 	}
 	return nil
 }
 
 // storageSize is the claim size of a cargo with these labels.
-func (d *Driver) storageSize(spec bay.VolumeSpec) (resource.Quantity, error) {
+func (d *Driver) storageSize(spec bay.VolumeSpec) (kube.Quantity, error) {
 	switch {
 	case spec.SizeBytes < 0:
-		return resource.Quantity{}, fmt.Errorf("negative size %d", spec.SizeBytes)
+		return "", fmt.Errorf("negative size %d", spec.SizeBytes)
 	case spec.SizeBytes > 0:
-		return *resource.NewQuantity(spec.SizeBytes, resource.BinarySI), nil
+		return kube.NewQuantity(spec.SizeBytes), nil
 	}
-	return resource.ParseQuantity(d.cfg.DefaultStorageSize)
+	return kube.ParseQuantity(d.cfg.DefaultStorageSize)
 }
 
 // CreateVolume creates the claim; an existing claim of that name is success.
@@ -56,18 +51,18 @@ func (d *Driver) CreateVolume(ctx context.Context, spec bay.VolumeSpec) (string,
 	if err != nil {
 		return "", fmt.Errorf("create volume %s: %w", name, err)
 	}
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.cfg.Namespace, Labels: kl, Annotations: ann},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+	pvc := &kube.PersistentVolumeClaim{
+		ObjectMeta: kube.ObjectMeta{Name: name, Namespace: d.cfg.Namespace, Labels: kl, Annotations: ann},
+		Spec: kube.PersistentVolumeClaimSpec{
+			AccessModes: []kube.PersistentVolumeAccessMode{kube.ReadWriteOnce},
+			Resources:   kube.VolumeResourceRequirements{Requests: kube.ResourceList{kube.ResourceStorage: size}},
 		},
 	}
 	if d.cfg.StorageClass != "" {
 		pvc.Spec.StorageClassName = &d.cfg.StorageClass
 	}
-	_, err = d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).Create(ctx, pvc, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
+	_, err = d.cs.PersistentVolumeClaims(d.cfg.Namespace).Create(ctx, pvc)
+	if kube.IsAlreadyExists(err) {
 		if _, ierr := d.InspectVolume(ctx, name); ierr == nil {
 			return name, nil
 		}
@@ -86,7 +81,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, ref string) error {
 	}
 	ctx, cancel := withDeadline(ctx)
 	defer cancel()
-	pods, err := d.cs.CoreV1().Pods(d.cfg.Namespace).List(ctx, metav1.ListOptions{})
+	pods, err := d.cs.Pods(d.cfg.Namespace).List(ctx, kube.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("delete volume %s: list pods: %w", ref, classify(err))
 	}
@@ -97,8 +92,8 @@ func (d *Driver) DeleteVolume(ctx context.Context, ref string) error {
 			}
 		}
 	}
-	err = d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).Delete(ctx, ref, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
+	err = d.cs.PersistentVolumeClaims(d.cfg.Namespace).Delete(ctx, ref, nil)
+	if kube.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
@@ -107,8 +102,8 @@ func (d *Driver) DeleteVolume(ctx context.Context, ref string) error {
 	// The claim's protection finalizer is lifted by the controller manager once no Pod uses
 	// it; a create of the same name must not find the old claim.
 	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 500*time.Millisecond) {
-		_, err := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).Get(ctx, ref, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		_, err := d.cs.PersistentVolumeClaims(d.cfg.Namespace).Get(ctx, ref)
+		if kube.IsNotFound(err) {
 			return nil
 		}
 		if err := sleepCtx(ctx, delay); err != nil {
@@ -119,7 +114,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, ref string) error {
 
 // InspectVolume returns the claim (not one being deleted) or an error wrapping ErrNotFound.
 func (d *Driver) InspectVolume(ctx context.Context, ref string) (bay.VolumeInfo, error) {
-	pvc, err := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).Get(ctx, ref, metav1.GetOptions{})
+	pvc, err := d.cs.PersistentVolumeClaims(d.cfg.Namespace).Get(ctx, ref)
 	if err != nil {
 		return bay.VolumeInfo{}, fmt.Errorf("inspect volume %s: %w", ref, classify(err))
 	}
@@ -135,7 +130,7 @@ func (d *Driver) ListVolumes(ctx context.Context, labels map[string]string) ([]b
 	if err != nil {
 		return nil, fmt.Errorf("list volumes: %w", err)
 	}
-	list, err := d.cs.CoreV1().PersistentVolumeClaims(d.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := d.cs.PersistentVolumeClaims(d.cfg.Namespace).List(ctx, kube.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return nil, fmt.Errorf("list volumes %v: %w", labels, classify(err))
 	}
@@ -151,13 +146,13 @@ func (d *Driver) ListVolumes(ctx context.Context, labels map[string]string) ([]b
 // volumeInfo describes a claim. Its bound is the claim's size where the storage enforces it
 // (StorageEnforcesSize), else none. What a claim holds cannot be read cheaply through the API
 // (the kubelet measures mounted volumes, not for bay): UsedBytes is -1.
-func (d *Driver) volumeInfo(pvc *corev1.PersistentVolumeClaim) bay.VolumeInfo {
+func (d *Driver) volumeInfo(pvc *kube.PersistentVolumeClaim) bay.VolumeInfo {
 	v := bay.VolumeInfo{Name: pvc.Name, Labels: decodeLabels(pvc.Annotations, pvc.Labels), CreatedAt: pvc.CreationTimestamp.UTC(), UsedBytes: -1}
 	if d.cfg.StorageEnforcesSize {
 		// The capacity of the bound volume, or what the claim asks for while it is pending.
-		q, ok := pvc.Status.Capacity[corev1.ResourceStorage]
+		q, ok := pvc.Status.Capacity[kube.ResourceStorage]
 		if !ok {
-			q = pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+			q = pvc.Spec.Resources.Requests[kube.ResourceStorage]
 		}
 		v.SizeBytes = q.Value()
 	}

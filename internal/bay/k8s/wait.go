@@ -6,14 +6,8 @@ import (
 	"io"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
-
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
 // WaitInstance waits (watching the Pod) for the primary container of a one-shot to end, then
@@ -31,8 +25,8 @@ func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr i
 	// The Pod is found, and later stopped and read, even when ctx has already ended.
 	dctx, cancel := detached(ctx)
 	defer cancel()
-	pods := d.cs.CoreV1().Pods(d.cfg.Namespace)
-	pod, err := pods.Get(dctx, name, metav1.GetOptions{})
+	pods := d.cs.Pods(d.cfg.Namespace)
+	pod, err := pods.Get(dctx, name)
 	if err != nil {
 		return bay.Exit{}, fmt.Errorf("wait instance %s: %w", name, classify(err))
 	}
@@ -56,7 +50,7 @@ func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr i
 	for _, s := range []struct {
 		stream string
 		w      io.Writer
-	}{{corev1.LogStreamStdout, stdout}, {corev1.LogStreamStderr, stderr}} {
+	}{{kube.LogStreamStdout, stdout}, {kube.LogStreamStderr, stderr}} {
 		if err := d.copyLog(dctx, name, primary, s.stream, s.w); err != nil {
 			return bay.Exit{}, fmt.Errorf("wait instance %s: %w", name, err)
 		}
@@ -70,7 +64,7 @@ func (d *Driver) WaitInstance(ctx context.Context, name string, stdout, stderr i
 }
 
 // terminated is the ended state of the Pod's container c, nil while it has not ended.
-func terminated(p *corev1.Pod, c string) *corev1.ContainerStateTerminated {
+func terminated(p *kube.Pod, c string) *kube.ContainerStateTerminated {
 	for _, s := range p.Status.ContainerStatuses {
 		if s.Name == c {
 			return s.State.Terminated
@@ -81,9 +75,9 @@ func terminated(p *corev1.Pod, c string) *corev1.ContainerStateTerminated {
 
 // waitTerminated watches the Pod until its container c has ended and returns the Pod as it
 // was then; a deleted Pod wraps bay.ErrNotFound, an ended ctx its error.
-func (d *Driver) waitTerminated(ctx context.Context, pod *corev1.Pod, c string) (*corev1.Pod, error) {
-	pods := d.cs.CoreV1().Pods(d.cfg.Namespace)
-	sel := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
+func (d *Driver) waitTerminated(ctx context.Context, pod *kube.Pod, c string) (*kube.Pod, error) {
+	pods := d.cs.Pods(d.cfg.Namespace)
+	sel := kube.NameSelector(pod.Name)
 	for {
 		if terminated(pod, c) != nil {
 			return pod, nil
@@ -91,17 +85,17 @@ func (d *Driver) waitTerminated(ctx context.Context, pod *corev1.Pod, c string) 
 		if err := ctx.Err(); err != nil {
 			return pod, err
 		}
-		w, err := pods.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: pod.ResourceVersion})
+		w, err := pods.Watch(ctx, kube.ListOptions{FieldSelector: sel, ResourceVersion: pod.ResourceVersion})
 		if err != nil {
 			return pod, classify(err)
 		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Deleted {
+		for ev := range w.Events() {
+			if ev.Type == kube.Deleted {
 				w.Stop()
 				return pod, fmt.Errorf("pod %s was deleted: %w", pod.Name, bay.ErrNotFound)
 			}
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Error {
-				pod = p
+			if ev.Type == kube.Added || ev.Type == kube.Modified {
+				pod = ev.Object
 				if terminated(pod, c) != nil {
 					w.Stop()
 					return pod, nil
@@ -113,7 +107,7 @@ func (d *Driver) waitTerminated(ctx context.Context, pod *corev1.Pod, c string) 
 			return pod, err
 		}
 		// The watch ended (the server's timeout, an expired version): read the Pod again.
-		p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		p, err := pods.Get(ctx, pod.Name)
 		if err != nil {
 			return pod, classify(err)
 		}
@@ -125,9 +119,9 @@ func (d *Driver) waitTerminated(ctx context.Context, pod *corev1.Pod, c string) 
 // active deadline is cut to one second past its start, which has passed (a Pod's deadline may
 // be set or shortened, never lengthened). The kubelet stops the containers with the Pod's
 // termination grace (stopGrace).
-func (d *Driver) stopPod(ctx context.Context, pod *corev1.Pod) error {
+func (d *Driver) stopPod(ctx context.Context, pod *kube.Pod) error {
 	patch := []byte(`{"spec":{"activeDeadlineSeconds":1}}`)
-	_, err := d.cs.CoreV1().Pods(d.cfg.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	_, err := d.cs.Pods(d.cfg.Namespace).Patch(ctx, pod.Name, kube.StrategicMergePatchType, patch)
 	if err != nil {
 		return fmt.Errorf("stop pod %s: %w", pod.Name, classify(err))
 	}
@@ -136,10 +130,10 @@ func (d *Driver) stopPod(ctx context.Context, pod *corev1.Pod) error {
 
 // copyLog copies one stream of container c's log into w.
 func (d *Driver) copyLog(ctx context.Context, pod, c, stream string, w io.Writer) error {
-	rc, err := d.cs.CoreV1().Pods(d.cfg.Namespace).GetLogs(pod, &corev1.PodLogOptions{Container: c, Stream: &stream}).Stream(ctx)
+	rc, err := d.cs.PodLogs(ctx, d.cfg.Namespace, pod, kube.LogOptions{Container: c, Stream: stream})
 	if err != nil {
 		// The API server refuses the option (422) or the kubelet (400) without the gate.
-		if (apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)) && strings.Contains(err.Error(), "stream") {
+		if (kube.HasReason(err, kube.ReasonInvalid) || kube.HasReason(err, kube.ReasonBadRequest)) && strings.Contains(err.Error(), "stream") {
 			return fmt.Errorf("read the %s of container %s: the cluster cannot return it apart from the other stream; enable the feature gate PodLogsQuerySplitStreams on the API server and the kubelets: %w", strings.ToLower(stream), c, err)
 		}
 		return fmt.Errorf("read the %s of container %s: %w", strings.ToLower(stream), c, classify(err))
