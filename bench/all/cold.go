@@ -78,6 +78,9 @@ func (b *bench) coldBayOf(ctx context.Context, pp *parts, profile string, kernel
 				}
 			}
 		}
+		if profile == profileBrowser {
+			b.browserParts(ctx, pp, id)
+		}
 	}
 	return tEnd.Sub(t0), nil
 }
@@ -234,11 +237,25 @@ func pick(keep bool, pp *parts) *parts {
 	return nil
 }
 
-var kernelReadyRE = regexp.MustCompile(`msg="kernel ready".*\btook=([0-9.]+(?:ms|s|µs|m))`)
+var (
+	kernelReadyRE     = regexp.MustCompile(`msg="kernel ready".*\btook=([0-9.]+(?:ms|s|µs|m))`)
+	chromiumStartedRE = regexp.MustCompile(`msg="chromium started".*\btook=([0-9.]+(?:ms|s|µs|m))`)
+)
 
 // kernelStartTime reads ship's "kernel ready ... took=" line from the container's log: the
 // time from launching ipykernel to its kernel_info reply and init code.
 func (b *bench) kernelStartTime(ctx context.Context, id string) (time.Duration, bool) {
+	return b.logDuration(ctx, id, kernelReadyRE)
+}
+
+// chromiumStartTime reads gull's "chromium started ... took=" line from the container's log:
+// the time from launching Chromium to its first tab attached.
+func (b *bench) chromiumStartTime(ctx context.Context, id string) (time.Duration, bool) {
+	return b.logDuration(ctx, id, chromiumStartedRE)
+}
+
+// logDuration finds re in the container's log and parses its first group as a duration.
+func (b *bench) logDuration(ctx context.Context, id string, re *regexp.Regexp) (time.Duration, bool) {
 	rc, err := b.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return 0, false
@@ -248,12 +265,34 @@ func (b *bench) kernelStartTime(ctx context.Context, id string) (time.Duration, 
 	if _, err := stdcopy.StdCopy(&out, &errb, io.LimitReader(rc, 1<<20)); err != nil && !errors.Is(err, io.EOF) {
 		return 0, false
 	}
-	m := kernelReadyRE.FindStringSubmatch(out.String() + errb.String())
+	m := re.FindStringSubmatch(out.String() + errb.String())
 	if m == nil {
 		return 0, false
 	}
 	d, err := time.ParseDuration(m[1])
 	return d, err == nil
+}
+
+// browserParts adds what the runtimes of a browser sandbox logged about their start: gull's
+// Chromium start and, when ship started its kernel at boot, the kernel's (both run at once).
+func (b *bench) browserParts(ctx context.Context, pp *parts, sandboxID string) {
+	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", "bay.sandbox_id="+sandboxID)})
+	if err != nil {
+		return
+	}
+	for _, c := range res.Items {
+		switch c.Labels["bay.runtime_type"] {
+		case "gull":
+			if d, ok := b.chromiumStartTime(ctx, c.ID); ok {
+				pp.add("bay: chromium start (gull's log: launch to the first tab)", d)
+			}
+		case "ship":
+			if d, ok := b.kernelStartTime(ctx, c.ID); ok {
+				pp.add("bay: ship's kernel start at boot, beside Chromium's (ship's log)", d)
+			}
+		}
+	}
 }
 
 // browserCmd is the first browser command of the cold browser figure: it needs a running
@@ -320,6 +359,9 @@ func (b *bench) coldRawGull(ctx context.Context, pp *parts) (time.Duration, erro
 		pp.add("raw gull: create+start", tStarted.Sub(t0))
 		pp.add("raw gull: started -> browser_ready", tReady.Sub(tStarted))
 		pp.add("raw gull: first command", tEnd.Sub(tReady))
+		if d, ok := b.chromiumStartTime(ctx, rs.ID); ok {
+			pp.add("raw gull: chromium start (gull's log: launch to the first tab)", d)
+		}
 	}
 	return tEnd.Sub(t0), nil
 }
