@@ -17,6 +17,7 @@ const browserProfiles = `profiles:
         resources: {cpus: 1.0, memory: "1g"}
         capabilities: [python, shell, filesystem]
         primary_for: [python, shell, filesystem]
+        env: {SHIP_NO_KERNEL: "1"} # as the default profile: the kernel starts on the first python call
       - name: browser
         image: "gull:latest"
         runtime_type: gull

@@ -27,6 +27,12 @@ const EnvSandboxUser = "SHIP_SANDBOX_USER"
 // shell of another tool, a cron job) can source them.
 const EnvProfileEnvKeys = "SHIP_PROFILE_ENV_KEYS"
 
+// EnvNoKernel, set to 1, makes ship start its Python kernel on the first /ipython call instead
+// of at boot (as --no-kernel): a profile that pairs ship with a browser runtime sets it on the
+// ship container, so that Chromium does not share its start with the kernel's. The first python
+// call then waits for the kernel to start.
+const EnvNoKernel = "SHIP_NO_KERNEL"
+
 // ProfileEnvFile is the file, relative to the workspace, ship writes the profile's environment to.
 const ProfileEnvFile = ".bay_env.sh"
 

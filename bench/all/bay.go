@@ -97,6 +97,7 @@ profiles:
         resources: {cpus: 1.0, memory: "1g"}
         capabilities: [python, shell, filesystem]
         primary_for: [python, shell, filesystem]
+        env: {SHIP_NO_KERNEL: "1"} # as the default browser-python profile
       - name: browser
         image: %q
         runtime_type: gull

@@ -78,6 +78,9 @@ func (b *bench) coldBayOf(ctx context.Context, pp *parts, profile string, kernel
 				}
 			}
 		}
+		if profile == profileBrowser {
+			b.browserParts(ctx, pp, id)
+		}
 	}
 	return tEnd.Sub(t0), nil
 }
@@ -234,11 +237,25 @@ func pick(keep bool, pp *parts) *parts {
 	return nil
 }
 
-var kernelReadyRE = regexp.MustCompile(`msg="kernel ready".*\btook=([0-9.]+(?:ms|s|µs|m))`)
+var (
+	kernelReadyRE     = regexp.MustCompile(`msg="kernel ready".*\btook=([0-9.]+(?:ms|s|µs|m))`)
+	chromiumStartedRE = regexp.MustCompile(`msg="chromium started".*\btook=([0-9.]+(?:ms|s|µs|m))`)
+)
 
 // kernelStartTime reads ship's "kernel ready ... took=" line from the container's log: the
 // time from launching ipykernel to its kernel_info reply and init code.
 func (b *bench) kernelStartTime(ctx context.Context, id string) (time.Duration, bool) {
+	return b.logDuration(ctx, id, kernelReadyRE)
+}
+
+// chromiumStartTime reads gull's "chromium started ... took=" line from the container's log:
+// the time from launching Chromium to its first tab attached.
+func (b *bench) chromiumStartTime(ctx context.Context, id string) (time.Duration, bool) {
+	return b.logDuration(ctx, id, chromiumStartedRE)
+}
+
+// logDuration finds re in the container's log and parses its first group as a duration.
+func (b *bench) logDuration(ctx context.Context, id string, re *regexp.Regexp) (time.Duration, bool) {
 	rc, err := b.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
 		return 0, false
@@ -248,12 +265,34 @@ func (b *bench) kernelStartTime(ctx context.Context, id string) (time.Duration, 
 	if _, err := stdcopy.StdCopy(&out, &errb, io.LimitReader(rc, 1<<20)); err != nil && !errors.Is(err, io.EOF) {
 		return 0, false
 	}
-	m := kernelReadyRE.FindStringSubmatch(out.String() + errb.String())
+	m := re.FindStringSubmatch(out.String() + errb.String())
 	if m == nil {
 		return 0, false
 	}
 	d, err := time.ParseDuration(m[1])
 	return d, err == nil
+}
+
+// browserParts adds what the runtimes of a browser sandbox logged about their start: gull's
+// Chromium start and, when ship started its kernel at boot, the kernel's (both run at once).
+func (b *bench) browserParts(ctx context.Context, pp *parts, sandboxID string) {
+	res, err := b.cli.ContainerList(ctx, client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", "bay.sandbox_id="+sandboxID)})
+	if err != nil {
+		return
+	}
+	for _, c := range res.Items {
+		switch c.Labels["bay.runtime_type"] {
+		case "gull":
+			if d, ok := b.chromiumStartTime(ctx, c.ID); ok {
+				pp.add("bay: chromium start (gull's log: launch to the first tab)", d)
+			}
+		case "ship":
+			if d, ok := b.kernelStartTime(ctx, c.ID); ok {
+				pp.add("bay: ship's kernel start at boot, beside Chromium's (ship's log)", d)
+			}
+		}
+	}
 }
 
 // browserCmd is the first browser command of the cold browser figure: it needs a running
@@ -278,7 +317,7 @@ func (b *bench) figColdBrowser(ctx context.Context) error {
 	f.AddBaseline(benchlib.Latency("raw create+start of the gull image until Chromium answers", raw))
 	f.RatioAtMost(1.2)
 	f.Breakdown = pp.series("")
-	f.Note("bay = POST /v1/sandboxes {profile: %s} (ship + gull on one cargo) then POST .../browser/exec {cmd: %q}: the call creates and starts both containers, waits for ship's /health and for gull's browser_ready, then runs the command", profileBrowser, browserCmd)
+	f.Note("bay = POST /v1/sandboxes {profile: %s} (ship + gull on one cargo, ship with SHIP_NO_KERNEL=1 as in the default browser-python profile) then POST .../browser/exec {cmd: %q}: the call creates both containers (on the sandbox network while the instance's own bridge is made), starts gull's and then ship's, waits for ship's /health and for gull's browser_ready, then runs the command", profileBrowser, browserCmd)
 	f.Note("baseline = raw Engine API volume + container create of %s (user 1000, cap-drop ALL, no-new-privileges, 1 CPU, 1 GiB, pids 512) + start, gull's /health polled every 5 ms until browser_ready, then POST /exec {cmd: %q} on gull directly", b.gullImage, browserCmd)
 	f.Note("%d repetitions per side after %d unmeasured round(s), sides interleaved in rotating order", b.reps.Cold, b.reps.ColdWarmup)
 	b.add(f)
@@ -318,8 +357,12 @@ func (b *bench) coldRawGull(ctx context.Context, pp *parts) (time.Duration, erro
 	tEnd := time.Now()
 	if pp != nil {
 		pp.add("raw gull: create+start", tStarted.Sub(t0))
+		pp.add("raw gull: container start + inspect", rs.Start)
 		pp.add("raw gull: started -> browser_ready", tReady.Sub(tStarted))
 		pp.add("raw gull: first command", tEnd.Sub(tReady))
+		if d, ok := b.chromiumStartTime(ctx, rs.ID); ok {
+			pp.add("raw gull: chromium start (gull's log: launch to the first tab)", d)
+		}
 	}
 	return tEnd.Sub(t0), nil
 }

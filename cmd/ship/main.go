@@ -50,7 +50,8 @@ func run(args []string) error {
 	fs.Int64Var(&cfg.MaxUploadBytes, "max-upload-bytes", cfg.MaxUploadBytes, "largest accepted upload (413 above)")
 	fs.IntVar(&cfg.MaxStdoutBytes, "max-stdout-bytes", cfg.MaxStdoutBytes, "stdout bytes kept per shell command")
 	fs.IntVar(&cfg.MaxStderrBytes, "max-stderr-bytes", cfg.MaxStderrBytes, "stderr bytes kept per shell command")
-	fs.BoolVar(&cfg.NoKernel, "no-kernel", false, "do not start the kernel at boot (it starts on the first /ipython call)")
+	fs.BoolVar(&cfg.NoKernel, "no-kernel", os.Getenv(shipapi.EnvNoKernel) == "1",
+		"do not start the kernel at boot (it starts on the first /ipython call; env "+shipapi.EnvNoKernel+"=1)")
 	fs.Int64Var(&cfg.MaxReadBytes, "max-read-bytes", cfg.MaxReadBytes, "largest text one read_file returns (413 file_too_large above)")
 	fs.StringVar(&cfg.JobsDir, "jobs-dir", jobs.DefaultDir, "ship-owned directory of the jobs' output and status (created 0700)")
 	fs.Int64Var(&cfg.MaxJobOutputBytes, "max-job-output-bytes", cfg.MaxJobOutputBytes, "bytes kept per output stream of a job (the rest is counted and dropped)")

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -134,6 +135,48 @@ func TestBinaryServesAndStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("health %v", h)
 	}
 	stopShip(t, cmd)
+}
+
+// TestNoKernelFromEnv: SHIP_NO_KERNEL=1 (what a browser profile sets on its ship container)
+// keeps the kernel from starting at boot, as --no-kernel does; without it ship starts one.
+func TestNoKernelFromEnv(t *testing.T) {
+	bin := buildShip(t)
+	dir := sharedDir(t)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	if err := os.Chown(ws, 1000, 1000); err != nil && os.Geteuid() == 0 {
+		t.Fatal(err)
+	}
+	status := func(env []string) string {
+		t.Helper()
+		// A python that cannot be a kernel: the start at boot is attempted all the same.
+		args := []string{"--workspace", ws, "--skills-dir", dir, "--python", "/bin/false"}
+		var cmd *exec.Cmd
+		var addr string
+		if os.Geteuid() == 0 {
+			cmd, addr = startShipAs(t, bin, env, 1000, args...)
+		} else {
+			cmd, addr = startShip(t, bin, env, append([]string{"--listen", "127.0.0.1:0"}, args...)...)
+		}
+		defer stopShip(t, cmd)
+		resp, err := http.Get("http://" + addr + "/ipython/kernel/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st struct{ Status string }
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Status
+	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "SHIP_") })
+	if got := status(append(env, "SHIP_NO_KERNEL=1")); got != "not_started" {
+		t.Errorf("kernel with SHIP_NO_KERNEL=1: %s, want not_started", got)
+	}
+	if got := status(env); got == "not_started" {
+		t.Errorf("kernel without SHIP_NO_KERNEL: %s, want a start at boot", got)
+	}
 }
 
 // sharedDir is a temporary directory every user may enter.

@@ -94,6 +94,11 @@ type ContainerSpec struct {
 	// once. WaitInstance collects its output and exit; DestroyInstance removes it.
 	Command []string
 	WorkDir string // absolute; "" = the image's
+	// StartFirst asks the driver to start this container before the instance's others, which
+	// it starts once the platform has started this one: a runtime that is slow to become
+	// ready (gull's Chromium) then does not share its start with the others'. A driver that
+	// starts an instance's containers together (a pod) ignores it.
+	StartFirst bool
 }
 
 // Seccomp filters a ContainerSpec may ask for.

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shipyard-dev/shipyard/api/shipapi"
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/netguard"
 )
@@ -571,7 +572,9 @@ func DefaultProfileSpecs() []ProfileSpec {
 
 // browserPython is ship plus a gull browser sidecar sharing the cargo: ship serves python,
 // shell and files, gull the browser. Chromium's threads count against the pids limit, so the
-// profile allows 512 (a page with a few cross-site frames needs over 256).
+// profile allows 512 (a page with a few cross-site frames needs over 256). Ship starts its
+// kernel on the first python call (shipapi.EnvNoKernel), so that Chromium does not share the
+// sandbox's start with it; that call waits for the kernel instead.
 func browserPython() ProfileSpec {
 	var p ProfileSpec
 	p.applyDefaults()
@@ -583,6 +586,7 @@ func browserPython() ProfileSpec {
 	ship.Name, ship.Image = "ship", "ship:latest"
 	ship.Capabilities = []string{"python", "shell", "filesystem"}
 	ship.PrimaryFor = []string{"python", "shell", "filesystem"}
+	ship.Env = map[string]string{shipapi.EnvNoKernel: "1"}
 	gull.applyDefaults()
 	gull.Name, gull.Image, gull.RuntimeType, gull.RuntimePort = "browser", "gull:latest", bay.RuntimeGull, 8115
 	gull.Capabilities = []string{"browser"}

@@ -132,6 +132,10 @@ func TestDefaults(t *testing.T) {
 		bp.ContainerFor("python").Name != "ship" || bp.ContainerFor("filesystem").Name != "ship" || bp.PidsLimit != 512 {
 		t.Errorf("browser-python = %+v", bp)
 	}
+	// Ship's kernel starts on the first python call, not beside Chromium at the sandbox's start.
+	if env := ContainerEnv(bp, bp.Primary()); env["SHIP_NO_KERNEL"] != "1" || ContainerEnv(bp, bp.ContainerFor("browser"))["SHIP_NO_KERNEL"] != "" {
+		t.Errorf("browser-python env: ship %v, browser %v", env, ContainerEnv(bp, bp.ContainerFor("browser")))
+	}
 }
 
 func TestEmptyFileMeansDefaults(t *testing.T) {

@@ -486,8 +486,8 @@ func TestConfiguredNetwork(t *testing.T) {
 	}
 }
 
-// TestCreateRollsBack: when joining the configured network fails after the instance's network
-// and first container were created, everything is removed again.
+// TestCreateRollsBack: when a create fails on the missing configured network while the
+// instance's own network is being made beside it, everything is removed again.
 func TestCreateRollsBack(t *testing.T) {
 	probe := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
 	cfg := modeConfig(docker.ConnectContainerNetwork)
@@ -506,6 +506,46 @@ func TestCreateRollsBack(t *testing.T) {
 	if err != nil || len(list) != 0 {
 		f.d.DestroyInstance(context.WithoutCancel(t.Context()), spec.Name)
 		t.Fatalf("half-created instance left behind: %+v, %v", list, err)
+	}
+	nets, err := f.cli.NetworkList(t.Context(), client.NetworkListOptions{Filters: make(client.Filters).Add("name", spec.Name)})
+	if err != nil || len(nets.Items) != 0 {
+		f.d.DestroyInstance(context.WithoutCancel(t.Context()), spec.Name)
+		t.Fatalf("the instance's network was left behind: %+v, %v", nets.Items, err)
+	}
+}
+
+// TestStartFirst: a container marked StartFirst is started before the instance's others, and
+// every container of the instance is on the instance's own network and the sandbox network
+// (made while the containers were created) and reaches the others by name.
+func TestStartFirst(t *testing.T) {
+	f := newFixture(t, modeConfig(docker.ConnectAuto))
+	spec := f.spec("start-first")
+	spec.Containers = append(spec.Containers, spec.Containers[0])
+	spec.Containers[1].Name, spec.Containers[1].StartFirst = "gull", true
+	inst := f.create(f.d, spec)
+	started := map[string]time.Time{}
+	for _, c := range inst.Containers {
+		waitHealthy(t, c.Endpoint)
+		res, err := f.cli.ContainerInspect(t.Context(), c.ID, client.ContainerInspectOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := time.Parse(time.RFC3339Nano, res.Container.State.StartedAt)
+		if err != nil {
+			t.Fatalf("%s started at %q: %v", c.Name, res.Container.State.StartedAt, err)
+		}
+		started[c.Name] = at
+		nets := res.Container.NetworkSettings.Networks
+		if nets[spec.Name+"-net"] == nil || nets[docker.SandboxNetwork] == nil {
+			t.Errorf("%s is on %v, want %s-net and %s", c.Name, slices.Collect(maps.Keys(nets)), spec.Name, docker.SandboxNetwork)
+		}
+	}
+	if !started["gull"].Before(started["ship"]) {
+		t.Errorf("gull (StartFirst) started at %s, ship at %s: want gull first", started["gull"], started["ship"])
+	}
+	code, body := do(t, http.MethodGet, inst.Containers[0].Endpoint+"/fetch?url="+url.QueryEscape(fmt.Sprintf("http://gull:%d/health", testimage.Port)), "")
+	if code != http.StatusOK || !strings.Contains(body, `"status":200`) {
+		t.Errorf("ship fetching http://gull/health: %d %s", code, body)
 	}
 }
 

@@ -913,6 +913,9 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 			User:    s.cfg.User,
 			Mounts:  mounts,
 			Seccomp: seccomp,
+			// Chromium is the slowest of the runtimes to become ready (0.5-1 s against
+			// ship's tens of milliseconds): its container starts before the others.
+			StartFirst: c.RuntimeType == bay.RuntimeGull,
 		})
 	}
 	return spec
