@@ -224,6 +224,17 @@ type Driver interface {
 	WaitInstance(ctx context.Context, name string, stdout, stderr io.Writer) (Exit, error)
 }
 
+// InstanceFileSweeper is a Driver that keeps files of its own per instance beside the
+// platform's objects (the Docker driver: the name files of instances under gVisor). Orphan GC
+// removes those of instances of which nothing exists any more.
+type InstanceFileSweeper interface {
+	// StaleInstanceFiles lists the instances whose files were written before olderThan (the
+	// driver may ask for an older age) and of which the platform has nothing.
+	StaleInstanceFiles(ctx context.Context, olderThan time.Time) ([]string, error)
+	// RemoveInstanceFiles removes an instance's files; missing ones are success.
+	RemoveInstanceFiles(ctx context.Context, instance string) error
+}
+
 // Exit is how a one-shot container ended.
 type Exit struct {
 	Code      int

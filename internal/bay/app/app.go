@@ -188,6 +188,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		dc.ImageCache = docker.ImageCacheMode(cfg.Driver.Docker.ImageCache)
 		dc.CargoQuota = docker.CargoQuotaMode(cfg.Driver.Docker.CargoQuota)
 		dc.CargoDir = cfg.Driver.Docker.CargoDir
+		dc.NamesDir = cfg.Driver.Docker.NamesDir
 		d, err := docker.New(dc, log)
 		if err != nil {
 			return fmt.Errorf("docker driver: %w", err)

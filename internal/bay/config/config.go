@@ -107,6 +107,9 @@ type DockerConfig struct {
 	CargoQuota string `yaml:"cargo_quota"`
 	// CargoDir holds the files and mount points of bounded cargos.
 	CargoDir string `yaml:"cargo_dir"`
+	// NamesDir holds the resolv.conf and hosts files of sandboxes under gVisor (runsc), which
+	// cannot reach the engine's embedded DNS server. A path of the engine's host.
+	NamesDir string `yaml:"names_dir"`
 }
 
 // K8sConfig configures the Kubernetes driver (internal/bay/k8s, whose Config documents each
@@ -473,6 +476,7 @@ func DefaultConfig() *Config {
 				ImageCache:   "auto",
 				CargoQuota:   "auto",
 				CargoDir:     "/var/lib/shipyard/cargos",
+				NamesDir:     "/var/lib/shipyard/names",
 			},
 			K8s: K8sConfig{
 				Namespace:          "bay",

@@ -37,3 +37,22 @@ driver:
 		wantErr(t, err, want)
 	}
 }
+
+// TestNamesDir: driver.docker.names_dir (the name files of sandboxes under runsc) defaults to
+// /var/lib/shipyard/names, is taken from the file and the environment, and must be absolute and
+// not the root; the error names the key.
+func TestNamesDir(t *testing.T) {
+	if d := mustLoad(t, ""); d.Driver.Docker.NamesDir != "/var/lib/shipyard/names" {
+		t.Errorf("default names_dir %q", d.Driver.Docker.NamesDir)
+	}
+	if c := mustLoad(t, "driver: {docker: {names_dir: /srv/names}}\n"); c.Driver.Docker.NamesDir != "/srv/names" {
+		t.Errorf("names_dir from the file: %q", c.Driver.Docker.NamesDir)
+	}
+	if c := mustLoad(t, "", "BAY_DRIVER__DOCKER__NAMES_DIR=/run/names"); c.Driver.Docker.NamesDir != "/run/names" {
+		t.Errorf("names_dir from the environment: %q", c.Driver.Docker.NamesDir)
+	}
+	for _, bad := range []string{`names`, `./names`, `""`, `/`, `//`} {
+		_, err := load(t, "driver: {docker: {names_dir: "+bad+"}}\n")
+		wantErr(t, err, `driver.docker.names_dir: must be an absolute path other than /`)
+	}
+}

@@ -170,6 +170,9 @@ func (c *Config) Validate() error {
 	if !filepath.IsAbs(d.CargoDir) {
 		add("driver.docker.cargo_dir", "must be an absolute path, got %q", d.CargoDir)
 	}
+	if !filepath.IsAbs(d.NamesDir) || filepath.Clean(d.NamesDir) == "/" {
+		add("driver.docker.names_dir", "must be an absolute path other than /, got %q", d.NamesDir)
+	}
 	if d.HostAddress == "" {
 		add("driver.docker.host_address", "is required")
 	}

@@ -349,6 +349,12 @@ func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostC
 	for _, m := range spec.Mounts {
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
+	if spec.NamesDir != "" {
+		// The engine leaves out its own files where a mount covers them (names.go).
+		for _, f := range []string{resolvConfFile, hostsFile} {
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: path.Join(spec.NamesDir, f), Target: "/etc/" + f, ReadOnly: true})
+		}
+	}
 	if len(spec.Command) > 0 {
 		// A one-shot's output is read back through the logs: bound what the engine keeps of it
 		// on disk (the reader caps what it stores).

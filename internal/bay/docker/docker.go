@@ -106,6 +106,10 @@ type Config struct {
 	// ImageCache serves an image's hot read-only paths from engine volumes (see imagecache.go):
 	// auto (on for slow storage drivers), on, off.
 	ImageCache ImageCacheMode `yaml:"image_cache"`
+	// NamesDir holds the resolv.conf and hosts files of instances under runsc (names.go),
+	// created 0755 when first needed. It must be a path of the engine's host: the engine binds
+	// the files from there.
+	NamesDir string `yaml:"names_dir"`
 }
 
 // DefaultConfig returns the reference defaults.
@@ -121,6 +125,7 @@ func DefaultConfig() Config {
 		ImageCache:       ImageCacheAuto,
 		CargoQuota:       CargoQuotaAuto,
 		CargoDir:         DefaultCargoDir,
+		NamesDir:         DefaultNamesDir,
 	}
 }
 
@@ -155,6 +160,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CargoDir == "" {
 		c.CargoDir = DefaultCargoDir
+	}
+	if c.NamesDir == "" {
+		c.NamesDir = DefaultNamesDir
 	}
 	return c
 }
@@ -192,6 +200,9 @@ func (c Config) Validate() error {
 	}
 	if !filepath.IsAbs(c.CargoDir) {
 		errs = append(errs, fmt.Errorf("cargo_dir must be an absolute path, got %q", c.CargoDir))
+	}
+	if !filepath.IsAbs(c.NamesDir) || filepath.Clean(c.NamesDir) == "/" {
+		errs = append(errs, fmt.Errorf("names_dir must be an absolute path other than /, got %q", c.NamesDir))
 	}
 	switch c.ImageCache {
 	case ImageCacheAuto, ImageCacheOn, ImageCacheOff:
@@ -243,6 +254,9 @@ type Driver struct {
 
 	rtMu     sync.Mutex
 	runtimes map[string]bool // container runtimes the engine listed (runtimes.go)
+
+	resolvFiles    []string  // where the host's resolvers are read from (names.go)
+	noResolverOnce sync.Once // warns once that the host has no resolver a sandbox reaches
 }
 
 var _ bay.Driver = (*Driver)(nil)
@@ -271,6 +285,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	d.cache = &imageCache{d: d, entries: map[string]*cacheEntry{}}
 	d.spares = newSpares(d)
 	d.sandboxNet = SandboxNetwork
+	d.resolvFiles = []string{"/etc/resolv.conf", "/run/systemd/resolve/resolv.conf"}
 	return d, nil
 }
 

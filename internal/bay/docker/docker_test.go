@@ -568,6 +568,9 @@ func TestConfigValidate(t *testing.T) {
 		{"ipv6 loopback", func(c *docker.Config) { c.HostAddress = "::1" }, ""},
 		{"host port out of range", func(c *docker.Config) { c.HostPort = 70000 }, "host_port"},
 		{"host network", func(c *docker.Config) { c.Network = "host" }, "not allowed"},
+		{"relative names_dir", func(c *docker.Config) { c.NamesDir = "names" }, "names_dir"},
+		{"names_dir at the root", func(c *docker.Config) { c.NamesDir = "/" }, "names_dir"},
+		{"names_dir elsewhere", func(c *docker.Config) { c.NamesDir = "/srv/names" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := docker.DefaultConfig()

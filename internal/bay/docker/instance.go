@@ -54,6 +54,9 @@ type containerSpec struct {
 	// container's DNS servers ("" and nil: the engine's).
 	PolicyNet string
 	DNS       []netip.Addr
+	// NamesDir holds the resolv.conf and hosts bound over the engine's ("" = the engine's;
+	// names.go).
+	NamesDir string
 }
 
 // containerInfo is what the engine reports about one container.
@@ -161,6 +164,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	// holder of a name that turned out to be in use.
 	var made []string
 	madeNet := ""
+	namesDir := ""            // the instance's name files, once this call made them (names.go)
 	var netDone chan struct{} // closed once the instance network made in the background is settled
 	defer func() {
 		if err == nil {
@@ -171,7 +175,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
 		defer cancel()
-		d.rollbackInstance(dctx, spec.Name, made, madeNet)
+		d.rollbackInstance(dctx, spec.Name, made, madeNet, namesDir != "")
 	}()
 
 	// A one-shot in mode none is never called by bay: it gets no interface but loopback.
@@ -180,6 +184,14 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	var pn policyNet
 	if !oneShotNone {
 		if pn, err = d.preparePolicy(ctx, spec); err != nil {
+			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+		}
+	}
+	if usesNames(spec, oneShotNone) {
+		if namesDir, err = d.writeNames(ctx, spec.Name, pn); err != nil {
+			if bay.IsConflict(err) {
+				namesDir = "" // another create's
+			}
 			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 		}
 	}
@@ -240,6 +252,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			NoNetwork:   oneShotNone,
 			PolicyNet:   pn.name,
 			DNS:         pn.dns,
+			NamesDir:    namesDir,
 		}
 		if multi {
 			cs.Hostname = c.Name
@@ -307,6 +320,11 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err := errors.Join(errs...); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: start: %w", spec.Name, err)
 	}
+	if namesDir != "" {
+		if err := d.completeHosts(ctx, namesDir, spec, inst); err != nil {
+			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+		}
+	}
 	tStarted := time.Now()
 	if err := d.registerEgress(ctx, spec, pn, inst); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: egress: %w", spec.Name, err)
@@ -320,8 +338,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	return inst, nil
 }
 
-// rollbackInstance removes the containers (ids or names) and the network a failed create made.
-func (d *Driver) rollbackInstance(ctx context.Context, name string, made []string, network string) {
+// rollbackInstance removes the containers (ids or names), the network and the name files a
+// failed create made.
+func (d *Driver) rollbackInstance(ctx context.Context, name string, made []string, network string, names bool) {
 	if d.egress != nil {
 		d.egress.Unregister(name)
 	}
@@ -337,6 +356,11 @@ func (d *Driver) rollbackInstance(ctx context.Context, name string, made []strin
 	if network != "" {
 		if err := d.removeNetwork(ctx, network); err != nil {
 			d.log.ErrorContext(ctx, "rollback: remove the instance network", "instance", name, "network", network, "err", err)
+		}
+	}
+	if names {
+		if err := d.removeNames(name); err != nil {
+			d.log.ErrorContext(ctx, "rollback: remove the name files", "instance", name, "err", err)
 		}
 	}
 }
@@ -435,6 +459,10 @@ func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
 		if err := d.removeNetwork(ctx, n.Name); err != nil {
 			return fmt.Errorf("destroy instance %s: %w", name, err)
 		}
+	}
+	// Once no container binds them; whether the instance ran under runsc is not asked.
+	if err := d.removeNames(name); err != nil {
+		return fmt.Errorf("destroy instance %s: %w", name, err)
 	}
 	return nil
 }

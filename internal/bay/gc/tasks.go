@@ -490,8 +490,38 @@ func (r *taskRun) orphanContainers(ctx context.Context) {
 		r.cleaned(what, "reason", bay.ReasonOrphan, "session_id", inst.Labels[bay.LabelSessionID], "sandbox_id", inst.Labels[bay.LabelSandboxID],
 			"bay_instance", inst.Labels[bay.LabelInstanceID])
 	}
+	r.staleInstanceFiles(ctx)
 	if !r.dry && ctx.Err() == nil {
 		r.forgetInstances(ctx, list)
+	}
+}
+
+// staleInstanceFiles removes the files a driver keeps beside an instance (the Docker driver's
+// name files under gVisor) once nothing of the instance exists and they are older than the
+// grace period: left by a failed removal or a bay that died mid-create.
+func (r *taskRun) staleInstanceFiles(ctx context.Context) {
+	sw, ok := r.s.drv.(bay.InstanceFileSweeper)
+	if !ok || ctx.Err() != nil {
+		return
+	}
+	cctx, cancel := r.call(ctx)
+	names, err := sw.StaleInstanceFiles(cctx, r.now.Add(-r.s.cfg.OrphanGrace))
+	cancel()
+	if err != nil {
+		r.fail(fmt.Errorf("list instance files: %w", err))
+		return
+	}
+	for _, name := range names {
+		what := "instance-files/" + name
+		if r.dry {
+			r.would(what)
+			continue
+		}
+		if err := sw.RemoveInstanceFiles(ctx, name); err != nil {
+			r.fail(fmt.Errorf("remove instance files of %s: %w", name, err))
+			continue
+		}
+		r.cleaned(what, "reason", bay.ReasonOrphan)
 	}
 }
 

@@ -4,6 +4,7 @@
 //
 //	GET  /health          200 {"status":"healthy"}
 //	GET  /whoami          200 {"uid":..,"gid":..,"hostname":..,"env":[..]}
+//	GET  /resolve?name=N  200 {"addrs":[..]} (Go's resolver), 502 with the error
 //	PUT  /file?path=P     write the body to P (absolute path in the container)
 //	GET  /file?path=P     read P
 //	POST /exit?code=N     reply, then exit with code N (default 0)
@@ -19,6 +20,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -100,6 +102,17 @@ func main() {
 		}
 		resp.Body.Close()
 		writeJSON(w, map[string]any{"status": resp.StatusCode})
+	})
+	mux.HandleFunc("GET /resolve", func(w http.ResponseWriter, r *http.Request) {
+		// Go's own resolver: /etc/hosts, then the servers of /etc/resolv.conf.
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		addrs, err := net.DefaultResolver.LookupHost(ctx, r.URL.Query().Get("name"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		writeJSON(w, map[string]any{"addrs": addrs})
 	})
 	mux.HandleFunc("POST /exit", func(w http.ResponseWriter, r *http.Request) {
 		code, _ := strconv.Atoi(r.URL.Query().Get("code"))
