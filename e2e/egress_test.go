@@ -60,16 +60,48 @@ func policyProfilesFor() string {
 	return strings.ReplaceAll(policyProfiles, `"ship:latest"`, fmt.Sprintf("%q", testImage))
 }
 
-func TestNetworkPolicies(t *testing.T) {
+// policyInternet is what a test of the closed policies needs: the engine, bay's egress table
+// removed again when the test made it, and the test's internet (egressInternet).
+func policyInternet(t *testing.T) (*client.Client, *egresstest.Internet, netip.Addr) {
 	cli := docker(t)
 	if exec.Command("nft", "list", "table", "inet", egress.Table).Run() != nil {
 		t.Cleanup(func() { _ = exec.Command("nft", "delete", "table", "inet", egress.Table).Run() })
 	}
 	in, host := egressInternet(t)
-	b := startBay(t, bayOptions{profiles: policyProfilesFor(), env: []string{
+	return cli, in, host
+}
+
+// startPolicyBay starts bay with profiles, allowing the internet's one address and asking
+// only its DNS server upstream.
+func startPolicyBay(t *testing.T, profiles string, in *egresstest.Internet, host netip.Addr) *Bay {
+	return startBay(t, bayOptions{profiles: profiles, env: []string{
 		fmt.Sprintf(`BAY_SECURITY__ALLOWED_HOSTS=["%s/32"]`, host),
 		fmt.Sprintf(`BAY_SECURITY__EGRESS_DNS_UPSTREAM=["%s"]`, in.DNS),
 	}})
+}
+
+// noneReachesNothing checks from sandbox off, of network mode none, that a listener on its
+// network's gateway, the internet's host and a name all fail, and at once.
+func noneReachesNothing(t *testing.T, b *Bay, cli *client.Client, off string, host netip.Addr) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	gw, _ := engineGateway(t, ctx, cli, baydocker.NoneNetwork)
+	listener := serveOK(t, net.JoinHostPort(gw.String(), "0"))
+	began := time.Now()
+	out := strings.TrimSpace(b.shellOK(off, fmt.Sprintf(
+		`for u in http://%s/ http://%s/ http://example.com/; do curl -s -m 5 -o /dev/null $u; echo -n "$? "; done`, listener, host)))
+	if out != "7 7 6" {
+		t.Errorf("from a sandbox without network: %q, want 7 7 6 (no connection, no connection, no name)", out)
+	}
+	if d := time.Since(began); d > 10*time.Second {
+		t.Errorf("refusals took %v, want them prompt", d)
+	}
+}
+
+func TestNetworkPolicies(t *testing.T) {
+	cli, in, host := policyInternet(t)
+	b := startPolicyBay(t, policyProfilesFor(), in, host)
 
 	// The ceiling: a create request may not loosen its profile's policy.
 	r := b.do("POST", "/v1/sandboxes", map[string]any{"profile": "offline", "network": map[string]any{"mode": "open"}}, nil)
@@ -284,19 +316,7 @@ PY`, strings.Join(targets, " ")))
 
 	t.Run("none reaches nothing", func(t *testing.T) {
 		off := b.create(map[string]any{"profile": "offline"}, nil).Str("id")
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		gw, _ := engineGateway(t, ctx, cli, baydocker.NoneNetwork)
-		listener := serveOK(t, net.JoinHostPort(gw.String(), "0"))
-		began := time.Now()
-		out := strings.TrimSpace(b.shellOK(off, fmt.Sprintf(
-			`for u in http://%s/ http://%s/ http://example.com/; do curl -s -m 5 -o /dev/null $u; echo -n "$? "; done`, listener, host)))
-		if out != "7 7 6" {
-			t.Errorf("from a sandbox without network: %q, want 7 7 6 (no connection, no connection, no name)", out)
-		}
-		if d := time.Since(began); d > 10*time.Second {
-			t.Errorf("refusals took %v, want them prompt", d)
-		}
+		noneReachesNothing(t, b, cli, off, host)
 		if got := b.get(off).Str("network.mode"); got != "none" {
 			t.Errorf("detail: mode %q", got)
 		}
@@ -308,15 +328,8 @@ PY`, strings.Join(targets, " ")))
 // allowed names work, refused ones are still refused, an in-place PATCH still applies, and
 // the sandbox without network still reaches nothing (failing fast, its resolver back).
 func TestNetworkPoliciesAfterBayKill(t *testing.T) {
-	cli := docker(t)
-	if exec.Command("nft", "list", "table", "inet", egress.Table).Run() != nil {
-		t.Cleanup(func() { _ = exec.Command("nft", "delete", "table", "inet", egress.Table).Run() })
-	}
-	in, host := egressInternet(t)
-	b := startBay(t, bayOptions{profiles: policyProfilesFor(), env: []string{
-		fmt.Sprintf(`BAY_SECURITY__ALLOWED_HOSTS=["%s/32"]`, host),
-		fmt.Sprintf(`BAY_SECURITY__EGRESS_DNS_UPSTREAM=["%s"]`, in.DNS),
-	}})
+	cli, in, host := policyInternet(t)
+	b := startPolicyBay(t, policyProfilesFor(), in, host)
 	id := b.create(map[string]any{"profile": "listed"}, nil).Str("id")
 	off := b.create(map[string]any{"profile": "offline"}, nil).Str("id")
 	b.writeFile(id, "ca.pem", in.CertPEM())

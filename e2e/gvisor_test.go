@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	baydocker "github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
@@ -62,9 +65,9 @@ echo a > /workspace/artifacts/a.txt && echo artifacts=writable
 }
 
 // TestBrowserUnderGVisor: a ship + gull profile with runtime runsc: both containers run under
-// gVisor, Chromium starts there, and the browser opens, fills and submits a page ship wrote to
-// the shared workspace. (By file: under gVisor the containers do not resolve each other's names,
-// see docs/gvisor.md.)
+// gVisor, Chromium starts there, and the browser opens by name (http://ship:8000/, through the
+// hosts file bay binds into containers under runsc), fills and submits a page ship serves from
+// the shared workspace; ship resolves the browser's container by name too.
 func TestBrowserUnderGVisor(t *testing.T) {
 	t.Parallel()
 	profiles := strings.Replace(strings.ReplaceAll(browserProfiles, `"ship:latest"`, fmt.Sprintf("%q", testImage)),
@@ -73,7 +76,8 @@ func TestBrowserUnderGVisor(t *testing.T) {
 	id := b.create(map[string]any{"profile": "browser-python"}, nil).Str("id")
 	b.writeFile(id, "site/index.html", formPage)
 	contains(t, b.shellOK(id, "dmesg | head -1"), "gVisor", "ship's kernel")
-	contains(t, b.browserOK(id, "open file:///workspace/site/index.html"), "Form", "open")
+	serveSite(t, b, id)
+	contains(t, b.browserOK(id, "open http://ship:8000/index.html"), "Form", "open by name")
 	snap := b.browserOK(id, "snapshot -i")
 	input, button := refOf(t, snap, "textbox"), refOf(t, snap, "button")
 	b.browserOK(id, "fill "+input+" Ada")
@@ -81,8 +85,63 @@ func TestBrowserUnderGVisor(t *testing.T) {
 	if title := strings.TrimSpace(b.browserOK(id, "get title")); title != "Hello, Ada" {
 		t.Fatalf("title after submit: %q", title)
 	}
-	// Name resolution inside gVisor does not reach the engine's embedded DNS server.
-	if out := b.shellOK(id, "getent hosts browser || echo unresolved"); out != "unresolved" {
-		t.Logf("the browser container's name resolves under gVisor now: %q (update docs/gvisor.md)", out)
+	out := strings.Fields(b.shellOK(id, "getent hosts browser || echo unresolved"))
+	if len(out) < 2 || out[1] != "browser" || net.ParseIP(out[0]) == nil {
+		t.Errorf("ship resolving the browser's container: %q", out)
 	}
+}
+
+// TestNetworkPoliciesUnderGVisor: the network policies hold under runsc, with the test's
+// local "internet" (egressInternet). Allowlist: /etc/resolv.conf names bay's resolver on the
+// policy network's gateway; an allowed name resolves inside the sandbox and is reached with and
+// without the proxy; a refused one fails at once (the resolver refuses it, curl does not wait
+// for a timeout). None: the resolver there refuses every name at once and nothing is reached.
+func TestNetworkPoliciesUnderGVisor(t *testing.T) {
+	cli, in, host := policyInternet(t)
+	b := startPolicyBay(t, strings.ReplaceAll(policyProfilesFor(), "    capabilities: [filesystem, shell, python]\n",
+		"    capabilities: [filesystem, shell, python]\n    runtime: runsc\n"), in, host)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	t.Run("allowlist", func(t *testing.T) {
+		id := b.create(map[string]any{"profile": "listed"}, nil).Str("id")
+		sh := func(cmd string) string { return strings.TrimSpace(b.shellOK(id, cmd)) }
+		contains(t, sh("dmesg | head -1"), "gVisor", "the sandbox's kernel")
+		gw, _ := engineGateway(t, ctx, cli, baydocker.EgressNetwork)
+		if conf := sh("grep nameserver /etc/resolv.conf"); conf != "nameserver "+gw.String() {
+			t.Errorf("/etc/resolv.conf: %q, want bay's resolver on %s only", conf, gw)
+		}
+		// bay's resolver answers an allowed name with the gateway, which carries the connection.
+		if got := strings.Fields(sh("getent hosts api.example.com || echo unresolved")); len(got) != 2 || got[0] != gw.String() || got[1] != "api.example.com" {
+			t.Errorf("allowed name inside the sandbox: %q, want it at the gateway %s", got, gw)
+		}
+		curl := func(args string) string { return sh("curl -sS -m 20 " + args + " 2>&1; echo \" rc=$?\"") }
+		for _, args := range []string{"http://api.example.com/", "--noproxy '*' http://api.example.com/"} {
+			if got := curl(args); got != "hello from api.example.com rc=0" {
+				t.Errorf("curl %s: %q", args, got)
+			}
+		}
+		began := time.Now()
+		if got := curl("--noproxy '*' http://evil.test/"); !strings.HasSuffix(got, "rc=6") {
+			t.Errorf("refused name: %q, want not resolved", got)
+		}
+		// A lost query would cost glibc's 5 s timeout twice: a refusal is answered at once.
+		d := time.Since(began)
+		t.Logf("a refused name failed after %v", d)
+		if d > 9*time.Second {
+			t.Errorf("the refused name took %v to fail, as long as a resolver that does not answer", d)
+		}
+		if got := curl("http://evil.test/"); !strings.Contains(got, "evil.test port 80 is refused by the sandbox's network policy") {
+			t.Errorf("refused name through the proxy: %q", got)
+		}
+	})
+
+	t.Run("none", func(t *testing.T) {
+		off := b.create(map[string]any{"profile": "offline"}, nil).Str("id")
+		gw, _ := engineGateway(t, ctx, cli, baydocker.NoneNetwork)
+		if conf := strings.TrimSpace(b.shellOK(off, "grep nameserver /etc/resolv.conf")); conf != "nameserver "+gw.String() {
+			t.Errorf("/etc/resolv.conf: %q, want the refusing resolver on %s only", conf, gw)
+		}
+		noneReachesNothing(t, b, cli, off, host)
+	})
 }

@@ -32,6 +32,15 @@ if [ -d "$cargos" ]; then
     left=1
   fi
 fi
+# Name files of sandboxes under gVisor: a directory per instance, removed with it.
+names=${SHIPYARD_NAMES_DIR:-/var/lib/shipyard/names}
+if [ -d "$names" ]; then
+  dirs=$(find "$names" -mindepth 1 -maxdepth 1 | head -20)
+  if [ -n "$dirs" ]; then
+    echo "leftover name files in $names:" $dirs >&2
+    left=1
+  fi
+fi
 # The Kubernetes test cluster (scripts/k8s/test.sh stops it after the tests): no state, no
 # process it recorded, no bridge, no cgroup of its own.
 . "$(dirname "$0")/k8s/env.sh"
@@ -46,4 +55,4 @@ if [ -n "$k8s" ]; then
   left=1
 fi
 if [ $left = 1 ]; then exit 1; fi
-echo "no leftover containers, volumes, networks, cargo files or test cluster"
+echo "no leftover containers, volumes, networks, cargo files, name files or test cluster"
