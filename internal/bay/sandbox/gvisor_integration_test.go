@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +45,47 @@ func containerRuntime(t *testing.T, drv *docker.Driver, sandboxID string) string
 		t.Fatalf("docker inspect: %v", err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// bombScript runs a fork bomb for five seconds, then counts the processes and prints
+// "survived". Everything after the bomb's start is a bash builtin: no fork is needed to get
+// there, so the last lines appear exactly when the sandbox kernel outlived the bomb.
+const bombScript = `ulimit -u
+mkfifo /tmp/wait && exec 3<>/tmp/wait
+:(){ :|:& }
+: 2>/dev/null
+read -t 5 -u 3
+n=0; for p in /proc/[0-9]*; do n=$((n+1)); done
+echo "processes $n"
+echo survived`
+
+// runscOneShot runs argv as uid 1000 in a one-shot container under runsc without network, as
+// an exec's container runs, and returns how it ended and its output.
+func runscOneShot(t *testing.T, drv *docker.Driver, image string, argv ...string) (bay.Exit, *bytes.Buffer, *bytes.Buffer, error) {
+	t.Helper()
+	name := "gvisor-oneshot-" + strings.ToLower(bay.NewID("t"))
+	spec := bay.InstanceSpec{Name: name, Runtime: bay.ContainerRuntimeRunsc, Network: bay.NetworkPolicy{Mode: bay.NetworkNone},
+		Labels: map[string]string{bay.LabelOwner: "alice"},
+		Containers: []bay.ContainerSpec{{Name: "exec", RuntimeType: "exec", Image: image, User: "1000:1000", Command: argv}}}
+	if _, err := drv.CreateInstance(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = drv.DestroyInstance(context.Background(), name) })
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	exit, err := drv.WaitInstance(ctx, name, &stdout, &stderr)
+	return exit, &stdout, &stderr, err
+}
+
+// containerID is the id of the one container of the sandbox's instance.
+func containerID(t *testing.T, drv *docker.Driver, sandboxID string) string {
+	t.Helper()
+	insts, err := drv.ListInstances(t.Context(), map[string]string{bay.LabelSandboxID: sandboxID})
+	if err != nil || len(insts) != 1 || len(insts[0].Containers) != 1 {
+		t.Fatalf("instances of %s: %+v %v", sandboxID, insts, err)
+	}
+	return insts[0].Containers[0].ID
 }
 
 // TestDockerGVisor runs a sandbox of a profile with runtime runsc on the real engine with the
@@ -178,6 +220,55 @@ func TestDockerGVisor(t *testing.T) {
 		}
 	})
 
+	t.Run("a fork bomb does not kill gVisor's kernel", func(t *testing.T) {
+		// Under gVisor the pids cgroup also counts the sandbox kernel's own tasks: without the
+		// driver's RLIMIT_NPROC a fork bomb exhausts it, gVisor's kernel dies and every process
+		// with it, so the last line below is never printed. With it, the bomb's forks fail with
+		// EAGAIN as under runc. (A one-shot: no runtime whose health checks could starve.)
+		exit, stdout, stderr, err := runscOneShot(t, drv, image, "bash", "-c", bombScript)
+		limit := docker.RunscProcessLimit(docker.DefaultPidsLimit)
+		var nproc, procs int64
+		if n, _ := fmt.Sscanf(stdout.String(), "%d\nprocesses %d\nsurvived\n", &nproc, &procs); n != 2 || err != nil || exit.Code != 0 {
+			t.Fatalf("one-shot fork bomb under runsc: %+v %v: stdout %q, stderr %q", exit, err, stdout.String(), stderr.String())
+		}
+		// The bomb ran: its processes come and go, but were many at the end.
+		if nproc != limit || procs < limit/3 {
+			t.Fatalf("RLIMIT_NPROC %d (want %d), %d processes at the end of the bomb", nproc, limit, procs)
+		}
+		t.Logf("%d processes of at most %d at the end of the bomb", procs, limit)
+	})
+
+	t.Run("a session heals after a fork bomb", func(t *testing.T) {
+		r, err := caps.ExecShell(ctx, "alice", sb.ID, capability.ShellParams{Command: "timeout 10 bash -c ':(){ :|:& };:' 2>/dev/null; echo ended", Timeout: 60})
+		t.Logf("the fork bomb's call: %+v %v", r, err)
+		// Then the sandbox answers again in bounded time. Usually ship finds the user's
+		// processes at the limit and kills them (the notice says so); a call can land while
+		// the bomb's processes are between generations and fail in bash's own forks; and when
+		// the bomb starves ship of CPU past bay's health checks, bay replaces the runtime and
+		// answers a retryable session_not_ready meanwhile.
+		deadline := time.Now().Add(120 * time.Second)
+		for {
+			r, err := caps.ExecShell(ctx, "alice", sb.ID, capability.ShellParams{Command: "echo alive", Timeout: 30})
+			if err == nil && r.Output == "alive" {
+				t.Logf("answered again; notice %q", r.Notice)
+				break
+			}
+			var be *bay.Error
+			if err != nil && (!errors.As(err, &be) || be.Code != bay.CodeSessionNotReady) {
+				t.Fatalf("a call after the fork bomb: %v", err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no call succeeded within 120 s of the fork bomb; the last: %+v %v", r, err)
+			}
+			if err != nil {
+				t.Logf("a call after the fork bomb: %v", err)
+				time.Sleep(time.Second)
+			} else {
+				t.Logf("a call after the fork bomb failed: exit %d, %s", r.ExitCode, deref(r.Error))
+			}
+		}
+	})
+
 	t.Run("the workspace survives stop and resume", func(t *testing.T) {
 		began := time.Now()
 		if err := svc.StopSandbox(ctx, "alice", sb.ID); err != nil {
@@ -201,19 +292,7 @@ func TestDockerGVisor(t *testing.T) {
 	})
 
 	t.Run("a one-shot runs under runsc", func(t *testing.T) {
-		name := "gvisor-oneshot-" + strings.ToLower(bay.NewID("t"))
-		spec := bay.InstanceSpec{Name: name, Runtime: bay.ContainerRuntimeRunsc, Network: bay.NetworkPolicy{Mode: bay.NetworkNone},
-			Labels: map[string]string{bay.LabelOwner: "alice"},
-			Containers: []bay.ContainerSpec{{Name: "exec", RuntimeType: "exec", Image: image, User: "1000:1000",
-				Command: []string{"sh", "-c", "dmesg | head -1; id -u"}}}}
-		if _, err := drv.CreateInstance(ctx, spec); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = drv.DestroyInstance(context.Background(), name) })
-		var stdout, stderr bytes.Buffer
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		exit, err := drv.WaitInstance(wctx, name, &stdout, &stderr)
+		exit, stdout, stderr, err := runscOneShot(t, drv, image, "sh", "-c", "dmesg | head -1; id -u")
 		if err != nil || exit.Code != 0 || !strings.Contains(stdout.String(), "gVisor") || !strings.HasSuffix(stdout.String(), "1000\n") {
 			t.Fatalf("one-shot: %+v %v: %q %q", exit, err, stdout.String(), stderr.String())
 		}
@@ -230,4 +309,11 @@ func TestDockerGVisor(t *testing.T) {
 			t.Errorf("details %+v", e.Details)
 		}
 	})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

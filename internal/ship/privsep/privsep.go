@@ -408,6 +408,13 @@ func (u *User) killAllOnce() error {
 // user, from /proc.
 func (u *User) Processes() []int {
 	var out []int
+	u.eachProcess(func(pid int, _ map[string]string) { out = append(out, pid) })
+	return out
+}
+
+// eachProcess calls fn with the pid and the parsed /proc status of every live (not zombie)
+// process of the sandbox user.
+func (u *User) eachProcess(fn func(pid int, status map[string]string)) {
 	want := strconv.Itoa(u.UID)
 	EachProcess(func(pid int, dir string) {
 		b, err := os.ReadFile(dir + "/status")
@@ -417,10 +424,36 @@ func (u *User) Processes() []int {
 		st := ParseStatus(string(b))
 		uid := strings.Fields(st["Uid"])
 		if len(uid) > 0 && uid[0] == want && !strings.HasPrefix(st["State"], "Z") {
-			out = append(out, pid)
+			fn(pid, st)
 		}
 	})
-	return out
+}
+
+// AtProcessLimit reports whether the sandbox user has no room left under RLIMIT_NPROC for a
+// command and one child of it. The limit is ship's own, which everything it starts inherits;
+// without one (runc sandboxes, where the pids cgroup refuses a fork with EAGAIN instead) it
+// reports false without reading /proc. Under gVisor bay sets one below the pids cgroup's limit,
+// and a fork bomb then fills it with the user's tasks: ship's fork of the next command still
+// succeeds (it forks as itself), but that command's own forks fail, so ship has to tell from
+// the count that the sandbox is exhausted. Threads count like processes, as the limit counts
+// them.
+func (u *User) AtProcessLimit() bool {
+	if u == nil {
+		return false
+	}
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &lim); err != nil || lim.Cur == unix.RLIM_INFINITY {
+		return false
+	}
+	var tasks uint64
+	u.eachProcess(func(_ int, st map[string]string) {
+		n, err := strconv.ParseUint(strings.TrimSpace(st["Threads"]), 10, 32)
+		if err != nil || n == 0 {
+			n = 1
+		}
+		tasks += n
+	})
+	return tasks+2 > lim.Cur
 }
 
 // EachProcess calls fn with the pid and the /proc directory of every process.

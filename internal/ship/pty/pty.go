@@ -145,9 +145,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // start starts the shell on a new PTY. When the sandbox ran out of processes
-// (EAGAIN: its pids limit) it kills every process of the sandbox user and
-// tries once more.
+// (EAGAIN: its pids limit; under gVisor, RLIMIT_NPROC filled, found before the
+// start) it kills every process of the sandbox user and tries (once more).
 func (h *Handler) start(cols, rows uint16) (cmd *exec.Cmd, ptmx *os.File, err error) {
+	if h.User.AtProcessLimit() {
+		h.killAll()
+	}
 	for attempt := 0; ; attempt++ {
 		argv := h.Shell
 		if len(argv) == 0 {
@@ -168,12 +171,19 @@ func (h *Handler) start(cols, rows uint16) (cmd *exec.Cmd, ptmx *os.File, err er
 		if err == nil || attempt > 0 || h.User == nil || !errors.Is(err, syscall.EAGAIN) {
 			return cmd, ptmx, err
 		}
-		if n, kerr := h.User.KillAll(); kerr != nil {
+		if kerr := h.killAll(); kerr != nil {
 			return cmd, nil, errors.Join(err, kerr)
-		} else if h.Log != nil {
-			h.Log.Warn("pids limit reached: killed every process of the sandbox user", "killed", n)
 		}
 	}
+}
+
+// killAll kills every process of the sandbox user after it ran out of processes.
+func (h *Handler) killAll() error {
+	n, err := h.User.KillAll()
+	if err == nil && h.Log != nil {
+		h.Log.Warn("pids limit reached: killed every process of the sandbox user", "killed", n)
+	}
+	return err
 }
 
 // isResize applies data as a resize message if it is one.

@@ -143,12 +143,16 @@ func (r *Runner) prepare(req shipapi.ExecShellRequest) (*exec.Cmd, error) {
 }
 
 // start builds and starts the command of req, with wire connecting its
-// output. When the start fails because the sandbox ran out of processes
-// (EAGAIN from fork: its pids limit), it kills every process of the sandbox
-// user and tries once more; notice then says so. A start that fails for
+// output. When the sandbox ran out of processes (EAGAIN from fork: its pids
+// limit; or, under gVisor, the user's tasks filling RLIMIT_NPROC, found before
+// the start) it kills every process of the sandbox user and tries (once more);
+// notice then says so. A start that fails for
 // another reason is reported in the response (resp non-nil), as the
 // reference did.
 func (r *Runner) start(req shipapi.ExecShellRequest, wire func(*exec.Cmd)) (cmd *exec.Cmd, notice string, resp *shipapi.ExecShellResponse, err error) {
+	if r.cfg.User.AtProcessLimit() {
+		notice = Exhausted(r.cfg.User, r.cfg.Log)
+	}
 	for attempt := 0; ; attempt++ {
 		cmd, err = r.prepare(req)
 		if err != nil {
