@@ -225,13 +225,14 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	// image's files into the cargo volume's mount, which it can do for two at once.
 	made = make([]string, len(spec.Containers))
 	cerrs := make([]error, len(spec.Containers))
+	policyEnv := peersBypassProxy(pn.env, spec, multi)
 	var cwg sync.WaitGroup
 	for i, c := range spec.Containers {
 		cs := containerSpec{
 			Name:        containerName(spec.Name, multi, c.Name),
 			Image:       c.Image,
 			Hostname:    singleHostname,
-			Env:         withEnv(c.Env, pn.env),
+			Env:         withEnv(c.Env, policyEnv),
 			Labels:      maps.Clone(labels),
 			VolumeRef:   spec.VolumeRef,
 			MountPath:   spec.MountPath,

@@ -426,6 +426,25 @@ func (d *Driver) NetworkEvents(sandboxID string) ([]bay.NetworkEvent, int64) {
 	return d.egress.Events(sandboxID)
 }
 
+// peersBypassProxy is the policy's environment for the containers of spec: under the allowlist
+// the containers of a multi-container instance reach each other directly on the instance's own
+// network, so their names (the short one and the engine's) join NO_PROXY. Otherwise a client
+// that honours HTTP_PROXY, Chromium in gull among them, would send a call to a peer
+// (http://ship:8000/) to the egress gateway, which refuses names that are not on the list.
+func peersBypassProxy(env map[string]string, spec bay.InstanceSpec, multi bool) map[string]string {
+	if !multi || env["NO_PROXY"] == "" {
+		return env
+	}
+	names := []string{env["NO_PROXY"]}
+	for _, c := range spec.Containers {
+		names = append(names, c.Name, containerName(spec.Name, multi, c.Name))
+	}
+	out := maps.Clone(env)
+	out["NO_PROXY"] = strings.Join(names, ",")
+	out["no_proxy"] = out["NO_PROXY"]
+	return out
+}
+
 // withEnv is env with extra's variables added (extra wins); env itself is not changed.
 func withEnv(env, extra map[string]string) map[string]string {
 	if len(extra) == 0 {
