@@ -131,6 +131,11 @@ type Config struct {
 	// for runc get the cluster's default handler (no class); instances asking for neither
 	// get RuntimeClassName.
 	RunscRuntimeClass string
+	// HostMounts says how snapshot mounts (bay.Mount.Snapshot: skill folders and the skills
+	// index, which live on bay's filesystem) reach the Pods: configmap (default) copies them
+	// into immutable ConfigMaps (files.go), which works on any cluster; hostpath mounts the
+	// path on the node, which works only where the node has bay's directory at that path.
+	HostMounts HostMounts
 }
 
 // DefaultConfig returns the defaults.
@@ -148,6 +153,7 @@ func DefaultConfig() Config {
 
 		SeccompUserNamespacesProfile: DefaultSeccompUserNamespacesProfile,
 		RunscRuntimeClass:            DefaultRunscRuntimeClass,
+		HostMounts:                   HostMountsConfigMap,
 	}
 }
 
@@ -232,6 +238,9 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New("blocked ranges: an invalid range"))
 		}
 	}
+	if c.HostMounts != HostMountsConfigMap && c.HostMounts != HostMountsHostPath {
+		errs = append(errs, fmt.Errorf("host_mounts must be configmap or hostpath, got %q", c.HostMounts))
+	}
 	if c.RequestRatio <= 0 || c.RequestRatio > 1 {
 		errs = append(errs, fmt.Errorf("request_ratio must be in (0, 1], got %v", c.RequestRatio))
 	}
@@ -265,7 +274,10 @@ type Driver struct {
 	proxy  apiProxy // ConnectProxy's forwarder
 }
 
-var _ bay.Driver = (*Driver)(nil)
+var (
+	_ bay.Driver            = (*Driver)(nil)
+	_ bay.SnapshotCollector = (*Driver)(nil)
+)
 
 // New returns a driver for the cluster cfg.Kubeconfig names. It does not contact the cluster;
 // call Ping.
