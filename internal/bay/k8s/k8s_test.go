@@ -685,10 +685,12 @@ func TestSkillMounts(t *testing.T) {
 		sp := spec(name, img)
 		sp.Labels[bay.LabelDeployment] = deployment
 		sp.Containers[0].Mounts = mounts
+		began := time.Now()
 		inst, err := d.CreateInstance(ctx, sp)
 		if err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
+		t.Logf("create %s with the skill mounts: %v", name, time.Since(began).Round(time.Millisecond))
 		t.Cleanup(func() { _ = d.DestroyInstance(context.WithoutCancel(ctx), name) })
 		return inst
 	}
@@ -755,6 +757,7 @@ func TestSkillMounts(t *testing.T) {
 	if len(first) < 3 { // at least two for the tree (1.2 MiB), one for the index
 		t.Fatalf("%d ConfigMaps, want the tree across several and the index", len(first))
 	}
+	t.Logf("%d ConfigMaps for a tree of %d files and the index", len(first), len(files))
 	used := map[string]string{}
 	for name, cm := range first {
 		if cm.Immutable == nil || !*cm.Immutable || cm.Labels["bay.deployment"] != deployment || cm.Labels["bay.kind"] != "files" {
