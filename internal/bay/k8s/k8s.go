@@ -5,7 +5,8 @@
 // they reach each other on localhost, and by container name through host aliases), a Secret
 // holding the containers' environment (the runtime token among it never appears in the Pod's
 // spec) and, unless switched off, a NetworkPolicy of its own. A cargo volume is a
-// PersistentVolumeClaim (ReadWriteOnce). A one-shot (an audited execution) is a Pod of its one
+// PersistentVolumeClaim (ReadWriteOnce). Skill folders and the skills index reach the Pods as
+// immutable ConfigMaps shared by content (files.go). A one-shot (an audited execution) is a Pod of its one
 // container, whose output WaitInstance reads back from the kubelet's log (wait.go). Every
 // object carries the spec's labels, encoded for Kubernetes' label syntax (labels.go), so that
 // the orphan GC and ListInstances find them by label as on Docker.
