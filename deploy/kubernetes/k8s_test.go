@@ -344,6 +344,8 @@ func TestManifestsOnAPIServer(t *testing.T) {
 		{"shipyard-sandboxes", "create", "", "secrets", "", true},
 		{"shipyard-sandboxes", "list", "", "persistentvolumeclaims", "", true},
 		{"shipyard-sandboxes", "create", "networking.k8s.io", "networkpolicies", "", true},
+		{"shipyard-sandboxes", "patch", "", "configmaps", "", true},
+		{"shipyard-sandboxes", "update", "", "configmaps", "", false},
 		{"shipyard-sandboxes", "update", "", "pods", "", false},
 		{"shipyard-sandboxes", "patch", "", "secrets", "", false},
 		{"shipyard-sandboxes", "create", "", "pods", "exec", false},

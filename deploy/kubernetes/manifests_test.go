@@ -169,6 +169,7 @@ func TestManifests(t *testing.T) {
 		"secrets":                {"create", "delete", "get", "list"},
 		"persistentvolumeclaims": {"create", "delete", "get", "list"},
 		"networkpolicies":        {"create", "delete", "get"},
+		"configmaps":             {"create", "delete", "list", "patch"},
 	}
 	if len(r.roles) != 1 || r.roles[0].Namespace != sbNS {
 		t.Fatalf("want one Role in %s, got %d", sbNS, len(r.roles))

@@ -30,6 +30,12 @@ type Mount struct {
 	Source   string // host path
 	Target   string // absolute path in the container
 	ReadOnly bool
+	// Snapshot says that Source (a directory tree or one file, ReadOnly) is content of bay's
+	// own that never changes under that path (a skill version, a skills index): a driver may
+	// deliver a copy of it read from bay's filesystem instead of binding the path (the
+	// Kubernetes driver does, since the path exists on bay's host only). Without it the
+	// mount is a live folder that the platform binds as it is.
+	Snapshot bool
 }
 
 // NetworkMode says what an instance may reach.
@@ -233,6 +239,17 @@ type InstanceFileSweeper interface {
 	StaleInstanceFiles(ctx context.Context, olderThan time.Time) ([]string, error)
 	// RemoveInstanceFiles removes an instance's files; missing ones are success.
 	RemoveInstanceFiles(ctx context.Context, instance string) error
+}
+
+// SnapshotCollector is implemented by drivers that keep copies of snapshot mounts
+// (Mount.Snapshot) as objects of their own, shared by instances and outliving each (the
+// Kubernetes driver's ConfigMaps). The orphan GC asks it to remove the unused ones.
+type SnapshotCollector interface {
+	// CollectSnapshots removes the copies labelled with deployment ("" = those without a
+	// deployment label) that no instance mounts and that were last used before usedBefore;
+	// with dryRun it removes nothing. It returns what it removed (or would), and an error
+	// joining the removals that failed.
+	CollectSnapshots(ctx context.Context, deployment string, usedBefore time.Time, dryRun bool) ([]string, error)
 }
 
 // Exit is how a one-shot container ended.

@@ -561,6 +561,7 @@ func k8sDriver(ctx context.Context, cfg *config.Config, log *slog.Logger) (*k8s.
 	kc.ImagePullPolicy = k8s.PullPolicy(cfg.Driver.ImagePullPolicy)
 	kc.SeccompUserNamespacesProfile, kc.NoNetworkRuntimeClass = c.SeccompUsernsProfile, c.NoNetworkRuntimeClass
 	kc.StorageEnforcesSize, kc.RunscRuntimeClass = c.StorageEnforcesSize, c.RunscRuntimeClass
+	kc.HostMounts = k8s.HostMounts(c.HostMounts)
 	// The ranges the host firewall keeps sandboxes from on Docker become the NetworkPolicies'
 	// exceptions here.
 	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)

@@ -140,6 +140,8 @@ type K8sConfig struct {
 	// RunscRuntimeClass is the RuntimeClass of the Pods of a profile with runtime: runsc.
 	RunscRuntimeClass   string `yaml:"runsc_runtime_class"`
 	StorageEnforcesSize bool   `yaml:"storage_enforces_size"`
+	// HostMounts is how skill folders reach the Pods: configmap | hostpath.
+	HostMounts string `yaml:"host_mounts"`
 }
 
 // CargoConfig configures workspace volumes.
@@ -491,6 +493,7 @@ func DefaultConfig() *Config {
 				// As internal/bay/k8s.DefaultSeccompUserNamespacesProfile (scripts/k8s installs it).
 				SeccompUsernsProfile: "shipyard/userns.json",
 				RunscRuntimeClass:    "gvisor",
+				HostMounts:           "configmap",
 			},
 		},
 		Skills: SkillsConfig{MaxArchiveBytes: 32 << 20, MaxUnpackedBytes: 64 << 20, MaxFiles: 2000},

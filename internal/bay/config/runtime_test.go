@@ -56,3 +56,14 @@ func TestNamesDir(t *testing.T) {
 		wantErr(t, err, `driver.docker.names_dir: must be an absolute path other than /`)
 	}
 }
+
+func TestK8sHostMounts(t *testing.T) {
+	if d := mustLoad(t, ""); d.Driver.K8s.HostMounts != "configmap" {
+		t.Errorf("default driver.k8s.host_mounts %q, want configmap", d.Driver.K8s.HostMounts)
+	}
+	if c := mustLoad(t, "driver: {type: k8s, k8s: {host_mounts: hostpath}}\n"); c.Driver.K8s.HostMounts != "hostpath" {
+		t.Errorf("driver.k8s.host_mounts %q", c.Driver.K8s.HostMounts)
+	}
+	_, err := load(t, "driver: {type: k8s, k8s: {host_mounts: nfs}}\n")
+	wantErr(t, err, `driver.k8s.host_mounts: must be one of configmap, hostpath, got "nfs"`)
+}

@@ -195,6 +195,7 @@ func (c *Config) Validate() error {
 			add("driver.k8s.request_ratio", "must be in (0, 1], got %v", k.RequestRatio)
 		}
 		oneOf(add, "driver.k8s.connect_mode", k.ConnectMode, "pod_ip", "proxy")
+		oneOf(add, "driver.k8s.host_mounts", k.HostMounts, "configmap", "hostpath")
 		// The driver checks the rest (names, quantities, capabilities, CIDRs) when bay starts.
 	}
 

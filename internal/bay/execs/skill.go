@@ -89,7 +89,7 @@ func (s *Service) skillMount(rec *bay.ExecRecord) *bay.Mount {
 	if rec.SkillID == "" || rec.SkillVersion == "" || s.cfg.Library == nil {
 		return nil
 	}
-	return &bay.Mount{Source: s.cfg.Library.VersionDir(rec.SkillVersion), Target: bay.SkillsMountRoot + "/" + rec.SkillID, ReadOnly: true}
+	return &bay.Mount{Source: s.cfg.Library.VersionDir(rec.SkillVersion), Target: bay.SkillsMountRoot + "/" + rec.SkillID, ReadOnly: true, Snapshot: true}
 }
 
 // mounts are every mount of the exec's container: the workspace's three, and its skill.

@@ -14,7 +14,10 @@
 //   - orphan_cargo: managed cargos whose sandbox is soft-deleted, missing, or was never written
 //     (a create that failed half-way), older than the grace period; and volumes labelled
 //     bay.managed=true with a bay.cargo_id that has no row, owned by this instance, older than
-//     the grace period.
+//     the grace period; then, where the driver keeps copies of read-only mounts
+//     (bay.SnapshotCollector: the Kubernetes driver's skill ConfigMaps), those of this
+//     deployment that no instance mounts and that were last used longer than the grace
+//     period ago.
 //   - orphan_container: containers that provably belong to this bay instance (strict labels and
 //     name) whose session is unknown to the database, older than the grace period; then, by the
 //     same rules, the leaked networks of multi-container sessions ("bay_net_<session_id>"). A

@@ -449,3 +449,53 @@ func TestHTTPHandlers(t *testing.T) {
 		}
 	})
 }
+
+// snapshotDriver is the fake driver with copies of read-only mounts to collect (as the
+// Kubernetes driver's skill ConfigMaps), behind a decorator as bay wires it.
+type snapshotDriver struct {
+	bay.Driver
+	deployment string
+	usedBefore time.Time
+	dryRun     bool
+	calls      int
+}
+
+func (d *snapshotDriver) CollectSnapshots(_ context.Context, deployment string, usedBefore time.Time, dryRun bool) ([]string, error) {
+	d.deployment, d.usedBefore, d.dryRun = deployment, usedBefore, dryRun
+	d.calls++
+	return []string{"bay-files-0123-0"}, errors.New("delete configmap bay-files-4567-0: refused")
+}
+
+type decorated struct{ bay.Driver }
+
+func (d decorated) Unwrap() bay.Driver { return d.Driver }
+
+// TestOrphanCargoCollectsSnapshots: orphan_cargo asks a driver that keeps snapshot copies to
+// remove those of the deployment unused for the grace period, and reports what it removed and
+// what failed.
+func TestOrphanCargoCollectsSnapshots(t *testing.T) {
+	e := newEnv(t)
+	sd := &snapshotDriver{Driver: e.drv}
+	s := gc.New(e.store, decorated{sd}, e.lc, nil, nil, gc.Config{InstanceID: instance, Deployment: "dep-1", OrphanGrace: 7 * time.Minute,
+		Tasks: map[string]bool{gc.TaskOrphanCargo: true}})
+	before := time.Now()
+	res, err := s.RunOnce(t.Context(), gc.RunOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := result(res, gc.TaskOrphanCargo)
+	if sd.calls != 1 || !sd.dryRun || sd.deployment != "dep-1" || !slices.Equal(r.WouldClean, []string{"snapshot/bay-files-0123-0"}) {
+		t.Fatalf("dry run: %d calls (dry %v, deployment %q), result %+v", sd.calls, sd.dryRun, sd.deployment, r)
+	}
+	if cut := before.Add(-7 * time.Minute); sd.usedBefore.Before(cut.Add(-time.Minute)) || sd.usedBefore.After(cut.Add(time.Minute)) {
+		t.Errorf("used before %v, want the grace period before now (%v)", sd.usedBefore, cut)
+	}
+	res, err = s.RunOnce(t.Context(), gc.RunOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = result(res, gc.TaskOrphanCargo)
+	if sd.dryRun || r.CleanedCount != 1 || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "bay-files-4567-0") {
+		t.Errorf("collect: %+v", r)
+	}
+}

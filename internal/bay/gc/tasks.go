@@ -185,6 +185,30 @@ func (r *taskRun) orphanCargos(ctx context.Context) {
 		q.AfterID = page[len(page)-1].ID
 	}
 	r.orphanVolumes(ctx)
+	r.orphanSnapshots(ctx)
+}
+
+// orphanSnapshots has a driver that keeps copies of read-only mounts (Kubernetes: skill files
+// in ConfigMaps) remove those of this deployment that no instance mounts and that nothing
+// used for the grace period.
+func (r *taskRun) orphanSnapshots(ctx context.Context) {
+	sc, ok := bay.DriverPort[bay.SnapshotCollector](r.s.drv)
+	if !ok || ctx.Err() != nil {
+		return
+	}
+	cctx, cancel := r.call(ctx)
+	names, err := sc.CollectSnapshots(cctx, r.s.cfg.Deployment, r.now.Add(-r.s.cfg.OrphanGrace), r.dry)
+	cancel()
+	for _, n := range names {
+		if r.dry {
+			r.would("snapshot/" + n)
+		} else {
+			r.cleaned("snapshot/"+n, "reason", bay.ReasonOrphan)
+		}
+	}
+	if err != nil {
+		r.fail(err)
+	}
 }
 
 // cargoOrphaned decides, with reads through rd, whether managed cargo c belongs to no live

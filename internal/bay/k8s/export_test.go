@@ -21,7 +21,11 @@ func (d *Driver) PodFor(spec bay.InstanceSpec) (*corev1.Pod, *networkingv1.Netwo
 	if err != nil {
 		return nil, nil, err
 	}
-	pod, err := d.instancePod(spec, meta)
+	files, err := d.packSnapshots(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	pod, err := d.instancePod(spec, meta, files)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -36,6 +36,12 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err := ctx.Err(); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
+	// Snapshot mounts are read first: one that cannot be delivered refuses the create before
+	// anything is made.
+	files, err := d.packSnapshots(spec)
+	if err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+	}
 	if spec.VolumeRef != "" {
 		if _, err := d.InspectVolume(ctx, spec.VolumeRef); err != nil {
 			return bay.Instance{}, fmt.Errorf("create instance %s: volume: %w", spec.Name, err)
@@ -69,8 +75,13 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		}
 		made = append(made, "networkpolicy")
 	}
-	pod, err := d.instancePod(spec, meta)
+	pod, err := d.instancePod(spec, meta, files)
 	if err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+	}
+	// The ConfigMaps are not rolled back with the rest: they are content-addressed and shared,
+	// and one this create made and no Pod uses is the orphan GC's (CollectSnapshots).
+	if err := d.ensureSnapshots(ctx, spec, files); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
 	created, err := d.cs.Pods(d.cfg.Namespace).Create(ctx, pod)

@@ -5,7 +5,8 @@
 // they reach each other on localhost, and by container name through host aliases), a Secret
 // holding the containers' environment (the runtime token among it never appears in the Pod's
 // spec) and, unless switched off, a NetworkPolicy of its own. A cargo volume is a
-// PersistentVolumeClaim (ReadWriteOnce). A one-shot (an audited execution) is a Pod of its one
+// PersistentVolumeClaim (ReadWriteOnce). Skill folders and the skills index reach the Pods as
+// immutable ConfigMaps shared by content (files.go). A one-shot (an audited execution) is a Pod of its one
 // container, whose output WaitInstance reads back from the kubelet's log (wait.go). Every
 // object carries the spec's labels, encoded for Kubernetes' label syntax (labels.go), so that
 // the orphan GC and ListInstances find them by label as on Docker.
@@ -131,6 +132,11 @@ type Config struct {
 	// for runc get the cluster's default handler (no class); instances asking for neither
 	// get RuntimeClassName.
 	RunscRuntimeClass string
+	// HostMounts says how snapshot mounts (bay.Mount.Snapshot: skill folders and the skills
+	// index, which live on bay's filesystem) reach the Pods: configmap (default) copies them
+	// into immutable ConfigMaps (files.go), which works on any cluster; hostpath mounts the
+	// path on the node, which works only where the node has bay's directory at that path.
+	HostMounts HostMounts
 }
 
 // DefaultConfig returns the defaults.
@@ -148,6 +154,7 @@ func DefaultConfig() Config {
 
 		SeccompUserNamespacesProfile: DefaultSeccompUserNamespacesProfile,
 		RunscRuntimeClass:            DefaultRunscRuntimeClass,
+		HostMounts:                   HostMountsConfigMap,
 	}
 }
 
@@ -232,6 +239,9 @@ func (c Config) Validate() error {
 			errs = append(errs, errors.New("blocked ranges: an invalid range"))
 		}
 	}
+	if c.HostMounts != HostMountsConfigMap && c.HostMounts != HostMountsHostPath {
+		errs = append(errs, fmt.Errorf("host_mounts must be configmap or hostpath, got %q", c.HostMounts))
+	}
 	if c.RequestRatio <= 0 || c.RequestRatio > 1 {
 		errs = append(errs, fmt.Errorf("request_ratio must be in (0, 1], got %v", c.RequestRatio))
 	}
@@ -265,7 +275,10 @@ type Driver struct {
 	proxy  apiProxy // ConnectProxy's forwarder
 }
 
-var _ bay.Driver = (*Driver)(nil)
+var (
+	_ bay.Driver            = (*Driver)(nil)
+	_ bay.SnapshotCollector = (*Driver)(nil)
+)
 
 // New returns a driver for the cluster cfg.Kubeconfig names. It does not contact the cluster;
 // call Ping.

@@ -379,8 +379,16 @@ func TestObjects(t *testing.T) {
 		sp := spec("objects-pod", "shipyard-drivertest:1")
 		sp.VolumeRef = "bay-cargo-x"
 		sp.Containers[0].Limits = bay.Limits{NanoCPUs: 1_500_000_000, MemoryBytes: 512 << 20, ShmBytes: 256 << 20}
+		// A skill tree and the index delivered through ConfigMaps: the projected volume and the
+		// index's subPath mount must pass the API server's validation too.
+		tree := t.TempDir()
+		if err := os.WriteFile(path.Join(tree, "SKILL.md"), []byte("# b"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		gull := bay.ContainerSpec{Name: "gull", RuntimeType: bay.RuntimeGull, Image: "registry.example:5000/ship:v2", Port: 8115,
-			Mounts: []bay.Mount{{Source: "/opt/skills/a", Target: "/skills/a", ReadOnly: true}}}
+			Mounts: []bay.Mount{{Source: "/opt/skills/a", Target: "/skills/a", ReadOnly: true},
+				{Source: tree, Target: "/skills/b", ReadOnly: true, Snapshot: true},
+				{Source: path.Join(tree, "SKILL.md"), Target: bay.SkillsIndexFile, ReadOnly: true, Snapshot: true}}}
 		sp.Containers = append(sp.Containers, gull)
 		pod, np, err := d.PodFor(sp)
 		if err != nil {
@@ -443,8 +451,8 @@ func TestObjects(t *testing.T) {
 		for _, m := range append(ship.VolumeMounts, g.VolumeMounts...) {
 			mounts[m.MountPath] = m
 		}
-		if _, ok := mounts["/workspace"]; !ok || !mounts["/skills/a"].ReadOnly {
-			t.Errorf("mounts = %+v, want the cargo and a read-only skill", mounts)
+		if _, ok := mounts["/workspace"]; !ok || !mounts["/skills/a"].ReadOnly || !mounts["/skills/b"].ReadOnly || mounts[bay.SkillsIndexFile].SubPath != "INDEX.md" {
+			t.Errorf("mounts = %+v, want the cargo, read-only skills and the index file", mounts)
 		}
 		if _, ok := mounts["/dev/shm"]; !ok {
 			t.Error("no /dev/shm of the asked size")
@@ -623,4 +631,177 @@ func TestObjects(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSkillMounts runs a Pod mounting a skill tree and an index file through ConfigMaps (the
+// default host_mounts): the files are at their paths with their content and modes, read-only;
+// a second Pod of the same content reuses the ConfigMaps; once both Pods are gone the
+// collection removes them.
+func TestSkillMounts(t *testing.T) {
+	env := k8stest.Node(t)
+	ns := env.Namespace(t, "skillmounts")
+	d := newDriver(t, env, ns, nil)
+	img := testImage(t, env)
+	ctx := t.Context()
+	cs := env.Clientset
+
+	// A tree of nested folders, an executable script, and more than one ConfigMap's worth.
+	tree := t.TempDir()
+	big := strings.Repeat("0123456789abcdef", 25<<10) // 400 KiB
+	files := map[string]string{
+		"SKILL.md":             "# demo\n",
+		"scripts/run.sh":       "#!/bin/sh\necho run\n",
+		"reference/a/b/c.txt":  "deep file\n",
+		"data/part1.bin":       big + "1",
+		"data/part2.bin":       big + "2",
+		"data/part3.bin":       big + "3",
+		"reference/a/notes.md": "notes\n",
+	}
+	for p, content := range files {
+		full := path.Join(tree, p)
+		if err := os.MkdirAll(path.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(p, ".sh") {
+			mode = 0o755
+		}
+		if err := os.WriteFile(full, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(full, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	index := path.Join(t.TempDir(), "0123.md")
+	if err := os.WriteFile(index, []byte("# Skills\n| demo |\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mounts := []bay.Mount{{Source: tree, Target: "/skills/demo", ReadOnly: true, Snapshot: true},
+		{Source: index, Target: bay.SkillsIndexFile, ReadOnly: true, Snapshot: true}}
+	const deployment = "dep-skillmounts"
+	create := func(name string) bay.Instance {
+		t.Helper()
+		sp := spec(name, img)
+		sp.Labels[bay.LabelDeployment] = deployment
+		sp.Containers[0].Mounts = mounts
+		began := time.Now()
+		inst, err := d.CreateInstance(ctx, sp)
+		if err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		t.Logf("create %s with the skill mounts: %v", name, time.Since(began).Round(time.Millisecond))
+		t.Cleanup(func() { _ = d.DestroyInstance(context.WithoutCancel(ctx), name) })
+		return inst
+	}
+	listCMs := func() map[string]corev1.ConfigMap {
+		t.Helper()
+		list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=shipyard-bay"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]corev1.ConfigMap{}
+		for _, cm := range list.Items {
+			out[cm.Name] = cm
+		}
+		return out
+	}
+
+	inst := create("skills-1")
+	ep := inst.Containers[0].Endpoint
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	call := func(method, p string, body string) (int, string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			req, _ := http.NewRequestWithContext(ctx, method, ep+p, strings.NewReader(body))
+			resp, err := hc.Do(req)
+			if err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, string(b)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s %s: %v", method, p, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	for p, content := range files {
+		if code, got := call(http.MethodGet, "/file?path=/skills/demo/"+p, ""); code != http.StatusOK || got != content {
+			t.Errorf("/skills/demo/%s: %d, %d bytes; want its %d bytes", p, code, len(got), len(content))
+		}
+	}
+	if code, got := call(http.MethodGet, "/file?path="+bay.SkillsIndexFile, ""); code != http.StatusOK || got != "# Skills\n| demo |\n" {
+		t.Errorf("index: %d %q", code, got)
+	}
+	for p, want := range map[string]float64{"/skills/demo/SKILL.md": 0o444, "/skills/demo/scripts/run.sh": 0o555, "/skills/demo/reference/a/b/c.txt": 0o444, bay.SkillsIndexFile: 0o444} {
+		code, body := call(http.MethodGet, "/stat?path="+p, "")
+		var st struct {
+			Mode float64 `json:"mode"`
+		}
+		if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil || st.Mode != want {
+			t.Errorf("stat %s: %d %s, want mode %o", p, code, body, int(want))
+		}
+	}
+	for _, p := range []string{"/skills/demo/new.txt", "/skills/demo/SKILL.md", "/skills/demo/reference/a/x", bay.SkillsIndexFile} {
+		if code, body := call(http.MethodPut, "/file?path="+p, "overwritten"); code < 400 {
+			t.Errorf("write %s: %d %s, want it refused (read-only)", p, code, body)
+		}
+	}
+	if _, got := call(http.MethodGet, "/file?path=/skills/demo/SKILL.md", ""); got != files["SKILL.md"] {
+		t.Errorf("SKILL.md after the refused writes: %q", got)
+	}
+
+	first := listCMs()
+	if len(first) < 3 { // at least two for the tree (1.2 MiB), one for the index
+		t.Fatalf("%d ConfigMaps, want the tree across several and the index", len(first))
+	}
+	t.Logf("%d ConfigMaps for a tree of %d files and the index", len(first), len(files))
+	used := map[string]string{}
+	for name, cm := range first {
+		if cm.Immutable == nil || !*cm.Immutable || cm.Labels["bay.deployment"] != deployment || cm.Labels["bay.kind"] != "files" {
+			t.Errorf("ConfigMap %s: immutable %v, labels %v", name, cm.Immutable, cm.Labels)
+		}
+		used[name] = cm.Annotations["shipyard.dev/last-used"]
+	}
+
+	create("skills-2")
+	second := listCMs()
+	if len(second) != len(first) {
+		t.Errorf("the second Pod of the same content made ConfigMaps: %d, then %d", len(first), len(second))
+	}
+	for name, cm := range second {
+		if cm.UID != first[name].UID {
+			t.Errorf("ConfigMap %s was replaced", name)
+		}
+		if cm.Annotations["shipyard.dev/last-used"] <= used[name] {
+			t.Errorf("ConfigMap %s: last use %s, then %s; want it marked again (a patch of an immutable ConfigMap's metadata)", name, used[name], cm.Annotations["shipyard.dev/last-used"])
+		}
+	}
+
+	// While Pods mount them nothing is collected, however old the cut.
+	if got, err := d.CollectSnapshots(ctx, deployment, time.Now().Add(time.Hour), false); err != nil || len(got) != 0 {
+		t.Fatalf("collect while mounted: %v, %v", got, err)
+	}
+	for _, n := range []string{"skills-1", "skills-2"} {
+		if err := d.DestroyInstance(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Used within the grace period: kept.
+	if got, err := d.CollectSnapshots(ctx, deployment, time.Now().Add(-time.Hour), false); err != nil || len(got) != 0 {
+		t.Fatalf("collect within the grace: %v, %v", got, err)
+	}
+	// Another deployment's collection leaves them.
+	if got, err := d.CollectSnapshots(ctx, "another", time.Now().Add(time.Minute), false); err != nil || len(got) != 0 {
+		t.Fatalf("collect of another deployment: %v, %v", got, err)
+	}
+	got, err := d.CollectSnapshots(ctx, deployment, time.Now().Add(time.Minute), false)
+	if err != nil || len(got) != len(first) {
+		t.Fatalf("collect after both Pods: %v, %v; want all %d", got, err, len(first))
+	}
+	if left := listCMs(); len(left) != 0 {
+		t.Errorf("left after the collection: %d ConfigMaps", len(left))
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -219,8 +220,10 @@ func (d *Driver) resources(l bay.Limits) kube.ResourceRequirements {
 	return r
 }
 
-// instancePod is the Pod of an instance.
-func (d *Driver) instancePod(spec bay.InstanceSpec, meta kube.ObjectMeta) (*kube.Pod, error) {
+// instancePod is the Pod of an instance; files are its snapshot mounts packed by source
+// (packSnapshots), which it mounts from their ConfigMaps.
+func (d *Driver) instancePod(spec bay.InstanceSpec, meta kube.ObjectMeta, files map[string]*filesPack) (*kube.Pod, error) {
+	fileVolumes := map[string]string{} // source -> volume name
 	f := false
 	grace := int64(stopGrace)
 	var list []podContainer
@@ -292,10 +295,23 @@ func (d *Driver) instancePod(spec bay.InstanceSpec, meta kube.ObjectMeta) (*kube
 			ctr.VolumeMounts = append(ctr.VolumeMounts, kube.VolumeMount{Name: "cargo", MountPath: spec.MountPath})
 		}
 		for j, m := range c.Mounts {
+			if p := files[m.Source]; p != nil && m.Snapshot && m.ReadOnly {
+				// One projected volume per snapshot, shared by the containers mounting it.
+				vname, ok := fileVolumes[m.Source]
+				if !ok {
+					vname = fmt.Sprintf("files%d", len(fileVolumes))
+					fileVolumes[m.Source] = vname
+					pod.Spec.Volumes = append(pod.Spec.Volumes, p.volume(vname))
+				}
+				ctr.VolumeMounts = append(ctr.VolumeMounts, kube.VolumeMount{Name: vname, MountPath: m.Target, ReadOnly: true, SubPath: p.subPath})
+				continue
+			}
+			if m.Snapshot && m.ReadOnly && d.cfg.HostMounts == HostMountsConfigMap {
+				return nil, fmt.Errorf("read-only mount %s was not packed", m.Source)
+			}
 			vname := fmt.Sprintf("c%d-mount%d", i, j)
-			dir := kube.HostPathDirectory
 			pod.Spec.Volumes = append(pod.Spec.Volumes, kube.Volume{Name: vname, VolumeSource: kube.VolumeSource{
-				HostPath: &kube.HostPathVolumeSource{Path: m.Source, Type: &dir},
+				HostPath: &kube.HostPathVolumeSource{Path: m.Source, Type: hostPathType(m.Source)},
 			}})
 			ctr.VolumeMounts = append(ctr.VolumeMounts, kube.VolumeMount{Name: vname, MountPath: m.Target, ReadOnly: m.ReadOnly})
 		}
@@ -503,6 +519,16 @@ func containerList(p *kube.Pod) []podContainer {
 		list = append(list, pc)
 	}
 	return list
+}
+
+// hostPathType checks a host path mount on the node: a file where bay sees a regular file at
+// that path (the skills index), else a directory.
+func hostPathType(source string) *kube.HostPathType {
+	t := kube.HostPathDirectory
+	if fi, err := os.Stat(source); err == nil && fi.Mode().IsRegular() {
+		t = kube.HostPathFile
+	}
+	return &t
 }
 
 // quantity is a pointer to v bytes as a quantity.

@@ -140,7 +140,7 @@ func TestOneShotPod(t *testing.T) {
 	if err := validateInstance(sp); err != nil {
 		t.Fatal(err)
 	}
-	pod, err := d.instancePod(sp, kube.ObjectMeta{Name: "o1", Annotations: map[string]string{}})
+	pod, err := d.instancePod(sp, kube.ObjectMeta{Name: "o1", Annotations: map[string]string{}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,17 +180,17 @@ func TestOneShotPod(t *testing.T) {
 	// Without the loopback-only class, or in another mode, the Pod network; a runtime
 	// opting into user namespaces keeps its runtime capabilities and gets the profile.
 	plain := testDriver(t, nil)
-	if pod, _ := plain.instancePod(sp, kube.ObjectMeta{Annotations: map[string]string{}}); pod.Spec.RuntimeClassName != nil {
+	if pod, _ := plain.instancePod(sp, kube.ObjectMeta{Annotations: map[string]string{}}, nil); pod.Spec.RuntimeClassName != nil {
 		t.Errorf("without no_network_runtime_class: runtime class %v", *pod.Spec.RuntimeClassName)
 	}
 	open := oneShot()
 	open.Network.Mode = bay.NetworkOpen
-	if pod, _ := d.instancePod(open, kube.ObjectMeta{Annotations: map[string]string{}}); pod.Spec.RuntimeClassName != nil {
+	if pod, _ := d.instancePod(open, kube.ObjectMeta{Annotations: map[string]string{}}, nil); pod.Spec.RuntimeClassName != nil {
 		t.Errorf("a one-shot in mode open: runtime class %v", *pod.Spec.RuntimeClassName)
 	}
 	rt := runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkNone})
 	rt.Containers[0].Image, rt.Containers[0].Seccomp = "registry.example:5000/ship:v2", bay.SeccompUserNamespaces
-	pod, _ = d.instancePod(rt, kube.ObjectMeta{Annotations: map[string]string{}})
+	pod, _ = d.instancePod(rt, kube.ObjectMeta{Annotations: map[string]string{}}, nil)
 	if sc := pod.Spec.Containers[0].SecurityContext; pod.Spec.RuntimeClassName != nil || len(sc.Capabilities.Add) != 3 ||
 		sc.SeccompProfile.Type != kube.SeccompProfileTypeLocalhost || pod.Spec.Containers[0].Ports[0].ContainerPort != 8123 {
 		t.Errorf("runtime with the opt-in: class %v, %+v", pod.Spec.RuntimeClassName, sc)

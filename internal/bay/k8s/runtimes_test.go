@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -27,7 +26,7 @@ func TestRuntimeClassOfAProfileRuntime(t *testing.T) {
 		if err := validateInstance(sp); err != nil {
 			t.Fatal(err)
 		}
-		pod, err := d.instancePod(sp, kube.ObjectMeta{Name: sp.Name, Annotations: map[string]string{}})
+		pod, err := d.instancePod(sp, kube.ObjectMeta{Name: sp.Name, Annotations: map[string]string{}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +68,7 @@ func TestRuntimeClassOfAProfileRuntime(t *testing.T) {
 // build tag k8s, asks the real one).
 func TestCheckRuntime(t *testing.T) {
 	var present atomic.Bool
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	d := apiDriver(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/apis/node.k8s.io/v1/runtimeclasses":
@@ -85,20 +84,13 @@ func TestCheckRuntime(t *testing.T) {
 			http.NotFound(w, r)
 		}
 	}))
-	t.Cleanup(srv.Close)
-	cs, err := kube.New(&kube.Config{Host: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := testDriver(t, nil)
-	d.cs = cs
 	ctx := t.Context()
 	for _, rt := range []string{"", "runc"} {
 		if err := d.CheckRuntime(ctx, rt); err != nil {
 			t.Errorf("runtime %q: %v", rt, err)
 		}
 	}
-	err = d.CheckRuntime(ctx, "runsc")
+	err := d.CheckRuntime(ctx, "runsc")
 	var e *bay.Error
 	if !bay.IsRuntimeMissing(err) || !errors.As(err, &e) || e.Details["runtime"] != "runsc" ||
 		!slices.Equal(e.Details["available"].([]string), []string{"kata"}) {

@@ -65,7 +65,7 @@ func runscOneShot(t *testing.T, drv *docker.Driver, image string, argv ...string
 	t.Helper()
 	name := "gvisor-oneshot-" + strings.ToLower(bay.NewID("t"))
 	spec := bay.InstanceSpec{Name: name, Runtime: bay.ContainerRuntimeRunsc, Network: bay.NetworkPolicy{Mode: bay.NetworkNone},
-		Labels: map[string]string{bay.LabelOwner: "alice"},
+		Labels:     map[string]string{bay.LabelOwner: "alice"},
 		Containers: []bay.ContainerSpec{{Name: "exec", RuntimeType: "exec", Image: image, User: "1000:1000", Command: argv}}}
 	if _, err := drv.CreateInstance(t.Context(), spec); err != nil {
 		t.Fatal(err)

@@ -408,7 +408,7 @@ func (l *Library) Mounts(ctx context.Context, names []string) ([]bay.Mount, []ba
 			return nil, nil, fmt.Errorf("skill %s: %w", sk.Name, err)
 		}
 		target := bay.SkillsMountRoot + "/" + sk.Name
-		mounts = append(mounts, bay.Mount{Source: dir, Target: target, ReadOnly: true})
+		mounts = append(mounts, bay.Mount{Source: dir, Target: target, ReadOnly: true, Snapshot: true})
 		mounted = append(mounted, bay.MountedSkill{Name: sk.Name, Version: sk.Version, Path: target})
 		sks = append(sks, sk)
 	}
@@ -419,7 +419,7 @@ func (l *Library) Mounts(ctx context.Context, names []string) ([]bay.Mount, []ba
 	if err != nil {
 		return nil, nil, err
 	}
-	mounts = append(mounts, bay.Mount{Source: index, Target: bay.SkillsIndexFile, ReadOnly: true})
+	mounts = append(mounts, bay.Mount{Source: index, Target: bay.SkillsIndexFile, ReadOnly: true, Snapshot: true})
 	return mounts, mounted, nil
 }
 

@@ -50,6 +50,11 @@ func (c *Client) Secrets(ns string) Resource[Secret, SecretList] {
 	return Resource[Secret, SecretList]{c, "/api/v1/namespaces/" + ns + "/secrets", "Secret", "v1"}
 }
 
+// ConfigMaps of namespace ns.
+func (c *Client) ConfigMaps(ns string) Resource[ConfigMap, ConfigMapList] {
+	return Resource[ConfigMap, ConfigMapList]{c, "/api/v1/namespaces/" + ns + "/configmaps", "ConfigMap", "v1"}
+}
+
 // PersistentVolumeClaims of namespace ns.
 func (c *Client) PersistentVolumeClaims(ns string) Resource[PersistentVolumeClaim, PersistentVolumeClaimList] {
 	return Resource[PersistentVolumeClaim, PersistentVolumeClaimList]{c, "/api/v1/namespaces/" + ns + "/persistentvolumeclaims", "PersistentVolumeClaim", "v1"}
@@ -180,11 +185,28 @@ func (r Resource[T, L]) Create(ctx context.Context, obj *T) (*T, error) {
 // Delete deletes the object called name; grace, when not nil, is a Pod's termination grace
 // period in seconds.
 func (r Resource[T, L]) Delete(ctx context.Context, name string, grace *int64) error {
-	opts := struct {
-		APIVersion         string `json:"apiVersion"`
-		Kind               string `json:"kind"`
-		GracePeriodSeconds *int64 `json:"gracePeriodSeconds,omitempty"`
-	}{"v1", "DeleteOptions", grace}
+	return r.del(ctx, name, deleteOptions{APIVersion: "v1", Kind: "DeleteOptions", GracePeriodSeconds: grace})
+}
+
+// DeleteUnchanged deletes the object called name only while its resource version is still
+// resourceVersion; a change since (a write of another client) makes it fail with reason
+// Conflict and leaves the object.
+func (r Resource[T, L]) DeleteUnchanged(ctx context.Context, name, resourceVersion string) error {
+	return r.del(ctx, name, deleteOptions{APIVersion: "v1", Kind: "DeleteOptions", Preconditions: &preconditions{ResourceVersion: resourceVersion}})
+}
+
+type deleteOptions struct {
+	APIVersion         string         `json:"apiVersion"`
+	Kind               string         `json:"kind"`
+	GracePeriodSeconds *int64         `json:"gracePeriodSeconds,omitempty"`
+	Preconditions      *preconditions `json:"preconditions,omitempty"`
+}
+
+type preconditions struct {
+	ResourceVersion string `json:"resourceVersion,omitempty"`
+}
+
+func (r Resource[T, L]) del(ctx context.Context, name string, opts deleteOptions) error {
 	b, err := json.Marshal(opts)
 	if err != nil {
 		return err

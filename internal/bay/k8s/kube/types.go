@@ -1,5 +1,5 @@
 // Package kube is the Kubernetes API as bay's driver speaks it: the few objects it makes and
-// reads (Pods, Secrets, PersistentVolumeClaims, NetworkPolicies), their list, watch, patch
+// reads (Pods, Secrets, ConfigMaps, PersistentVolumeClaims, NetworkPolicies), their list, watch, patch
 // and log calls over net/http and encoding/json, and the kubeconfig and in-cluster
 // credentials (bearer token, client certificate, CA).
 //
@@ -131,13 +131,49 @@ type VolumeSource struct {
 	HostPath              *HostPathVolumeSource              `json:"hostPath,omitempty"`
 	EmptyDir              *EmptyDirVolumeSource              `json:"emptyDir,omitempty"`
 	PersistentVolumeClaim *PersistentVolumeClaimVolumeSource `json:"persistentVolumeClaim,omitempty"`
+	ConfigMap             *ConfigMapVolumeSource             `json:"configMap,omitempty"`
+	Projected             *ProjectedVolumeSource             `json:"projected,omitempty"`
+}
+
+// ConfigMapVolumeSource mounts the keys of one ConfigMap as files (read by the driver to find
+// the ConfigMaps a Pod uses; it writes projected volumes).
+type ConfigMapVolumeSource struct {
+	LocalObjectReference
+	Items []KeyToPath `json:"items,omitempty"`
+}
+
+// ProjectedVolumeSource is one directory made of the keys of several sources.
+type ProjectedVolumeSource struct {
+	Sources     []VolumeProjection `json:"sources"`
+	DefaultMode *int32             `json:"defaultMode,omitempty"`
+}
+
+// VolumeProjection is one source of a projected volume (the driver uses ConfigMaps only).
+type VolumeProjection struct {
+	ConfigMap *ConfigMapProjection `json:"configMap,omitempty"`
+}
+
+// ConfigMapProjection is the listed keys of one ConfigMap.
+type ConfigMapProjection struct {
+	LocalObjectReference
+	Items []KeyToPath `json:"items,omitempty"`
+}
+
+// KeyToPath puts one key at a relative path, with a file mode.
+type KeyToPath struct {
+	Key  string `json:"key"`
+	Path string `json:"path"`
+	Mode *int32 `json:"mode,omitempty"`
 }
 
 // HostPathType checks a host path before it is mounted.
 type HostPathType string
 
-// HostPathDirectory: the path must be a directory that exists.
-const HostPathDirectory HostPathType = "Directory"
+// HostPathDirectory and HostPathFile: the path must be a directory (a file) that exists.
+const (
+	HostPathDirectory HostPathType = "Directory"
+	HostPathFile      HostPathType = "File"
+)
 
 // HostPathVolumeSource is a directory of the node.
 type HostPathVolumeSource struct {
@@ -236,6 +272,8 @@ type VolumeMount struct {
 	Name      string `json:"name"`
 	ReadOnly  bool   `json:"readOnly,omitempty"`
 	MountPath string `json:"mountPath"`
+	// SubPath mounts one entry of the volume instead of its root.
+	SubPath string `json:"subPath,omitempty"`
 }
 
 // ResourceName names a resource: cpu, memory, storage.
@@ -377,6 +415,22 @@ type Secret struct {
 type SecretList struct {
 	ListMeta `json:"metadata"`
 	Items    []Secret `json:"items"`
+}
+
+// ConfigMap is a core/v1 ConfigMap. An immutable one's data can never change; its metadata
+// (labels, annotations) still can.
+type ConfigMap struct {
+	TypeMeta
+	ObjectMeta `json:"metadata"`
+	Immutable  *bool             `json:"immutable,omitempty"`
+	Data       map[string]string `json:"data,omitempty"`
+	BinaryData map[string][]byte `json:"binaryData,omitempty"`
+}
+
+// ConfigMapList is a list of ConfigMaps.
+type ConfigMapList struct {
+	ListMeta `json:"metadata"`
+	Items    []ConfigMap `json:"items"`
 }
 
 // RuntimeClass is a node.k8s.io/v1 RuntimeClass (cluster-scoped): the name a Pod's

@@ -93,6 +93,14 @@ func main() {
 		}
 		_, _ = w.Write(data)
 	})
+	mux.HandleFunc("GET /stat", func(w http.ResponseWriter, r *http.Request) {
+		fi, err := os.Stat(r.URL.Query().Get("path")) // through symbolic links
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, map[string]any{"mode": fi.Mode().Perm(), "size": fi.Size(), "dir": fi.IsDir()})
+	})
 	mux.HandleFunc("GET /fetch", func(w http.ResponseWriter, r *http.Request) {
 		c := &http.Client{Timeout: 2 * time.Second}
 		resp, err := c.Get(r.URL.Query().Get("url"))
