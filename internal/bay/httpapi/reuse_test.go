@@ -171,12 +171,9 @@ func TestReuseLockAndDefaults(t *testing.T) {
 	if r.json(t)["expires_at"] == nil {
 		t.Fatalf("no expiry from the default hard TTL: %s", r.body)
 	}
-	// The lock is released after each call: the next one does not wait.
-	began = time.Now()
+	// The lock is released after each call: the next one gets it (a held lock would answer 409
+	// once the 1 s lock timeout passed).
 	hs[0].expect(hs[0].do("POST", "/v1/sandboxes", "alice", body), 200, "")
-	if d := time.Since(began); d > 900*time.Millisecond {
-		t.Fatalf("a free key's call took %v", d)
-	}
 
 	off, _ := twoBaysWith(t, reuse.Config{Disabled: true})
 	off[0].expect(off[0].do("POST", "/v1/sandboxes", "alice", body), 400, "validation_error")
