@@ -3,6 +3,7 @@ package bay
 import (
 	"context"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -139,6 +140,12 @@ type InstanceSpec struct {
 	// while the rest start. It changes nothing for a spec without both kinds of container, nor
 	// on a platform that starts an instance's containers together (a pod).
 	LateStart bool
+	// LateStartHold, with LateStart, makes the late containers wait for the caller's
+	// Late.Begin (typically once the first runtimes are ready, so that their own start does
+	// not compete with the late containers' for the host's cores), at most this long: a
+	// caller that never calls Begin delays the late start by this much, no more. 0 starts
+	// them at once.
+	LateStartHold time.Duration
 }
 
 // InstanceContainer is what a driver reports about one container of an instance.
@@ -175,13 +182,37 @@ type Instance struct {
 // it. DestroyInstance meanwhile removes the late containers too (the late start then fails,
 // unless it had just finished): nothing of the instance is left once both have returned.
 type LateStart struct {
-	done chan struct{}
-	inst Instance
-	err  error
+	done  chan struct{}
+	begin chan struct{}
+	once  sync.Once
+	inst  Instance
+	err   error
 }
 
 // NewLateStart returns a late start that has not ended (for drivers).
-func NewLateStart() *LateStart { return &LateStart{done: make(chan struct{})} }
+func NewLateStart() *LateStart {
+	return &LateStart{done: make(chan struct{}), begin: make(chan struct{})}
+}
+
+// Begin lets a late start held by InstanceSpec.LateStartHold go on now; later calls do nothing.
+func (l *LateStart) Begin() { l.once.Do(func() { close(l.begin) }) }
+
+// Hold waits, for drivers, until the caller's Begin, hold passed or ctx ended, and returns
+// ctx's error in the last case. hold 0 returns at once.
+func (l *LateStart) Hold(ctx context.Context, hold time.Duration) error {
+	if hold <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case <-l.begin:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
 
 // Finish ends the late start with its outcome; a driver calls it exactly once.
 func (l *LateStart) Finish(inst Instance, err error) {

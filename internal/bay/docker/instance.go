@@ -132,7 +132,8 @@ func containerName(instance string, multi bool, c string) string {
 
 // CreateInstance creates every container of spec, starts those marked StartFirst, then the
 // others, and returns their endpoints; with spec.LateStart it returns once the first are
-// started and starts the others in the background (bay.Instance.Late). Any failure (or ctx
+// started and starts the others in the background (bay.Instance.Late), after the caller's
+// Late.Begin or spec.LateStartHold. Any failure (or ctx
 // ending), also of a late start, destroys what was made, on a detached context, before the
 // error is returned.
 func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (inst bay.Instance, err error) {
@@ -295,8 +296,13 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		early := inst
 		early.Containers = slices.Clone(inst.Containers)
 		early.Late = late
+		tFirst := time.Now()
 		go func() {
-			err := d.startSome(ctx, spec, pn, inst, rest)
+			err := late.Hold(ctx, spec.LateStartHold)
+			tHeld := time.Now()
+			if err == nil {
+				err = d.startSome(ctx, spec, pn, inst, rest)
+			}
 			if err == nil {
 				err = ctx.Err()
 			}
@@ -308,7 +314,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 				return
 			}
 			d.log.DebugContext(ctx, "instance created, late containers started", "instance", spec.Name, "containers", len(inst.Containers),
-				"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)), "start_ms", ms(time.Since(tCreated)))
+				"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)), "first_start_ms", ms(tFirst.Sub(tCreated)),
+				"held_ms", ms(tHeld.Sub(tFirst)),
+				"late_start_ms", ms(time.Since(tHeld)))
 			late.Finish(inst, nil)
 		}()
 		d.log.DebugContext(ctx, "instance created, first containers started", "instance", spec.Name, "started", len(first), "late", len(rest),

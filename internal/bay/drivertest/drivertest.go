@@ -115,6 +115,7 @@ func Run(t *testing.T, h Harness) {
 		{"InstanceLifecycle", s.testLifecycle},
 		{"MultiContainer", s.testMultiContainer},
 		{"LateStart", s.testLateStart},
+		{"LateStartHoldExpires", s.testLateStartHoldExpires},
 		{"LateStartCancelled", s.testLateStartCancelled},
 		{"DestroyDuringLateStart", s.testDestroyDuringLateStart},
 		{"Hardening", s.testHardening},
@@ -466,15 +467,21 @@ func (s *suite) testMultiContainer(t *testing.T) {
 }
 
 // lateSpec is a two-container spec whose second container (gull) starts first and whose
-// first (ship, the primary) the driver may start after CreateInstance returned.
-func (s *suite) lateSpec(marker string) bay.InstanceSpec {
+// first (ship, the primary) the driver may start after CreateInstance returned, held until
+// Late.Begin for at most hold.
+func (s *suite) lateSpec(marker string, hold time.Duration) bay.InstanceSpec {
 	spec := s.spec("ship", "gull")
 	spec.Labels = s.labels("drivertest.marker", marker)
 	spec.Containers[1].RuntimeType = bay.RuntimeGull
 	spec.Containers[1].StartFirst = true
 	spec.LateStart = true
+	spec.LateStartHold = hold
 	return spec
 }
+
+// longHold holds a late start far longer than any of these tests waits: only Begin or the
+// create's ctx ends it.
+const longHold = 10 * time.Minute
 
 // createLate creates spec and registers its destruction; it checks what every driver must
 // report at once: the StartFirst container running with its endpoint, and the other either
@@ -503,16 +510,27 @@ func (s *suite) createLate(t *testing.T, ctx context.Context, spec bay.InstanceS
 	return inst
 }
 
+// testLateStart: the late container is not started while the late start is held (the first
+// serves meanwhile); Begin starts it.
 func (s *suite) testLateStart(t *testing.T) {
 	ctx := t.Context()
 	marker := s.name("m")
-	spec := s.lateSpec(marker)
+	spec := s.lateSpec(marker, longHold)
 	inst := s.createLate(t, ctx, spec)
-	// The first container serves while the other may still start.
 	s.waitHealthy(t, inst.Containers[1].Endpoint)
 	full := inst
 	if inst.Late != nil {
-		var err error
+		held, err := s.h.Driver.InspectInstance(ctx, spec.Name)
+		if err != nil || len(held.Containers) != 2 || held.Containers[0].State == bay.ContainerRunning || held.Containers[1].State != bay.ContainerRunning {
+			t.Fatalf("InspectInstance while the late start is held = %+v, %v; want ship not running, gull running", held, err)
+		}
+		select {
+		case <-inst.Late.Done():
+			t.Fatal("the late start ended while held")
+		default:
+		}
+		inst.Late.Begin()
+		inst.Late.Begin() // a second Begin does nothing
 		if full, err = inst.Late.Wait(ctx); err != nil {
 			t.Fatalf("late start: %v", err)
 		}
@@ -539,38 +557,64 @@ func (s *suite) testLateStart(t *testing.T) {
 	s.gone(t, spec.Name, marker)
 }
 
-// testLateStartCancelled: CreateInstance's ctx ends while the late container starts. The late
-// start fails and everything of the instance is removed, the started container included.
-func (s *suite) testLateStartCancelled(t *testing.T) {
-	marker := s.name("m")
-	spec := s.lateSpec(marker)
-	ctx, cancel := context.WithCancel(t.Context())
+// testLateStartHoldExpires: a late start nobody lets begin starts once its hold has passed.
+func (s *suite) testLateStartHoldExpires(t *testing.T) {
+	ctx := t.Context()
+	spec := s.lateSpec(s.name("m"), 300*time.Millisecond)
 	inst := s.createLate(t, ctx, spec)
-	cancel()
 	if inst.Late == nil {
-		return // started together; the ordinary cancellation case covers the rest
+		return // started together
 	}
-	if _, err := inst.Late.Wait(t.Context()); err == nil {
-		// The late start finished before the cancel reached it: a correct outcome.
-		t.Log("the late start ended before the cancel; nothing to roll back")
-		return
-	} else if !errors.Is(err, context.Canceled) {
-		t.Logf("late start after the cancel: %v", err)
+	full, err := inst.Late.Wait(ctx)
+	if err != nil || !full.Running() {
+		t.Fatalf("late start without Begin = %+v, %v; want every container running once the hold passed", full, err)
 	}
-	s.gone(t, spec.Name, marker)
 }
 
-// testDestroyDuringLateStart: a DestroyInstance while the late container starts leaves nothing
-// once it and the late start have ended.
+// testLateStartCancelled: CreateInstance's ctx ends while the late start is held (and once
+// more while it starts). The late start fails and everything of the instance is removed, the
+// started container included.
+func (s *suite) testLateStartCancelled(t *testing.T) {
+	for _, begin := range []bool{false, true} {
+		marker := s.name("m")
+		spec := s.lateSpec(marker, longHold)
+		ctx, cancel := context.WithCancel(t.Context())
+		inst := s.createLate(t, ctx, spec)
+		if inst.Late == nil {
+			cancel()
+			return // started together; the ordinary cancellation case covers the rest
+		}
+		if begin {
+			inst.Late.Begin()
+		}
+		cancel()
+		_, err := inst.Late.Wait(t.Context())
+		switch {
+		case err == nil && begin:
+			// The late start finished before the cancel reached it: a correct outcome.
+			t.Log("the late start ended before the cancel; nothing to roll back")
+			continue
+		case err == nil:
+			t.Fatal("a held late start succeeded after its create's ctx ended")
+		case !errors.Is(err, context.Canceled):
+			t.Logf("late start after the cancel: %v", err)
+		}
+		s.gone(t, spec.Name, marker)
+	}
+}
+
+// testDestroyDuringLateStart: a DestroyInstance while the late start is held leaves nothing
+// once it and the late start (let begin afterwards) have ended.
 func (s *suite) testDestroyDuringLateStart(t *testing.T) {
 	ctx := t.Context()
 	marker := s.name("m")
-	spec := s.lateSpec(marker)
+	spec := s.lateSpec(marker, longHold)
 	inst := s.createLate(t, ctx, spec)
 	if err := s.h.Driver.DestroyInstance(ctx, spec.Name); err != nil {
 		t.Fatalf("DestroyInstance during the late start: %v", err)
 	}
 	if inst.Late != nil {
+		inst.Late.Begin()
 		if _, err := inst.Late.Wait(ctx); err != nil {
 			t.Logf("late start after the destroy: %v", err)
 		}

@@ -22,6 +22,7 @@
 package fake
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -259,7 +260,8 @@ func New(opts ...Option) *Driver {
 // ---------------------------------------------------------------------------------------------
 
 // SetLateStart sets what the background start of each late container of a bay.InstanceSpec
-// with LateStart does (nil, the default: it succeeds at once). fn runs outside the fake's lock,
+// with LateStart does (nil, the default: it succeeds at once), once the late start is no longer
+// held (bay.InstanceSpec.LateStartHold). fn runs outside the fake's lock,
 // once per late container, in parallel, with CreateInstance's ctx; it may block (to hold the
 // start) and a non-nil result fails the late start, which then removes the whole instance.
 func (d *Driver) SetLateStart(fn func(ctx context.Context, instance string, c bay.ContainerSpec) error) {
@@ -784,14 +786,16 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 }
 
 // startLate starts the containers CreateInstance left created, as the Docker driver does in the
-// background: through the SetLateStart function, then bounded by ctx; a failure, or the
+// background: after the caller's Begin or the spec's LateStartHold, through the SetLateStart
+// function, then bounded by ctx; a failure, or the
 // instance's destruction meanwhile, removes whatever is left of the instance.
 func (d *Driver) startLate(ctx context.Context, spec bay.InstanceSpec, inst *instance, ls *bay.LateStart) {
+	held := ls.Hold(ctx, spec.LateStartHold)
 	d.mu.Lock()
 	fn := d.lateStart
 	d.mu.Unlock()
 	errs := make([]error, len(spec.Containers))
-	if fn != nil {
+	if held == nil && fn != nil {
 		var wg sync.WaitGroup
 		for i, c := range spec.Containers {
 			if c.StartFirst {
@@ -807,7 +811,7 @@ func (d *Driver) startLate(ctx context.Context, spec bay.InstanceSpec, inst *ins
 	}
 	err := errors.Join(errs...)
 	if err == nil {
-		err = ctx.Err()
+		err = cmp.Or(held, ctx.Err())
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -6,10 +6,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/capability"
+	"github.com/shipyard-dev/shipyard/internal/bay/runtime"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
+	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 )
 
 // withEarlySidecar adds a profile whose gull container (started first by the driver) serves
@@ -183,5 +186,74 @@ func TestSingleContainerHasNoLateStart(t *testing.T) {
 	_, sess := e.Started(t)
 	if !sess.Ready() || sess.Primary().Status != "running" {
 		t.Fatalf("session %+v", sess)
+	}
+}
+
+// gatedRuntime is a runtime client whose Health fails until open is set; ready is set once it
+// has answered.
+type gatedRuntime struct {
+	runtime.Client
+	open, ready atomic.Bool
+}
+
+func (g *gatedRuntime) Health(ctx context.Context, ep string) error {
+	if !g.open.Load() {
+		return errors.New("Chromium still launching")
+	}
+	if err := g.Client.Health(ctx, ep); err != nil {
+		return err
+	}
+	g.ready.Store(true)
+	return nil
+}
+
+// TestLateStartBeginsOnceTheEarlyRuntimeIsReady: ship's container is started only after gull's
+// runtime answered (so that its start does not compete with Chromium's launch); a call to gull
+// is served before ship's container starts, and the call to ship then succeeds.
+func TestLateStartBeginsOnceTheEarlyRuntimeIsReady(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, withEarlySidecar)
+	gull := &gatedRuntime{Client: shipclient.New(nil, nil)}
+	e.Svc.SetRuntime(bay.RuntimeGull, gull)
+	var early atomic.Bool // the late start began before gull answered
+	release := make(chan struct{})
+	e.Drv.SetLateStart(func(ctx context.Context, _ string, c bay.ContainerSpec) error {
+		if !gull.ready.Load() {
+			early.Store(true)
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	r := e.Create(t, "alice", sandbox.CreateParams{ProfileID: "early-sidecar"})
+	pyDone := make(chan error, 1)
+	go func() {
+		_, err := e.Caps.ExecPython(ctx, "alice", r.ID, capability.PythonParams{Code: "1", Timeout: 30})
+		pyDone <- err
+	}()
+	// Wait for the instance: gull's container runs, ship's is created but not started.
+	for deadline := time.Now().Add(10 * time.Second); len(e.Drv.Instances()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no instance created")
+		}
+	}
+	gull.open.Store(true)
+	if _, err := e.Caps.ExecShell(ctx, "alice", r.ID, capability.ShellParams{Command: "ls", Timeout: 30}); err != nil {
+		t.Fatalf("call to gull while ship's start is held: %v", err)
+	}
+	for _, c := range e.Drv.Containers() {
+		if c.Spec.Name == "ship" && c.State != bay.ContainerCreated {
+			t.Fatalf("ship's container is %s after the call to gull, want created (not started)", c.State)
+		}
+	}
+	close(release)
+	if err := <-pyDone; err != nil {
+		t.Fatalf("call to ship: %v", err)
+	}
+	if early.Load() {
+		t.Fatal("ship's container started before gull's runtime was ready")
 	}
 }

@@ -24,7 +24,8 @@
 //     all-or-nothing by the driver, each runtime waited for by its own client; a dead container
 //     of any kind makes the session dead and it is rebuilt on the next call. The driver
 //     returns once the containers it starts first run (gull's, whose Chromium is the slowest
-//     to become ready) and starts the others in the background; a call waits only for the
+//     to become ready) and starts the others in the background once those runtimes are ready
+//     (so that no container start competes with Chromium's launch); a call waits only for the
 //     container that serves it (EnsureSessionFor), while the session stays "starting" until
 //     every container is ready, and fails and is undone as a whole if one of them fails.
 //   - Stop removes containers (not just stops them) and deletes the session rows; files stay.

@@ -471,7 +471,8 @@ var errLateStart = errors.New("late container start failed")
 // start, nil: none) still starts is waited for first: its endpoint is then set in
 // sess.Containers; should that start fail (errLateStart), the other waits end at once, as the
 // driver has removed the instance. Each container that becomes ready is marked so
-// (containerReady) and, when publish is not nil, a copy of sess is published. It gives up as
+// (containerReady) and, when publish is not nil, a copy of sess is published; once every
+// container the driver started first is ready, the late start begins (Late.Begin). It gives up as
 // soon as the session row is gone (a stop or delete, possibly by another bay), checked every
 // second.
 func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session, late *bay.LateStart, publish func(*bay.Session)) ([]string, error) {
@@ -494,12 +495,23 @@ func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session, late *bay
 			}
 		}
 	}()
-	var mu sync.Mutex // guards sess.Containers while the waits run
+	var mu sync.Mutex // guards sess.Containers and early while the waits run
+	// early counts the containers the driver started before returning whose runtimes are not
+	// ready yet; once they all are, the late start may begin.
+	early := 0
+	if late != nil {
+		for _, c := range sess.Containers {
+			if c.Endpoint != "" {
+				early++
+			}
+		}
+	}
 	errs := make([]error, len(sess.Containers))
 	var wg sync.WaitGroup
 	for i, c := range sess.Containers {
 		wg.Go(func() {
-			if c.Endpoint == "" && late != nil {
+			isLate := c.Endpoint == "" && late != nil
+			if isLate {
 				full, err := late.Wait(ctx)
 				if err != nil {
 					errs[i] = fmt.Errorf("%w: %w", errLateStart, err)
@@ -527,6 +539,11 @@ func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session, late *bay
 			sess.Containers[i].Status = containerReady
 			if publish != nil {
 				publish(sess)
+			}
+			if late != nil && !isLate {
+				if early--; early == 0 {
+					late.Begin()
+				}
 			}
 		})
 	}
@@ -933,8 +950,12 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 		MountPath: shipapi.DefaultWorkspace,
 		Network:   effectiveNetwork(sb, prof),
 		Runtime:   prof.Runtime,
-		// The containers that start first serve calls while the others start (startSession).
-		LateStart: true,
+		// The containers that start first serve calls while the others start (startSession),
+		// and those start only once the first are ready (waitAllReady calls Late.Begin): a
+		// start beside Chromium's launch slowed both on two cores. The hold cannot outlast the
+		// first runtimes' readiness wait, after which the session fails and ends the start.
+		LateStart:     true,
+		LateStartHold: s.cfg.ReadinessTimeout,
 	}
 	primary := prof.Primary()
 	order := []*bay.ContainerProfile{primary}
