@@ -3,6 +3,7 @@ package bay
 import (
 	"context"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -140,6 +141,17 @@ type InstanceSpec struct {
 	// platform's default; ContainerRuntimes). A platform that lacks it refuses the create with
 	// an error of RuntimeMissing.
 	Runtime string
+	// LateStart lets CreateInstance return once the containers marked StartFirst run, with the
+	// others still starting in the background (Instance.Late): a caller can use the first
+	// while the rest start. It changes nothing for a spec without both kinds of container, nor
+	// on a platform that starts an instance's containers together (a pod).
+	LateStart bool
+	// LateStartHold, with LateStart, makes the late containers wait for the caller's
+	// Late.Begin (typically once the first runtimes are ready, so that their own start does
+	// not compete with the late containers' for the host's cores), at most this long: a
+	// caller that never calls Begin delays the late start by this much, no more. 0 starts
+	// them at once.
+	LateStartHold time.Duration
 }
 
 // InstanceContainer is what a driver reports about one container of an instance.
@@ -162,6 +174,74 @@ type Instance struct {
 	// mid-create) may have fewer than its spec, or none and only leftovers such as a network:
 	// it is still listed, so that it can be destroyed.
 	Containers []InstanceContainer
+	// Late is set only in what CreateInstance returns for a spec with LateStart when it
+	// returned before every container was started: those it left starting are in state
+	// ContainerCreated, without an endpoint, until Late ends.
+	Late *LateStart
+}
+
+// LateStart is the background start of the containers CreateInstance returned without. It ends
+// once they all run (Wait returns the whole instance, every container running with its
+// endpoint) or once it failed (Wait returns the error) after the driver removed everything of
+// the instance, early containers included, as a failed CreateInstance does: the instance is
+// still all-or-nothing. It is bounded by CreateInstance's ctx, so a ctx that ends first fails
+// it. DestroyInstance meanwhile removes the late containers too (the late start then fails,
+// unless it had just finished): nothing of the instance is left once both have returned.
+type LateStart struct {
+	done  chan struct{}
+	begin chan struct{}
+	once  sync.Once
+	inst  Instance
+	err   error
+}
+
+// NewLateStart returns a late start that has not ended (for drivers).
+func NewLateStart() *LateStart {
+	return &LateStart{done: make(chan struct{}), begin: make(chan struct{})}
+}
+
+// Begin lets a late start held by InstanceSpec.LateStartHold go on now; later calls do nothing.
+func (l *LateStart) Begin() { l.once.Do(func() { close(l.begin) }) }
+
+// Hold waits, for drivers, until the caller's Begin, hold passed or ctx ended, and returns
+// ctx's error in the last case. hold 0 returns at once.
+func (l *LateStart) Hold(ctx context.Context, hold time.Duration) error {
+	if hold <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(hold)
+	defer t.Stop()
+	select {
+	case <-l.begin:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Finish ends the late start with its outcome; a driver calls it exactly once.
+func (l *LateStart) Finish(inst Instance, err error) {
+	inst.Late = nil
+	l.inst, l.err = inst, err
+	close(l.done)
+}
+
+// Done is closed once the late start has ended.
+func (l *LateStart) Done() <-chan struct{} { return l.done }
+
+// Wait waits for the end of the late start and returns its outcome, or ctx's error when ctx
+// ends first (the start goes on).
+func (l *LateStart) Wait(ctx context.Context) (Instance, error) {
+	select {
+	case <-l.done:
+		if l.err != nil {
+			return Instance{}, l.err
+		}
+		return l.inst, nil
+	case <-ctx.Done():
+		return Instance{}, ctx.Err()
+	}
 }
 
 // Running reports whether the instance has containers and every one of them runs: a session
@@ -198,7 +278,8 @@ type Driver interface {
 	ListVolumes(ctx context.Context, labels map[string]string) ([]VolumeInfo, error)
 
 	// CreateInstance creates and starts every container of spec and returns the instance with
-	// an endpoint per container. It is all-or-nothing: on any failure, or when ctx ends, it
+	// an endpoint per container (with spec.LateStart it may return earlier: see
+	// InstanceSpec.LateStart and Instance.Late). It is all-or-nothing: on any failure, or when ctx ends, it
 	// removes what it made (on a context of its own) before returning the error. A name in use
 	// wraps ErrConflict; a missing volume ErrNotFound; a missing image is an unclassified error
 	// that names the image and says how to build it. It does not wait for the runtimes to

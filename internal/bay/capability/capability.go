@@ -18,7 +18,13 @@ func (s *Service) target(ctx context.Context, owner, id, capability string) (*ba
 	if err != nil {
 		return nil, nil, nil, "", err
 	}
-	sess, err := s.lc.EnsureSession(ctx, sb)
+	// A call waits only for the container the profile routes it to (the others of a
+	// session may still be starting).
+	need := ""
+	if c := prof.ContainerFor(capability); c != nil {
+		need = c.Name
+	}
+	sess, err := s.lc.EnsureSessionFor(ctx, sb, need)
 	if err != nil {
 		return nil, nil, nil, "", err
 	}

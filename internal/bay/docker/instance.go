@@ -133,9 +133,12 @@ func containerName(instance string, multi bool, c string) string {
 	return instance + "-" + c
 }
 
-// CreateInstance creates every container of spec, starts them in parallel and returns their
-// endpoints. Any failure (or ctx ending) destroys what was made, on a detached context, before
-// the error is returned.
+// CreateInstance creates every container of spec, starts those marked StartFirst, then the
+// others, and returns their endpoints; with spec.LateStart it returns once the first are
+// started and starts the others in the background (bay.Instance.Late), after the caller's
+// Late.Begin or spec.LateStartHold. Any failure (or ctx
+// ending), also of a late start, destroys what was made, on a detached context, before the
+// error is returned.
 func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (inst bay.Instance, err error) {
 	if err := validateInstance(spec); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
@@ -296,47 +299,105 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	// has started those: two starts at once each took the engine about twice as long as one
 	// (measured on a loaded two-core host), and the first marked is the runtime slowest to
 	// become ready.
-	errs := make([]error, len(inst.Containers))
-	startAll := func(first bool) {
-		var wg sync.WaitGroup
-		for i := range inst.Containers {
-			if spec.Containers[i].StartFirst != first {
-				continue
+	first, rest := splitStartFirst(spec)
+	if err := d.startSome(ctx, spec, pn, inst, first); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+	}
+	if spec.LateStart && len(first) > 0 && len(rest) > 0 {
+		// The rest start in the background; what this call made is theirs to remove if that
+		// fails (the deferred rollback above sees no error).
+		late := bay.NewLateStart()
+		early := inst
+		early.Containers = slices.Clone(inst.Containers)
+		early.Late = late
+		tFirst := time.Now()
+		go func() {
+			err := late.Hold(ctx, spec.LateStartHold)
+			tHeld := time.Now()
+			if err == nil {
+				err = d.startSome(ctx, spec, pn, inst, rest)
 			}
-			wg.Go(func() {
-				ep, err := d.startContainer(ctx, inst.Containers[i].ID, len(spec.Containers[i].Command) > 0)
-				if err != nil {
-					errs[i] = fmt.Errorf("container %s: %w", inst.Containers[i].Name, err)
-					return
-				}
-				inst.Containers[i].Endpoint, inst.Containers[i].State = ep, bay.ContainerRunning
-			})
-		}
-		wg.Wait()
+			if err == nil && namesDir != "" {
+				// Every container has its address now. The early ones are asked to reach a
+				// late one only once it is ready, which is after this.
+				err = d.completeHosts(ctx, namesDir, spec, inst)
+			}
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err != nil {
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
+				d.rollbackInstance(dctx, spec.Name, made, madeNet, namesDir != "")
+				cancel()
+				late.Finish(bay.Instance{}, fmt.Errorf("create instance %s: late start: %w", spec.Name, err))
+				return
+			}
+			d.log.DebugContext(ctx, "instance created, late containers started", "instance", spec.Name, "containers", len(inst.Containers),
+				"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)), "first_start_ms", ms(tFirst.Sub(tCreated)),
+				"held_ms", ms(tHeld.Sub(tFirst)),
+				"late_start_ms", ms(time.Since(tHeld)))
+			late.Finish(inst, nil)
+		}()
+		d.log.DebugContext(ctx, "instance created, first containers started", "instance", spec.Name, "started", len(first), "late", len(rest),
+			"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)), "start_ms", ms(time.Since(tCreated)))
+		return early, nil
 	}
-	startAll(true)
-	if errors.Join(errs...) == nil {
-		startAll(false)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return bay.Instance{}, fmt.Errorf("create instance %s: start: %w", spec.Name, err)
+	if err := d.startSome(ctx, spec, pn, inst, rest); err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
 	if namesDir != "" {
 		if err := d.completeHosts(ctx, namesDir, spec, inst); err != nil {
 			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 		}
 	}
-	tStarted := time.Now()
-	if err := d.registerEgress(ctx, spec, pn, inst); err != nil {
-		return bay.Instance{}, fmt.Errorf("create instance %s: egress: %w", spec.Name, err)
-	}
 	if err := ctx.Err(); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
 	d.log.DebugContext(ctx, "instance created", "instance", spec.Name, "containers", len(inst.Containers),
-		"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)),
-		"start_ms", ms(tStarted.Sub(tCreated)), "egress_ms", ms(time.Since(tStarted)))
+		"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)), "start_ms", ms(time.Since(tCreated)))
 	return inst, nil
+}
+
+// splitStartFirst returns the indexes of spec's containers marked StartFirst and of the others.
+func splitStartFirst(spec bay.InstanceSpec) (first, rest []int) {
+	for i, c := range spec.Containers {
+		if c.StartFirst {
+			first = append(first, i)
+		} else {
+			rest = append(rest, i)
+		}
+	}
+	return first, rest
+}
+
+// startSome starts the containers of inst at the given indexes in parallel, records their
+// endpoints and states in inst.Containers (each goroutine its own element), then registers them
+// with the egress gateway under a closed policy.
+func (d *Driver) startSome(ctx context.Context, spec bay.InstanceSpec, pn policyNet, inst bay.Instance, idx []int) error {
+	errs := make([]error, len(idx))
+	var wg sync.WaitGroup
+	for j, i := range idx {
+		wg.Go(func() {
+			ep, err := d.startContainer(ctx, inst.Containers[i].ID, len(spec.Containers[i].Command) > 0)
+			if err != nil {
+				errs[j] = fmt.Errorf("container %s: %w", inst.Containers[i].Name, err)
+				return
+			}
+			inst.Containers[i].Endpoint, inst.Containers[i].State = ep, bay.ContainerRunning
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	started := make([]bay.InstanceContainer, 0, len(idx))
+	for _, i := range idx {
+		started = append(started, inst.Containers[i])
+	}
+	if err := d.registerEgress(ctx, spec, pn, started); err != nil {
+		return fmt.Errorf("egress: %w", err)
+	}
+	return nil
 }
 
 // rollbackInstance removes the containers (ids or names), the network and the name files a

@@ -180,11 +180,11 @@ func (d *Driver) createClosedInstanceNetwork(ctx context.Context, name string, l
 
 // registerEgress tells the resolver and gateway the address of every container of an instance
 // of a closed policy.
-func (d *Driver) registerEgress(ctx context.Context, spec bay.InstanceSpec, pn policyNet, inst bay.Instance) error {
+func (d *Driver) registerEgress(ctx context.Context, spec bay.InstanceSpec, pn policyNet, containers []bay.InstanceContainer) error {
 	if pn.name == "" {
 		return nil
 	}
-	for _, c := range inst.Containers {
+	for _, c := range containers {
 		res, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			return fmt.Errorf("container %s: %w", c.Name, classify(err))

@@ -114,6 +114,10 @@ func Run(t *testing.T, h Harness) {
 		{"Ping", s.testPing},
 		{"InstanceLifecycle", s.testLifecycle},
 		{"MultiContainer", s.testMultiContainer},
+		{"LateStart", s.testLateStart},
+		{"LateStartHoldExpires", s.testLateStartHoldExpires},
+		{"LateStartCancelled", s.testLateStartCancelled},
+		{"DestroyDuringLateStart", s.testDestroyDuringLateStart},
 		{"Hardening", s.testHardening},
 		{"DefaultPidsLimit", s.testDefaultPidsLimit},
 		{"NameConflict", s.testNameConflict},
@@ -198,17 +202,23 @@ func detached(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(t.Context()), 60*time.Second)
 }
 
-// create creates an instance, registers its destruction and waits for every endpoint.
-func (s *suite) create(t *testing.T, spec bay.InstanceSpec) bay.Instance {
-	t.Helper()
-	inst, err := s.h.Driver.CreateInstance(t.Context(), spec)
+// createCleaned creates an instance and registers its destruction, whatever the create returned.
+func (s *suite) createCleaned(t *testing.T, ctx context.Context, spec bay.InstanceSpec) (bay.Instance, error) {
+	inst, err := s.h.Driver.CreateInstance(ctx, spec)
 	t.Cleanup(func() {
-		ctx, cancel := detached(t)
+		dctx, cancel := detached(t)
 		defer cancel()
-		if err := s.h.Driver.DestroyInstance(ctx, spec.Name); err != nil {
+		if err := s.h.Driver.DestroyInstance(dctx, spec.Name); err != nil {
 			t.Errorf("cleanup: DestroyInstance(%s): %v", spec.Name, err)
 		}
 	})
+	return inst, err
+}
+
+// create creates an instance, registers its destruction and waits for every endpoint.
+func (s *suite) create(t *testing.T, spec bay.InstanceSpec) bay.Instance {
+	t.Helper()
+	inst, err := s.createCleaned(t, t.Context(), spec)
 	if err != nil {
 		t.Fatalf("CreateInstance(%s): %v", spec.Name, err)
 	}
@@ -454,6 +464,162 @@ func (s *suite) testMultiContainer(t *testing.T) {
 		t.Fatalf("DestroyInstance: %v", err)
 	}
 	s.gone(t, spec.Name, "none")
+}
+
+// lateSpec is a two-container spec whose second container (gull) starts first and whose
+// first (ship, the primary) the driver may start after CreateInstance returned, held until
+// Late.Begin for at most hold.
+func (s *suite) lateSpec(marker string, hold time.Duration) bay.InstanceSpec {
+	spec := s.spec("ship", "gull")
+	spec.Labels = s.labels("drivertest.marker", marker)
+	spec.Containers[1].RuntimeType = bay.RuntimeGull
+	spec.Containers[1].StartFirst = true
+	spec.LateStart = true
+	spec.LateStartHold = hold
+	return spec
+}
+
+// longHold holds a late start far longer than any of these tests waits: only Begin or the
+// create's ctx ends it.
+const longHold = 10 * time.Minute
+
+// createLate creates spec and registers its destruction; it checks what every driver must
+// report at once: the StartFirst container running with its endpoint, and the other either
+// running too (a platform that starts them together: Late nil) or not yet started (Late set).
+func (s *suite) createLate(t *testing.T, ctx context.Context, spec bay.InstanceSpec) bay.Instance {
+	t.Helper()
+	inst, err := s.createCleaned(t, ctx, spec)
+	if err != nil {
+		t.Fatalf("CreateInstance(%s): %v", spec.Name, err)
+	}
+	if len(inst.Containers) != 2 || inst.Containers[0].Name != "ship" || inst.Containers[1].Name != "gull" {
+		t.Fatalf("CreateInstance = %+v, want ship and gull in spec order", inst)
+	}
+	if g := inst.Containers[1]; g.State != bay.ContainerRunning || !strings.HasPrefix(g.Endpoint, "http://") || g.ID == "" {
+		t.Fatalf("StartFirst container after create = %+v, want running with an endpoint", g)
+	}
+	sh := inst.Containers[0]
+	switch {
+	case sh.ID == "":
+		t.Errorf("late container %+v has no id", sh)
+	case inst.Late == nil && (sh.State != bay.ContainerRunning || sh.Endpoint == ""):
+		t.Errorf("without a late start, container %+v must run with an endpoint", sh)
+	case inst.Late != nil && (sh.State == bay.ContainerRunning || sh.Endpoint != ""):
+		t.Errorf("a late container is reported %+v before its start ended, want not running and no endpoint", sh)
+	}
+	return inst
+}
+
+// testLateStart: the late container is not started while the late start is held (the first
+// serves meanwhile); Begin starts it.
+func (s *suite) testLateStart(t *testing.T) {
+	ctx := t.Context()
+	marker := s.name("m")
+	spec := s.lateSpec(marker, longHold)
+	inst := s.createLate(t, ctx, spec)
+	s.waitHealthy(t, inst.Containers[1].Endpoint)
+	full := inst
+	if inst.Late != nil {
+		held, err := s.h.Driver.InspectInstance(ctx, spec.Name)
+		if err != nil || len(held.Containers) != 2 || held.Containers[0].State == bay.ContainerRunning || held.Containers[1].State != bay.ContainerRunning {
+			t.Fatalf("InspectInstance while the late start is held = %+v, %v; want ship not running, gull running", held, err)
+		}
+		select {
+		case <-inst.Late.Done():
+			t.Fatal("the late start ended while held")
+		default:
+		}
+		inst.Late.Begin()
+		inst.Late.Begin() // a second Begin does nothing
+		if full, err = inst.Late.Wait(ctx); err != nil {
+			t.Fatalf("late start: %v", err)
+		}
+		if full.Late != nil {
+			t.Error("the instance a late start reports carries a late start again")
+		}
+	}
+	if !full.Running() || len(full.Containers) != 2 {
+		t.Fatalf("instance after the late start = %+v, want both running", full)
+	}
+	for i, c := range full.Containers {
+		if c.ID != inst.Containers[i].ID || !strings.HasPrefix(c.Endpoint, "http://") {
+			t.Errorf("container %d after the late start = %+v, want id %s and an endpoint", i, c, inst.Containers[i].ID)
+		}
+		s.waitHealthy(t, c.Endpoint)
+	}
+	got, err := s.h.Driver.InspectInstance(ctx, spec.Name)
+	if err != nil || !got.Running() || got.Late != nil {
+		t.Fatalf("InspectInstance after the late start = %+v, %v; want every container running", got, err)
+	}
+	if err := s.h.Driver.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatalf("DestroyInstance: %v", err)
+	}
+	s.gone(t, spec.Name, marker)
+}
+
+// testLateStartHoldExpires: a late start nobody lets begin starts once its hold has passed.
+func (s *suite) testLateStartHoldExpires(t *testing.T) {
+	ctx := t.Context()
+	spec := s.lateSpec(s.name("m"), 300*time.Millisecond)
+	inst := s.createLate(t, ctx, spec)
+	if inst.Late == nil {
+		return // started together
+	}
+	full, err := inst.Late.Wait(ctx)
+	if err != nil || !full.Running() {
+		t.Fatalf("late start without Begin = %+v, %v; want every container running once the hold passed", full, err)
+	}
+}
+
+// testLateStartCancelled: CreateInstance's ctx ends while the late start is held (and once
+// more while it starts). The late start fails and everything of the instance is removed, the
+// started container included.
+func (s *suite) testLateStartCancelled(t *testing.T) {
+	for _, begin := range []bool{false, true} {
+		marker := s.name("m")
+		spec := s.lateSpec(marker, longHold)
+		ctx, cancel := context.WithCancel(t.Context())
+		inst := s.createLate(t, ctx, spec)
+		if inst.Late == nil {
+			cancel()
+			return // started together; the ordinary cancellation case covers the rest
+		}
+		if begin {
+			inst.Late.Begin()
+		}
+		cancel()
+		_, err := inst.Late.Wait(t.Context())
+		switch {
+		case err == nil && begin:
+			// The late start finished before the cancel reached it: a correct outcome.
+			t.Log("the late start ended before the cancel; nothing to roll back")
+			continue
+		case err == nil:
+			t.Fatal("a held late start succeeded after its create's ctx ended")
+		case !errors.Is(err, context.Canceled):
+			t.Logf("late start after the cancel: %v", err)
+		}
+		s.gone(t, spec.Name, marker)
+	}
+}
+
+// testDestroyDuringLateStart: a DestroyInstance while the late start is held leaves nothing
+// once it and the late start (let begin afterwards) have ended.
+func (s *suite) testDestroyDuringLateStart(t *testing.T) {
+	ctx := t.Context()
+	marker := s.name("m")
+	spec := s.lateSpec(marker, longHold)
+	inst := s.createLate(t, ctx, spec)
+	if err := s.h.Driver.DestroyInstance(ctx, spec.Name); err != nil {
+		t.Fatalf("DestroyInstance during the late start: %v", err)
+	}
+	if inst.Late != nil {
+		inst.Late.Begin()
+		if _, err := inst.Late.Wait(ctx); err != nil {
+			t.Logf("late start after the destroy: %v", err)
+		}
+	}
+	s.gone(t, spec.Name, marker)
 }
 
 func (s *suite) testHardening(t *testing.T) {

@@ -11,6 +11,7 @@
 //     after N successful calls, after the effect took place, or decided by a function);
 //   - SetLatency delays a method (honouring ctx; inside a testing/synctest bubble the delay costs
 //     no wall time);
+//   - SetLateStart holds or fails the background start of a LateStart spec's late containers;
 //   - Kill, Vanish and SetState make containers die or disappear behind the driver's back;
 //   - Calls, CallCount, Containers, Instances and Volumes show what happened.
 //
@@ -21,9 +22,11 @@
 package fake
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -225,6 +228,7 @@ type Driver struct {
 	watchers   map[int]watcher
 	nextWatch  int
 	usage      map[string]bay.InstanceUsage // by instance, see SetUsage
+	lateStart  func(ctx context.Context, instance string, c bay.ContainerSpec) error
 }
 
 var _ bay.Driver = (*Driver)(nil)
@@ -254,6 +258,17 @@ func New(opts ...Option) *Driver {
 // ---------------------------------------------------------------------------------------------
 // Scripting knobs
 // ---------------------------------------------------------------------------------------------
+
+// SetLateStart sets what the background start of each late container of a bay.InstanceSpec
+// with LateStart does (nil, the default: it succeeds at once), once the late start is no longer
+// held (bay.InstanceSpec.LateStartHold). fn runs outside the fake's lock,
+// once per late container, in parallel, with CreateInstance's ctx; it may block (to hold the
+// start) and a non-nil result fails the late start, which then removes the whole instance.
+func (d *Driver) SetLateStart(fn func(ctx context.Context, instance string, c bay.ContainerSpec) error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lateStart = fn
+}
 
 func checkMethod(method string) {
 	if !slices.Contains(methods, method) {
@@ -724,6 +739,10 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 	labels[bay.LabelManaged] = "true"
 	now := d.now().UTC()
 	inst := &instance{name: spec.Name, labels: labels, createdAt: now}
+	// As the Docker driver: the containers marked StartFirst run when CreateInstance returns,
+	// the others start in the background.
+	first := slices.ContainsFunc(spec.Containers, func(c bay.ContainerSpec) bool { return c.StartFirst })
+	lateStart := spec.LateStart && first && slices.ContainsFunc(spec.Containers, func(c bay.ContainerSpec) bool { return !c.StartFirst })
 	for _, cs := range spec.Containers {
 		pids := cs.Limits.PidsLimit
 		if pids <= 0 {
@@ -748,6 +767,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 		if len(cs.Command) > 0 {
 			c.Endpoint = ""
 		}
+		if lateStart && !cs.StartFirst {
+			c.State = bay.ContainerCreated
+		}
 		d.containers[c.ID] = c
 		inst.containers = append(inst.containers, c.ID)
 	}
@@ -756,7 +778,69 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 	if err := d.end(call, late, nil); err != nil {
 		return bay.Instance{}, err
 	}
+	if lateStart {
+		out.Late = bay.NewLateStart()
+		go d.startLate(ctx, spec, inst, out.Late)
+	}
 	return out, nil
+}
+
+// startLate starts the containers CreateInstance left created, as the Docker driver does in the
+// background: after the caller's Begin or the spec's LateStartHold, through the SetLateStart
+// function, then bounded by ctx; a failure, or the
+// instance's destruction meanwhile, removes whatever is left of the instance.
+func (d *Driver) startLate(ctx context.Context, spec bay.InstanceSpec, inst *instance, ls *bay.LateStart) {
+	held := ls.Hold(ctx, spec.LateStartHold)
+	d.mu.Lock()
+	fn := d.lateStart
+	d.mu.Unlock()
+	errs := make([]error, len(spec.Containers))
+	if held == nil && fn != nil {
+		var wg sync.WaitGroup
+		for i, c := range spec.Containers {
+			if c.StartFirst {
+				continue
+			}
+			wg.Go(func() {
+				if err := fn(ctx, spec.Name, cloneContainerSpec(c)); err != nil {
+					errs[i] = fmt.Errorf("container %s: %w", c.Name, err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		err = cmp.Or(held, ctx.Err())
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err == nil && d.instances[spec.Name] != inst {
+		err = fmt.Errorf("instance destroyed while its containers started: %w", bay.ErrNotFound)
+	}
+	if err == nil {
+		for _, id := range inst.containers {
+			c, ok := d.containers[id]
+			if !ok {
+				err = fmt.Errorf("container %s removed while it started: %w", id, bay.ErrNotFound)
+				break
+			}
+			if c.State == bay.ContainerCreated {
+				c.State = bay.ContainerRunning
+			}
+		}
+	}
+	if err != nil {
+		if d.instances[spec.Name] == inst {
+			for _, id := range inst.containers {
+				delete(d.containers, id)
+			}
+			delete(d.instances, spec.Name)
+		}
+		ls.Finish(bay.Instance{}, fmt.Errorf("create instance %s: late start: %w", spec.Name, err))
+		return
+	}
+	ls.Finish(d.instanceLocked(inst), nil)
 }
 
 // InspectInstance returns the instance or an error wrapping bay.ErrNotFound.

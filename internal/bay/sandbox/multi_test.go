@@ -15,13 +15,19 @@ import (
 )
 
 func withMulti(c *sandbox.Config) {
-	c.Profiles = append(c.Profiles, bay.Profile{
-		ID: "browser-python", IdleTimeout: 30 * time.Minute,
+	c.Profiles = append(c.Profiles, shipAndGull("browser-python", []string{"python", "shell", "filesystem"}, []string{"browser", "filesystem"}))
+}
+
+// shipAndGull is a profile of a ship container (the primary, and primary for filesystem) and
+// a gull container named browser, with the given capabilities.
+func shipAndGull(id string, shipCaps, gullCaps []string) bay.Profile {
+	return bay.Profile{
+		ID: id, IdleTimeout: 30 * time.Minute,
 		Containers: []bay.ContainerProfile{
-			{Name: "ship", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"python", "shell", "filesystem"}, PrimaryFor: []string{"filesystem"}},
-			{Name: "browser", Image: "gull:test", RuntimeType: "gull", RuntimePort: 8115, Capabilities: []string{"browser", "filesystem"}},
+			{Name: "ship", Image: "ship:test", RuntimeType: "ship", RuntimePort: 8123, Capabilities: shipCaps, PrimaryFor: []string{"filesystem"}},
+			{Name: "browser", Image: "gull:test", RuntimeType: "gull", RuntimePort: 8115, Capabilities: gullCaps},
 		},
-	})
+	}
 }
 
 // TestMultiContainerSession: a two-container profile gets one instance with both containers

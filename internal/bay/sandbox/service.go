@@ -22,7 +22,12 @@
 //     before the first container (Config.EagerVolume restores create-time volumes).
 //   - A session is one driver instance: every container of the profile, created and started
 //     all-or-nothing by the driver, each runtime waited for by its own client; a dead container
-//     of any kind makes the session dead and it is rebuilt on the next call.
+//     of any kind makes the session dead and it is rebuilt on the next call. The driver
+//     returns once the containers it starts first run (gull's, whose Chromium is the slowest
+//     to become ready) and starts the others in the background once those runtimes are ready
+//     (so that no container start competes with Chromium's launch); a call waits only for the
+//     container that serves it (EnsureSessionFor), while the session stays "starting" until
+//     every container is ready, and fails and is undone as a whole if one of them fails.
 //   - Stop removes containers (not just stops them) and deletes the session rows; files stay.
 //   - Expired sandboxes get no session (409 sandbox_expired), so every capability call on one
 //     is refused at once.
@@ -39,6 +44,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -285,6 +291,40 @@ type flight struct {
 	done chan struct{}
 	sess *bay.Session
 	err  error
+
+	// mu guards partial and changed: the starting session with the containers that are ready
+	// so far (Status "running"), published while the others still start, and a channel closed
+	// (and replaced) at each publication.
+	mu      sync.Mutex
+	partial *bay.Session
+	changed chan struct{}
+}
+
+// publish makes a copy of sess (a starting session some of whose containers are ready) what
+// callers waiting for one of those containers get.
+func (f *flight) publish(sess *bay.Session) {
+	cp := *sess
+	cp.Containers = slices.Clone(sess.Containers)
+	f.mu.Lock()
+	f.partial = &cp
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// readyFor returns the published session when its container named need is ready, and the
+// channel closed at the next publication.
+func (f *flight) readyFor(need string) (*bay.Session, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.partial != nil {
+		if c := f.partial.Container(need); c != nil && c.Status == containerReady && c.Endpoint != "" {
+			cp := *f.partial
+			cp.Containers = slices.Clone(f.partial.Containers)
+			return &cp, f.changed
+		}
+	}
+	return nil, f.changed
 }
 
 // flightGroup runs at most one function per key at a time; callers arriving meanwhile wait
@@ -295,29 +335,42 @@ type flightGroup struct {
 }
 
 // do runs fn in its own goroutine (so that it finishes even when every caller gave up) unless
-// one is already running for key, and waits for the result or ctx.
-func (g *flightGroup) do(ctx context.Context, key string, fn func() (*bay.Session, error)) (*bay.Session, error) {
+// one is already running for key, and waits for the result or ctx. A caller that names the
+// container it needs (need != "") returns as soon as fn published a session in which that
+// container is ready (fn's publish), while fn goes on with the others; need "" waits for fn's
+// result.
+func (g *flightGroup) do(ctx context.Context, key, need string, fn func(publish func(*bay.Session)) (*bay.Session, error)) (*bay.Session, error) {
 	g.mu.Lock()
 	if g.m == nil {
 		g.m = map[string]*flight{}
 	}
 	f, ok := g.m[key]
 	if !ok {
-		f = &flight{done: make(chan struct{})}
+		f = &flight{done: make(chan struct{}), changed: make(chan struct{})}
 		g.m[key] = f
 		go func() {
 			defer close(f.done)
-			f.sess, f.err = fn()
+			f.sess, f.err = fn(f.publish)
 			g.mu.Lock()
 			delete(g.m, key)
 			g.mu.Unlock()
 		}()
 	}
 	g.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.sess, f.err
-	case <-ctx.Done():
-		return nil, bay.Errorf(bay.CodeSessionNotReady, "Request cancelled while the session was starting").WithCause(ctx.Err())
+	for {
+		var changed <-chan struct{}
+		if need != "" {
+			var sess *bay.Session
+			if sess, changed = f.readyFor(need); sess != nil {
+				return sess, nil
+			}
+		}
+		select {
+		case <-f.done:
+			return f.sess, f.err
+		case <-changed:
+		case <-ctx.Done():
+			return nil, bay.Errorf(bay.CodeSessionNotReady, "Request cancelled while the session was starting").WithCause(ctx.Err())
+		}
 	}
 }

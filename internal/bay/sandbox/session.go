@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -52,6 +53,15 @@ func (s *Service) EnsureRunning(ctx context.Context, sandboxID string) (*bay.Ses
 // EnsureSession is EnsureRunning for a sandbox row the caller has just read (capability calls
 // read it to check the owner: one read less per call). The slow path re-reads it.
 func (s *Service) EnsureSession(ctx context.Context, sb *bay.Sandbox) (*bay.Session, error) {
+	return s.EnsureSessionFor(ctx, sb, "")
+}
+
+// EnsureSessionFor is EnsureSession for a call served by the session's container named
+// container: while a session of several containers starts, it returns as soon as that one is
+// ready, with the session still "starting" (its other containers may not run yet: the caller
+// uses only this one). The start goes on, and fails and is undone as a whole if another
+// container fails. container "" waits for every container, as EnsureSession does.
+func (s *Service) EnsureSessionFor(ctx context.Context, sb *bay.Sandbox, container string) (*bay.Session, error) {
 	sandboxID := sb.ID
 	if sb.DeletedAt != nil {
 		return nil, bay.ErrSandboxNotFound(sandboxID)
@@ -69,7 +79,7 @@ func (s *Service) EnsureSession(ctx context.Context, sb *bay.Sandbox) (*bay.Sess
 		}
 		return cur, nil
 	}
-	sess, err := s.starts.do(ctx, sandboxID, func() (*bay.Session, error) {
+	sess, err := s.starts.do(ctx, sandboxID, container, func(publish func(*bay.Session)) (*bay.Session, error) {
 		// Detached: the start finishes (or cleans up) even if every waiting caller leaves; a
 		// stop or delete of the sandbox cancels it (cancelStart).
 		cctx, cancel := bay.Detached(ctx, s.cfg.ReadinessTimeout+2*time.Minute)
@@ -82,7 +92,7 @@ func (s *Service) EnsureSession(ctx context.Context, sb *bay.Sandbox) (*bay.Sess
 			delete(s.startCancels, sandboxID)
 			s.startsMu.Unlock()
 		}()
-		sess, err := s.ensureSlow(cctx, sandboxID)
+		sess, err := s.ensureSlow(cctx, sandboxID, publish)
 		if err != nil && errors.Is(cctx.Err(), context.Canceled) && bay.ErrorCode(err) != bay.CodeSessionNotReady {
 			// cancelStart ended the start (a stop, delete or reclaim of the sandbox's compute,
 			// such as restart recovery of a session a dead bay left starting) wherever it was,
@@ -152,8 +162,9 @@ func touchSlack(idle time.Duration) time.Duration { return min(time.Second, idle
 // Touch refreshes a sandbox's idle deadline (the terminal proxy calls it while open).
 func (s *Service) Touch(ctx context.Context, sandboxID string) error { return s.touch(ctx, sandboxID) }
 
-// ensureSlow runs under the per-sandbox single flight.
-func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, error) {
+// ensureSlow runs under the per-sandbox single flight; publish is told of a starting session
+// some of whose containers are ready (startSession).
+func (s *Service) ensureSlow(ctx context.Context, id string, publish func(*bay.Session)) (*bay.Session, error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		sb, err := s.store.GetSandbox(ctx, id)
 		if err != nil {
@@ -218,7 +229,7 @@ func (s *Service) ensureSlow(ctx context.Context, id string) (*bay.Session, erro
 		if err != nil {
 			return nil, err
 		}
-		return s.startSession(ctx, sb, prof, sess)
+		return s.startSession(ctx, sb, prof, sess, publish)
 	}
 	return nil, bay.ErrNotReady("Session state is changing, retry", id, true)
 }
@@ -291,7 +302,12 @@ func (s *Service) createSessionRow(ctx context.Context, id string, prof *bay.Pro
 // startSession creates the session's instance (every container of the profile, all or
 // nothing), records its containers, and waits for every runtime to answer in parallel. Any
 // failure destroys the instance (detached context) and marks the session failed.
-func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.Profile, sess *bay.Session) (*bay.Session, error) {
+//
+// The driver may return before every container was started (bay.InstanceSpec.LateStart): the
+// session stays "starting" until all of them are ready, and each time one of several becomes
+// ready, publish (nil: none) gets a copy of the session with the ready ones marked, so that a
+// call served by such a container need not wait for the others (EnsureSessionFor).
+func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.Profile, sess *bay.Session, publish func(*bay.Session)) (*bay.Session, error) {
 	log := s.log.With("sandbox_id", sb.ID, "session_id", sess.ID)
 	began := time.Now()
 	cargo, err := s.store.GetCargo(ctx, sb.CargoID)
@@ -321,16 +337,7 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	}
 	inst, err := s.driver.CreateInstance(ctx, spec)
 	if err != nil {
-		if s.failSession(ctx, sess) {
-			return nil, errStoppedWhileStarting(sb.ID)
-		}
-		log.ErrorContext(ctx, "create runtime instance failed", "err", err)
-		if be := (*bay.Error)(nil); errors.As(err, &be) && be.Code == bay.CodeUnavailable {
-			// The platform (or the host firewall sandboxes need) is not available: its own
-			// safe message says why.
-			return nil, bay.Errorf(bay.CodeUnavailable, "%s", be.Message).WithCause(err)
-		}
-		return nil, bay.Internal("Failed to start the runtime containers", err)
+		return nil, s.createFailed(ctx, log, sb.ID, sess, err)
 	}
 	tInstance := time.Now()
 	containers := sessionContainers(prof, inst)
@@ -340,7 +347,13 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 	}
 	sess.Containers = containers
 	tRecorded := time.Now()
-	if names, err := s.waitAllReady(ctx, sess); err != nil {
+	if len(containers) < 2 {
+		publish = nil // a single container's readiness is the session's
+	}
+	if names, err := s.waitAllReady(ctx, sess, inst.Late, publish); err != nil {
+		if errors.Is(err, errLateStart) {
+			return nil, s.createFailed(ctx, log, sb.ID, sess, err)
+		}
 		if s.failSession(ctx, sess) {
 			return nil, errStoppedWhileStarting(sb.ID)
 		}
@@ -354,8 +367,9 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		return nil, e
 	}
 	now := s.now()
+	containers = sess.Containers // with the endpoints of the containers started late
 	for i := range containers {
-		containers[i].Status = "running"
+		containers[i].Status = containerReady
 	}
 	err = s.updateSession(ctx, sess.ID, func(cur *bay.Session) {
 		cur.Containers = containers
@@ -374,6 +388,21 @@ func (s *Service) startSession(ctx context.Context, sb *bay.Sandbox, prof *bay.P
 		"instance_ms", tInstance.Sub(tOthers).Milliseconds(), "record_ms", tRecorded.Sub(tInstance).Milliseconds(),
 		"ready_ms", time.Since(tRecorded).Milliseconds())
 	return sess, nil
+}
+
+// createFailed fails the session whose instance could not be created or started (also late)
+// and returns the error for the callers.
+func (s *Service) createFailed(ctx context.Context, log *slog.Logger, sandboxID string, sess *bay.Session, err error) error {
+	if s.failSession(ctx, sess) {
+		return errStoppedWhileStarting(sandboxID)
+	}
+	log.ErrorContext(ctx, "create runtime instance failed", "err", err)
+	if be := (*bay.Error)(nil); errors.As(err, &be) && be.Code == bay.CodeUnavailable {
+		// The platform (or the host firewall sandboxes need) is not available: its own
+		// safe message says why.
+		return bay.Errorf(bay.CodeUnavailable, "%s", be.Message).WithCause(err)
+	}
+	return bay.Internal("Failed to start the runtime containers", err)
 }
 
 // destroyOtherInstances destroys every instance of the sandbox but keep: a sandbox runs one
@@ -430,10 +459,23 @@ func (s *Service) cancelStart(sandboxID string) {
 	}
 }
 
+// containerReady is the Status of a session container whose runtime answered.
+const containerReady = "running"
+
+// errLateStart marks the failure of the containers the driver started after CreateInstance
+// returned (bay.Instance.Late): a failed create, not a runtime that did not become ready.
+var errLateStart = errors.New("late container start failed")
+
 // waitAllReady waits for every container's runtime in parallel; it returns the names of those
-// that did not become ready and the first error. It gives up as soon as the session row is
-// gone (a stop or delete, possibly by another bay), checked every second.
-func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session) ([]string, error) {
+// that did not become ready and the first error. A container that late (the driver's late
+// start, nil: none) still starts is waited for first: its endpoint is then set in
+// sess.Containers; should that start fail (errLateStart), the other waits end at once, as the
+// driver has removed the instance. Each container that becomes ready is marked so
+// (containerReady) and, when publish is not nil, a copy of sess is published; once every
+// container the driver started first is ready, the late start begins (Late.Begin). It gives up as
+// soon as the session row is gone (a stop or delete, possibly by another bay), checked every
+// second.
+func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session, late *bay.LateStart, publish func(*bay.Session)) ([]string, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
@@ -453,16 +495,54 @@ func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session) ([]string
 			}
 		}
 	}()
+	var mu sync.Mutex // guards sess.Containers and early while the waits run
+	// early counts the containers the driver started before returning whose runtimes are not
+	// ready yet; once they all are, the late start may begin.
+	early := 0
+	if late != nil {
+		for _, c := range sess.Containers {
+			if c.Endpoint != "" {
+				early++
+			}
+		}
+	}
 	errs := make([]error, len(sess.Containers))
 	var wg sync.WaitGroup
 	for i, c := range sess.Containers {
 		wg.Go(func() {
+			isLate := c.Endpoint == "" && late != nil
+			if isLate {
+				full, err := late.Wait(ctx)
+				if err != nil {
+					errs[i] = fmt.Errorf("%w: %w", errLateStart, err)
+					cancel(errs[i])
+					return
+				}
+				if j := slices.IndexFunc(full.Containers, func(ic bay.InstanceContainer) bool { return ic.Name == c.Name }); j >= 0 {
+					c.Endpoint, c.ContainerID = full.Containers[j].Endpoint, full.Containers[j].ID
+				}
+				mu.Lock()
+				sess.Containers[i].Endpoint, sess.Containers[i].ContainerID = c.Endpoint, c.ContainerID
+				mu.Unlock()
+			}
 			ep := sess.AuthorizedURL(c.Endpoint)
-			if errs[i] = s.waitReady(ctx, c.RuntimeType, ep); errs[i] == nil {
-				// Read the runtime's description now, while it answers for sure: capability
-				// calls check it from the cache instead of asking a runtime that may be busy.
-				if rc, err := s.runtimes.For(c.RuntimeType); err == nil {
-					_, _ = rc.Describe(ctx, ep)
+			if errs[i] = s.waitReady(ctx, c.RuntimeType, ep); errs[i] != nil {
+				return
+			}
+			// Read the runtime's description now, while it answers for sure: capability
+			// calls check it from the cache instead of asking a runtime that may be busy.
+			if rc, err := s.runtimes.For(c.RuntimeType); err == nil {
+				_, _ = rc.Describe(ctx, ep)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			sess.Containers[i].Status = containerReady
+			if publish != nil {
+				publish(sess)
+			}
+			if late != nil && !isLate {
+				if early--; early == 0 {
+					late.Begin()
 				}
 			}
 		})
@@ -475,6 +555,9 @@ func (s *Service) waitAllReady(ctx context.Context, sess *bay.Session) ([]string
 			names = append(names, sess.Containers[i].Name)
 			first = cmp.Or(first, err)
 		}
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errLateStart) {
+		first = cause // the cause, not the waits it ended
 	}
 	if first != nil && errors.Is(context.Cause(ctx), errStartCancelled) {
 		first = fmt.Errorf("%w: %w", errStartCancelled, first)
@@ -638,6 +721,9 @@ func (s *Service) probe(ctx context.Context, sess *bay.Session) (bool, error) {
 		return true, nil
 	}
 	for _, want := range sess.Containers {
+		if sess.ObservedState != bay.SessionRunning && want.Status != containerReady {
+			continue // still starting (a session published while its other containers start)
+		}
 		i := slices.IndexFunc(inst.Containers, func(c bay.InstanceContainer) bool { return c.Name == want.Name })
 		if i < 0 || inst.Containers[i].State != bay.ContainerRunning {
 			return false, nil
@@ -864,6 +950,12 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 		MountPath: shipapi.DefaultWorkspace,
 		Network:   effectiveNetwork(sb, prof),
 		Runtime:   prof.Runtime,
+		// The containers that start first serve calls while the others start (startSession),
+		// and those start only once the first are ready (waitAllReady calls Late.Begin): a
+		// start beside Chromium's launch slowed both on two cores. The hold cannot outlast the
+		// first runtimes' readiness wait, after which the session fails and ends the start.
+		LateStart:     true,
+		LateStartHold: s.cfg.ReadinessTimeout,
 	}
 	primary := prof.Primary()
 	order := []*bay.ContainerProfile{primary}
