@@ -89,9 +89,11 @@ func kubectl(t *testing.T, env *k8stest.Env, timeout time.Duration, args ...stri
 // The test cluster has no kube-proxy and no cluster DNS, so what those would give bay is given
 // by the test's overlay instead: the API server's address (KUBERNETES_SERVICE_HOST/PORT, a
 // forwarder of the test on the node's address), the database by address (a forwarder to the
-// test's PostgreSQL), and the Service reached with `kubectl port-forward service/bay`. Its
-// bridge network plugin does not enforce NetworkPolicies: they are applied and admitted here,
-// not exercised.
+// test's PostgreSQL), and the Service reached with `kubectl port-forward service/bay`. The
+// node enforces NetworkPolicies (kube-router's firewall), so the shipped policies are
+// exercised: bay's admits the API server and the database by their usual ports only, and the
+// test's forwarders listen on others, so the overlay adds a policy admitting bay's egress to
+// the forwarders alone (as an operator names the addresses of theirs).
 func TestDeploymentOnCluster(t *testing.T) {
 	env := k8stest.Node(t)
 	cs := env.Clientset
@@ -150,10 +152,22 @@ func TestDeploymentOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	apiHost, apiPort, _ := net.SplitHostPort(apiAddr)
+	_, pgPort, _ := net.SplitHostPort(pgAddr)
+	forwarders := fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bay-test-forwarders, namespace: shipyard}
+spec:
+  podSelector:
+    matchLabels: {app.kubernetes.io/name: shipyard-bay}
+  policyTypes: [Egress]
+  egress:
+    - to: [{ipBlock: {cidr: %s/32}}]
+      ports: [{protocol: TCP, port: %s}, {protocol: TCP, port: %s}]
+`, nodeIP, apiPort, pgPort)
 	repo, tag, _ := strings.Cut(bayImage, ":")
 	overlay := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
-resources: [%q]
+resources: [%q, forwarders.yaml]
 images: [{name: bay, newName: %q, newTag: %q}]
 secretGenerator:
   - {name: bay-database, namespace: shipyard, literals: [%q], options: {disableNameSuffixHash: true}}
@@ -174,7 +188,7 @@ patches:
                   - {name: KUBERNETES_SERVICE_HOST, value: %q}
                   - {name: KUBERNETES_SERVICE_PORT, value: %q}
 `, base, repo, tag, "url="+database, "api-key="+apiKey, apiHost, apiPort)
-	for name, data := range map[string]string{"kustomization.yaml": overlay, "config.yaml": config} {
+	for name, data := range map[string]string{"kustomization.yaml": overlay, "config.yaml": config, "forwarders.yaml": forwarders} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -4,16 +4,20 @@
 # that finds all four returns at once. k8s.io/kubernetes's module zip lacks its staging/ tree,
 # so its own "=> ./staging/..." replace directives cannot work; a small wrapper module requires
 # k8s.io/kubernetes and points every staging module at its published v0.x twin instead.
-# Prints the binary directory on stdout (everything else goes to stderr).
+# Also builds the node's NetworkPolicy enforcer, kube-router (see build_kube_router), into
+# $K8S_CACHE/bin/kube-router-$KUBE_ROUTER_VERSION.
+# Prints the kube binaries' directory on stdout (everything else goes to stderr).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/env.sh"
 
 bindir="$K8S_CACHE/bin/$K8S_VERSION"
 bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
-have=1
-for b in "${bins[@]}"; do [ -x "$bindir/$b" ] || have=0; done
-if [ "$have" = 1 ]; then
+kube_router="$K8S_CACHE/bin/kube-router-$KUBE_ROUTER_VERSION/kube-router"
+kube_built() {
+  for b in "${bins[@]}"; do [ -x "$bindir/$b" ] || return 1; done
+}
+if kube_built && [ -x "$kube_router" ]; then
   echo "$bindir"
   exit 0
 fi
@@ -23,9 +27,32 @@ mkdir -p "$K8S_CACHE"
 # One build at a time: a second caller waits for the first one's binaries.
 exec 9>"$K8S_CACHE/build.lock"
 flock 9
-have=1
-for b in "${bins[@]}"; do [ -x "$bindir/$b" ] || have=0; done
-if [ "$have" = 1 ]; then
+
+# build_kube_router: kube-router's network policy controller is the test node's enforcer
+# (up.sh runs it with the router and the service proxy off). The SIG's kube-network-policies
+# cannot work on these machines: it hands packets to user space with the nftables "queue"
+# statement, which their kernel lacks (CONFIG_NFT_QUEUE unset, no loadable modules), so its
+# rules are refused. kube-router filters with iptables and ipset, which the kernel has.
+# v2.1.0 is the only v2 release the module proxy serves, and security flaws are reported
+# against it: it runs on the test node only, never in a deployment of this project.
+build_kube_router() {
+  [ -x "$kube_router" ] && return 0
+  local start dir
+  start=$(date +%s)
+  dir="$(dirname "$kube_router")"
+  echo "k8s build: kube-router $KUBE_ROUTER_VERSION (the NetworkPolicy enforcer; cold: minutes of CPU)" >&2
+  mkdir -p "$dir.tmp"
+  # go install pkg@version builds with the module's own go.mod, outside any module here.
+  (cd "$dir.tmp" && CGO_ENABLED=0 GOFLAGS= GOBIN="$dir.tmp" go install -trimpath \
+    -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION") >&2
+  rm -rf "$dir"
+  mv "$dir.tmp" "$dir"
+  echo "k8s build: kube-router $KUBE_ROUTER_VERSION built in $(( $(date +%s) - start )) s" >&2
+}
+
+if kube_built; then
+  build_kube_router
   echo "$bindir"
   exit 0
 fi
@@ -80,4 +107,5 @@ done
 rm -rf "$bindir"
 mv "$bindir.tmp" "$bindir"
 echo "k8s build: done in $(( $(date +%s) - start )) s" >&2
+build_kube_router
 echo "$bindir"

@@ -20,7 +20,7 @@ if [ -S "$K8S_CONTAINERD_SOCK" ] && alive node; then
   for id in $("${c[@]}" tasks ls -q 2>/dev/null); do "${c[@]}" tasks delete -f "$id" >/dev/null 2>&1; done
   for id in $("${c[@]}" containers ls -q 2>/dev/null); do "${c[@]}" containers delete "$id" >/dev/null 2>&1; done
 fi
-for p in node localpv kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for p in kube-router node localpv kube-scheduler kube-controller-manager kube-apiserver etcd; do
   [ -f "$S/pids/$p.pid" ] || continue
   pid="$(cat "$S/pids/$p.pid")"
   kill -TERM -- "-$pid" 2>/dev/null
@@ -32,6 +32,22 @@ for f in "$K8S_RUN"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
   [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
 done
 ip link del "$K8S_BRIDGE" 2>/dev/null
+# What the NetworkPolicy enforcer (kube-router, legacy iptables) leaves behind it: the jumps
+# from the built-in chains, its chains (KUBE-ROUTER-*, a firewall chain per Pod, a chain per
+# policy) and its ipsets. Its own --cleanup-config would also tear down the router's and the
+# service proxy's state, which never ran here.
+if command -v iptables-legacy >/dev/null; then
+  for chain in INPUT FORWARD OUTPUT; do
+    iptables-legacy -w -S "$chain" 2>/dev/null | grep -- "-j KUBE-ROUTER-" | sed 's/^-A /-D /' |
+      while read -r rule; do eval "iptables-legacy -w $rule" 2>/dev/null; done
+  done
+  kr_chains="$(iptables-legacy -w -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-(ROUTER|POD-FW|NWPLCY)-/ {print $2}')"
+  for c in $kr_chains; do iptables-legacy -w -F "$c" 2>/dev/null; done
+  for c in $kr_chains; do iptables-legacy -w -X "$c" 2>/dev/null; done
+fi
+if command -v ipset >/dev/null; then
+  for set in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?KUBE-(SRC|DST)-'); do ipset destroy "$set" 2>/dev/null; done
+fi
 for chain in DOCKER-USER FORWARD; do
   while iptables -D "$chain" -i "$K8S_BRIDGE" -o "$K8S_BRIDGE" -j ACCEPT 2>/dev/null; do :; done
 done

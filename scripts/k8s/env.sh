@@ -3,6 +3,9 @@
 # K8S_CACHE: where the built binaries and the wrapper module live across runs and clones.
 # K8S_STATE: the running cluster's files (etcd data, certificates, logs, pids, kubeconfig).
 K8S_VERSION="${K8S_VERSION:-v1.37.2}"
+# KUBE_ROUTER_VERSION: the NetworkPolicy enforcer of the test node (kube-router, firewall only),
+# built from source by build.sh next to the kube binaries.
+KUBE_ROUTER_VERSION="${KUBE_ROUTER_VERSION:-v2.1.0}"
 if [ -z "${K8S_CACHE:-}" ]; then
   if [ "$(id -u)" = 0 ]; then
     K8S_CACHE=/var/cache/shipyard/k8s
@@ -33,3 +36,6 @@ K8S_LOOPBACK_CLASS="shipyard-loopback"
 # K8S_SECCOMP_USERNS: the user-namespace seccomp profile under the kubelet's seccomp root
 # (driver.k8s.seccomp_userns_profile's default).
 K8S_SECCOMP_USERNS="shipyard/userns.json"
+# K8S_NETPOL: "kube-router" (default) runs the NetworkPolicy enforcer on the node; "none" leaves
+# the CNI bridge unfiltered (policies are then stored and never enforced).
+K8S_NETPOL="${K8S_NETPOL:-kube-router}"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The Debian packages the test cluster needs (scripts/k8s/up.sh), installed when missing:
 # etcd, a containerd of the node's own with runc, the CNI plugins, openssl for its
-# certificates and curl for its probes.
+# certificates, curl for its probes, and iptables (its legacy backend) and ipset for the
+# NetworkPolicy enforcer (kube-router).
 set -euo pipefail
-pkgs=(etcd-server containerd runc containernetworking-plugins openssl curl)
+pkgs=(etcd-server containerd runc containernetworking-plugins openssl curl iptables ipset)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

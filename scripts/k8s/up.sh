@@ -2,8 +2,9 @@
 # Starts the test machine's single-node Kubernetes (make k8s-up), idempotently:
 #   tier 1: etcd (Debian's etcd-server) and kube-apiserver, controller-manager, scheduler;
 #   tier 2 (default): also the node: a containerd of its own (own root, state and socket, CRI
-#           plugin, overlayfs), the CNI bridge, kubelet, the localpv provisioner, and the
-#           sandbox images copied from the Docker engine (there is no registry).
+#           plugin, overlayfs), the CNI bridge, kubelet, the localpv provisioner, the
+#           NetworkPolicy enforcer (kube-router's firewall; K8S_NETPOL=none leaves it out), and
+#           the sandbox images copied from the Docker engine (there is no registry).
 # Every process is started here in a session of its own, its pid in $K8S_STATE/pids; down.sh
 # ends them and removes $K8S_STATE. The admin kubeconfig is $K8S_KUBECONFIG
 # (/var/lib/shipyard-k8s/admin.kubeconfig). The kube binaries come from build.sh (cached).
@@ -20,8 +21,10 @@ say() { echo "k8s-up: $*" >&2; }
 elapsed() { echo "$(date +%s.%N) $t0" | awk '{printf "%.1f", $1-$2}'; }
 
 if [ "$(id -u)" != 0 ]; then say "must run as root (containerd, kubelet, cgroups)"; exit 1; fi
-for c in etcd containerd ctr runc openssl curl unshare; do
-  command -v "$c" >/dev/null || { say "$c is missing: run scripts/install-deps.sh"; exit 1; }
+need=(etcd containerd ctr runc openssl curl unshare)
+[ "$K8S_NETPOL" = kube-router ] && need+=(iptables-legacy ipset)
+for c in "${need[@]}"; do
+  command -v "$c" >/dev/null || { say "$c is missing: run scripts/k8s/install-deps.sh"; exit 1; }
 done
 [ -x /usr/lib/cni/bridge ] || { say "CNI plugins missing: run scripts/install-deps.sh"; exit 1; }
 
@@ -246,4 +249,36 @@ done
 ctr -a "$K8S_CONTAINERD_SOCK" version >/dev/null 2>&1 || died node
 "$here/images.sh"
 "$tool" ready -kubeconfig "$K8S_KUBECONFIG" -node "$K8S_NODE_NAME" -timeout 120s || died node
+
+# --- the NetworkPolicy enforcer ---
+# The CNI bridge filters nothing: kube-router's network policy controller (its router and
+# service proxy off) turns every Pod's policies into iptables chains and ipsets on the bridge's
+# traffic (br_netfilter) and on the node's INPUT and OUTPUT. It rewrites the whole filter table
+# on each sync (iptables-save, edit, iptables-restore); on this machine the Docker engine
+# changes that table at any moment, through the nf_tables backend, so a rule the engine added
+# mid-sync would be lost. kube-router therefore gets the legacy backend (a PATH of its own whose
+# iptables are the -legacy commands): its tables are apart from the engine's, and a packet
+# passes both, so its REJECT holds whatever the engine's chains accept. It starts once the Node
+# exists (it reads the node's address) and is ready when its top-level chains are in place.
+if [ "$K8S_NETPOL" = kube-router ]; then
+  kube_router="$K8S_CACHE/bin/kube-router-$KUBE_ROUTER_VERSION/kube-router"
+  [ -x "$kube_router" ] || "$here/build.sh" >/dev/null
+  mkdir -p "$S/netpol/bin"
+  for c in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+    ln -sf "$(command -v "${c/tables/tables-legacy}")" "$S/netpol/bin/$c"
+  done
+  t_np=$(date +%s.%N)
+  start kube-router env PATH="$S/netpol/bin:$PATH" "$kube_router" \
+    --kubeconfig="$K8S_KUBECONFIG" --hostname-override="$K8S_NODE_NAME" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+    --enable-ipv4=true --enable-ipv6=false --service-cluster-ip-range="$K8S_SERVICE_RANGE" \
+    --health-port=0 --metrics-port=0
+  for _ in $(seq 1 300); do
+    iptables-legacy -w -S FORWARD 2>/dev/null | grep -q -- "-j KUBE-ROUTER-FORWARD" && break
+    alive kube-router || died kube-router
+    sleep 0.1
+  done
+  iptables-legacy -w -S FORWARD 2>/dev/null | grep -q -- "-j KUBE-ROUTER-FORWARD" || died kube-router
+  say "NetworkPolicy enforcer (kube-router $KUBE_ROUTER_VERSION) ready in $(echo "$(date +%s.%N) $t_np" | awk '{printf "%.1f", $1-$2}') s"
+fi
 say "node $K8S_NODE_NAME ($node_ip) Ready; cluster up in $(elapsed) s; KUBECONFIG=$K8S_KUBECONFIG"

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -311,23 +310,8 @@ func TestProxyMode(t *testing.T) {
 	if !strings.HasPrefix(ep, "http://127.0.0.1:") || !strings.HasSuffix(ep, "/proxy-1/8123") {
 		t.Fatalf("endpoint %q, want the loopback forwarder's path to the pod's port", ep)
 	}
+	getOK(t, ep+"/health", "through the API server")
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := hc.Get(ep + "/health")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-			err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s/health through the API server: %v", ep, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 	// A path that names no runtime is refused by the forwarder itself.
 	base := strings.TrimSuffix(ep, "/proxy-1/8123")
 	if resp, err := hc.Get(base + "/Not_A_Pod/8123/health"); err != nil || resp.StatusCode != http.StatusNotFound {
