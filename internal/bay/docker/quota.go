@@ -130,9 +130,11 @@ func (d *Driver) makeLoopCargo(ctx context.Context, name string, size int64) (st
 	began := time.Now()
 	spare, mountedOn := d.spares.take(ctx, img, mnt, size)
 	if !spare {
-		if err := formatCargoFile(ctx, img, size, 0); err != nil {
+		release, err := formatCargoFile(ctx, img, size, 0, false)
+		if err != nil {
 			return "", err
 		}
+		release()
 	}
 	formatted := time.Now()
 	if !mountedOn {

@@ -29,7 +29,8 @@ import (
 // only formatted. The files are refilled in the background once starts have been quiet for a
 // moment, mkfs at a lower CPU priority. Several bays sharing CargoDir share the spares: a rename
 // either wins a file or finds it gone. Close removes the spares this driver made and did not
-// hand out; a crash leaves them for the next bay to use.
+// hand out; a crash leaves them for the next bay to use, and an unfinished one (its maker holds
+// a lock on it while it is made) to the next bay's refill or close, which removes it.
 
 const (
 	// spareCount is how many spare files of the wanted size the driver keeps ready.
@@ -179,7 +180,9 @@ func (s *spares) refill() {
 			name, path := e.Name(), filepath.Join(s.dir(), e.Name())
 			switch {
 			case strings.HasSuffix(name, ".tmp"):
-				if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > spareStaleTmp {
+				// One whose maker died goes at once (its lock is free); the age is the rule
+				// where locks do not hold (a CargoDir on a filesystem without flock).
+				if info, err := e.Info(); err == nil && (time.Since(info.ModTime()) > spareStaleTmp || orphanedTmp(path)) {
 					s.drop(strings.TrimSuffix(path, ".tmp"), path)
 				}
 			case !strings.HasSuffix(name, ".img"):
@@ -214,10 +217,12 @@ func (s *spares) make(size int64) error {
 	_, _ = rand.Read(b[:])
 	final := filepath.Join(s.dir(), strconv.FormatInt(size, 10)+"-"+hex.EncodeToString(b[:])+".img")
 	tmp := final + ".tmp"
-	if err := formatCargoFile(s.ctx, tmp, size, spareNice); err != nil {
+	release, err := formatCargoFile(s.ctx, tmp, size, spareNice, true)
+	if err != nil {
 		s.drop(final, tmp)
 		return err
 	}
+	defer release()
 	s.mu.Lock()
 	noMove := s.noMove
 	s.mu.Unlock()
@@ -284,21 +289,38 @@ func (s *spares) close() {
 		s.drop(path, path)
 	}
 	s.made = map[string]bool{}
+	s.sweep()
 }
 
 // formatCargoFile creates img as a sparse file of size holding an empty ext4 filesystem owned
-// by the sandbox user. nice > 0 runs mkfs.ext4 at that CPU niceness.
-func formatCargoFile(ctx context.Context, img string, size int64, nice int) error {
+// by the sandbox user. nice > 0 runs mkfs.ext4 at that CPU niceness. With hold, the file stays
+// open under an exclusive flock from its creation until release is called, so that another
+// bay can tell a spare being made from one whose maker died (the kernel drops a dead process's
+// locks); release is never nil when err is nil.
+func formatCargoFile(ctx context.Context, img string, size int64, nice int, hold bool) (release func(), err error) {
 	f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return fmt.Errorf("cargo file: %w", err)
+		return nil, fmt.Errorf("cargo file: %w", err)
 	}
-	err = f.Truncate(size)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	release = func() { f.Close() }
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	if hold {
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			return nil, fmt.Errorf("cargo file: lock: %w", err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("cargo file: size %d: %w", size, err)
+	if err := f.Truncate(size); err != nil {
+		return nil, fmt.Errorf("cargo file: size %d: %w", size, err)
+	}
+	if !hold {
+		if err := f.Close(); err != nil {
+			return nil, fmt.Errorf("cargo file: %w", err)
+		}
+		release = func() {}
 	}
 	uid, gid, _ := strings.Cut(DefaultUser, ":")
 	// No reserved blocks (the sandbox user gets the whole size), no journal (the cargo's
@@ -309,14 +331,50 @@ func formatCargoFile(ctx context.Context, img string, size int64, nice int) erro
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("mkfs.ext4: %w", err)
+		return nil, fmt.Errorf("mkfs.ext4: %w", err)
 	}
 	if nice > 0 {
 		// Best effort: a refill that keeps its normal priority is only slower for the others.
 		_ = syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, nice)
 	}
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(out.String()))
+		return nil, fmt.Errorf("mkfs.ext4: %w: %s", err, strings.TrimSpace(out.String()))
 	}
-	return nil
+	return release, nil
+}
+
+// orphanedTmp reports whether the unfinished spare file is no one's: no process holds the
+// lock its maker takes at creation (formatCargoFile), and it is older than a moment (the
+// create and the lock are two calls).
+func orphanedTmp(path string) bool {
+	info, err := os.Stat(path)
+	if err != nil || time.Since(info.ModTime()) < time.Second {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil
+}
+
+// sweep removes the unfinished spares whose maker died (a bay killed during mkfs or before the
+// final rename leaves the file, and often its mount). It runs with every refill and when the
+// driver closes, so a bay that outlives a killed one on the same CargoDir cleans up after it.
+func (s *spares) sweep() {
+	ents, err := os.ReadDir(s.dir())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".tmp") {
+			continue
+		}
+		path := filepath.Join(s.dir(), e.Name())
+		if orphanedTmp(path) {
+			s.d.log.Info("remove an unfinished spare cargo file whose maker is gone", "file", path)
+			s.drop(strings.TrimSuffix(path, ".tmp"), path)
+		}
+	}
 }
