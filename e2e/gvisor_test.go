@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	baydocker "github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
@@ -143,5 +145,18 @@ func TestNetworkPoliciesUnderGVisor(t *testing.T) {
 			t.Errorf("/etc/resolv.conf: %q, want the refusing resolver on %s only", conf, gw)
 		}
 		noneReachesNothing(t, b, cli, off, host)
+	})
+
+	// Ranges are routed inside the container's network namespace, which gVisor's own network
+	// stack does not follow: refused with a clear 400 before anything is made, not a failed start.
+	t.Run("allowlist with ranges is refused", func(t *testing.T) {
+		id := b.create(map[string]any{"profile": "ranged"}, nil).Str("id")
+		r := expectError(t, b.do("POST", "/v1/sandboxes/"+id+"/shell/exec", map[string]any{"command": "true"}, nil), 400, "validation_error", "ranges under runsc")
+		if r.Str("error.details.reason") != baydocker.ReasonRangesUnderRunsc || !strings.Contains(r.Str("error.message"), "runsc") {
+			t.Errorf("the refusal: %s", r)
+		}
+		if n, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", "bay.sandbox_id="+id)}); err != nil || len(n.Items) != 0 {
+			t.Errorf("containers left by the refused start: %v %v", n, err)
+		}
 	})
 }

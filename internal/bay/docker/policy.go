@@ -210,6 +210,10 @@ func (d *Driver) registerEgress(ctx context.Context, spec bay.InstanceSpec, pn p
 	return nil
 }
 
+// ReasonRangesUnderRunsc is details.reason of the validation_error of an allowlist with address
+// ranges for a sandbox under gVisor.
+const ReasonRangesUnderRunsc = "ranges_under_runsc"
+
 // hasRanges reports whether p's allow list has IPv4 ranges to route.
 func hasRanges(p bay.NetworkPolicy) bool {
 	parsed, err := bay.ParseNetworkPolicy("network", p)
