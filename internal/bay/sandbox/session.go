@@ -397,15 +397,19 @@ func (s *Service) createFailed(ctx context.Context, log *slog.Logger, sandboxID 
 		return errStoppedWhileStarting(sandboxID)
 	}
 	log.ErrorContext(ctx, "create runtime instance failed", "err", err)
-	if be := (*bay.Error)(nil); errors.As(err, &be) && be.Code == bay.CodeUnavailable {
-		// The platform (or the host firewall sandboxes need) is not available: its own
-		// safe message says why.
-		return bay.Errorf(bay.CodeUnavailable, "%s", be.Message).WithCause(err)
-	} else if be != nil && be.Code == bay.CodeValidation {
-		// The driver refused what the profile or the request asks for (a runtime the
-		// platform lacks, a policy the runtime cannot enforce) before making anything: the
-		// caller's 400, with the driver's safe message and details.
-		return bay.Errorf(bay.CodeValidation, "%s", be.Message).WithDetails(be.Details).WithCause(err)
+	var be *bay.Error
+	if errors.As(err, &be) {
+		switch be.Code {
+		case bay.CodeUnavailable:
+			// The platform (or the host firewall sandboxes need) is not available: its own
+			// safe message says why.
+			return bay.Errorf(bay.CodeUnavailable, "%s", be.Message).WithCause(err)
+		case bay.CodeValidation:
+			// The driver refused what the profile or the request asks for (a runtime the
+			// platform lacks, a policy the runtime cannot enforce) before making anything:
+			// the caller's 400, with the driver's safe message and details.
+			return bay.Errorf(bay.CodeValidation, "%s", be.Message).WithDetails(be.Details).WithCause(err)
+		}
 	}
 	return bay.Internal("Failed to start the runtime containers", err)
 }
