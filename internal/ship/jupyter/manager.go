@@ -70,6 +70,9 @@ type Manager struct {
 	// or a cell ignored the interrupt); the next response reports it, then it
 	// is cleared. Guarded by mu.
 	lost string
+	// watcherLate, when set (tests), runs in a kernel's watcher after the process exited and
+	// before the watcher reacts: the scheduler may run it that late.
+	watcherLate func()
 }
 
 // noticeLost records why the kernel state was lost; the first reason stands.
@@ -168,17 +171,48 @@ func (m *Manager) run(ctx context.Context, s *slot) {
 	m.mu.Unlock()
 
 	<-k.Exited()
+	if m.watcherLate != nil {
+		m.watcherLate()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.replaceDeadLocked(s)
+}
+
+// replaceDeadLocked starts a kernel in place of s, whose process has exited, unless s was
+// retired on purpose or already replaced. Both s's watcher and the next call that finds the
+// process gone come here, whichever is first: the call cannot wait for the watcher, which may
+// not have run yet when a call that saw the death has answered and the next one arrives.
+// Callers hold m.mu.
+func (m *Manager) replaceDeadLocked(s *slot) {
 	s.dead = true
-	if s.retired || m.closed {
+	if s.retired || m.closed || m.cur != s {
 		return
 	}
-	m.log.Warn("kernel died, restarting it", "pid", k.PID(), "exit", k.ExitErr())
-	k.Kill() // release sockets and files; the process is already gone
-	m.noticeLostLocked(fmt.Sprintf("The Python kernel died (%v) and was restarted: its state (variables, imports, definitions) is lost.", k.ExitErr()))
+	s.retired = true
+	m.log.Warn("kernel died, restarting it", "pid", s.k.PID(), "exit", s.k.ExitErr())
+	s.k.Kill() // release sockets and files; the process is already gone
+	m.noticeLostLocked(fmt.Sprintf("The Python kernel died (%v) and was restarted: its state (variables, imports, definitions) is lost.", s.k.ExitErr()))
 	m.restarts++
 	m.startLocked(true)
+}
+
+// exited reports whether s finished starting and its kernel process is gone.
+func (s *slot) exited() bool {
+	select {
+	case <-s.ready:
+	default:
+		return false
+	}
+	if s.k == nil {
+		return false
+	}
+	select {
+	case <-s.k.Exited():
+		return true
+	default:
+		return false
+	}
 }
 
 // Status reports the kernel state.
@@ -239,6 +273,10 @@ func (m *Manager) kernelOnce(ctx context.Context) (*slot, error) {
 		return nil, apierr.New(shipapi.CodeKernelStartup, "ship is shutting down")
 	}
 	s := m.cur
+	if s != nil && s.exited() {
+		m.replaceDeadLocked(s)
+		s = m.cur
+	}
 	if s == nil {
 		s = m.startLocked(false)
 	}
