@@ -3,6 +3,7 @@ package jupyter
 import (
 	"context"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,32 @@ func TestKernelEnvKeepsIPythonDir(t *testing.T) {
 	got, err = kernelEnv([]string{"A=1"}, dir)
 	if err != nil || strings.Join(got, " ") != "A=1 IPYTHONDIR="+filepath.Join(dir, "ipython") {
 		t.Fatalf("got %v %v", got, err)
+	}
+}
+
+// TestKernelStartLosesPortRace: a start whose port another process took between the choice
+// and the kernel's bind is made again on other ports instead of failing.
+func TestKernelStartLosesPortRace(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	calls := 0
+	reservePorts = func(n int) ([]int, error) {
+		calls++
+		ports, err := freePorts(n)
+		if calls == 1 && err == nil {
+			ports[0] = taken.Addr().(*net.TCPAddr).Port
+		}
+		return ports, err
+	}
+	defer func() { reservePorts = freePorts }()
+	k := startKernel(t)
+	if r := run(t, k, "print(6*7)"); r.Text != "42" {
+		t.Fatalf("result %+v", r)
+	}
+	if calls != 2 {
+		t.Fatalf("%d port choices, want 2 (the first lost)", calls)
 	}
 }

@@ -69,6 +69,22 @@ func StartKernel(ctx context.Context, cfg KernelConfig) (*Kernel, error) {
 	if cfg.InterruptMode == "" {
 		cfg.InterruptMode = "signal"
 	}
+	for attempt := 1; ; attempt++ {
+		k, err := startKernelOnce(ctx, cfg)
+		// The ports are free when chosen but released before the kernel binds them; another
+		// process (an outgoing connection's ephemeral port, on a busy host) may take one in
+		// between. The kernel then exits at once, and new ports almost surely do.
+		if err == nil || attempt == portAttempts || ctx.Err() != nil || !strings.Contains(err.Error(), "Address already in use") {
+			return k, err
+		}
+		cfg.Log.Warn("kernel lost a port race, starting it on other ports", "attempt", attempt, "err", err)
+	}
+}
+
+// portAttempts bounds the starts of one StartKernel that fail on a taken port.
+const portAttempts = 3
+
+func startKernelOnce(ctx context.Context, cfg KernelConfig) (*Kernel, error) {
 	ci, err := newConnectionInfo()
 	if err != nil {
 		return nil, err
@@ -275,8 +291,11 @@ func (k *Kernel) heartbeat() {
 	}
 }
 
+// reservePorts picks a kernel's ports; tests replace it to make a start lose the race.
+var reservePorts = freePorts
+
 func newConnectionInfo() (ConnectionInfo, error) {
-	ports, err := freePorts(5)
+	ports, err := reservePorts(5)
 	if err != nil {
 		return ConnectionInfo{}, err
 	}
