@@ -55,8 +55,15 @@ async function errorOf(resp) {
 
 // call sends one request and decodes the JSON answer (null for 204). opts.idempotent adds an
 // Idempotency-Key; opts.probe keeps a 401 from signing the console out (the sign-in check).
+// A GET is given up after GET_TIMEOUT_MS: the pages' polling chains wait for each answer
+// before they schedule the next, so one request that never ends (a connection lost without
+// a reset) would otherwise stop a page's refresh for good. Other methods wait as long as bay
+// takes (a create or an execution may take minutes).
+const GET_TIMEOUT_MS = 30000;
+
 export async function call(method, path, body, opts) {
   const init = { method, headers: headers(body !== undefined ? { 'Content-Type': 'application/json' } : {}), cache: 'no-store' };
+  if (method === 'GET') init.signal = AbortSignal.timeout(GET_TIMEOUT_MS);
   if (body !== undefined) init.body = JSON.stringify(body);
   if (opts && opts.idempotent) init.headers['Idempotency-Key'] = crypto.randomUUID();
   const resp = await fetch(path, init);

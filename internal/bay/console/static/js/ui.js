@@ -72,6 +72,7 @@ export function notify(msg, kind) {
 
 export function errText(e) {
   if (!e) return '';
+  if (e.name === 'TimeoutError') return 'Bay did not answer within 30 s (request given up).';
   let s = e.message || String(e);
   if (e.code) s += ' (' + e.code + (e.status ? ', HTTP ' + e.status : '') + ')';
   if (e.requestId) s += ' — request ' + e.requestId;
