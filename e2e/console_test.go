@@ -258,7 +258,9 @@ document.querySelector('form[aria-label="Run code"]').requestSubmit()`, nil)
 	p.eval(del, nil)
 	p.waitFor("the delete to ask again", `document.querySelector('button[aria-label="Delete `+id+`"]').textContent === 'Really delete?'`, 5*time.Second)
 	p.eval(del, nil)
-	p.waitFor("the sandbox gone from the list", `!`+row, 20*time.Second)
+	// Bounded by the console's GET timeout (30 s) and one poll: a list request that never
+	// ended once kept the row on the page.
+	p.waitFor("the sandbox gone from the list", `!`+row, 45*time.Second)
 	expect(t, b.do("GET", "/v1/sandboxes/"+id, nil, nil), 404, "deleted from the console")
 	clean("after delete")
 
