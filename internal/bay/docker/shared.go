@@ -32,9 +32,10 @@ import (
 // the instance): a joined container has no address of its own.
 //
 // Before, each container joined the sandbox network and a bridge of the instance's own,
-// "<instance>-net", on which they reached each other by name. Starting a container on two
-// networks took the engine 375 ms against 214 ms on one (p50, measured on this project's
-// two-core host), and that start was on the path of a browser sandbox's first call. Instances
+// "<instance>-net", on which they reached each other by name, and gull's container start, on
+// the path of a browser sandbox's first call, took the engine 440 ms on the two networks
+// against 255 ms now on one (medians of six runs' p50 of `bench/all -only browser` on this
+// project's two-core host; the raw gull container's start and inspect took 202 ms). Instances
 // made that way are still listed and destroyed with their network.
 //
 // Under gVisor each container is a sandbox with a network stack of its own, which another
