@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/moby/moby/client"
 )
 
 const browserProfiles = `profiles:
@@ -157,5 +159,42 @@ func TestBrowserChromiumSandbox(t *testing.T) {
 	args := execIn(t, cli, gull, "sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
 	if strings.Contains(args, "--no-sandbox") || !strings.Contains(args, "--type=renderer") {
 		t.Fatalf("Chromium's processes in the sandboxed profile:\n%s", args)
+	}
+}
+
+// The browser's container holds the sandbox's network namespace (ship shares it). Restarted
+// behind bay's back, it comes back with a new namespace while ship stays in the old one, which
+// has lost its interfaces: bay must not keep calling the stranded ship. The next calls are
+// answered by a new session of both runtimes, with the workspace intact.
+func TestBrowserContainerRestarted(t *testing.T) {
+	t.Parallel()
+	cli := docker(t)
+	b := startBay(t, bayOptions{profiles: browserProfiles})
+	id := b.create(map[string]any{"profile": "browser-python"}, nil).Str("id")
+	b.writeFile(id, "kept.txt", "still here")
+	contains(t, b.browserOK(id, "open data:text/html,<title>Before</title>"), "Before", "open")
+	before := sessionContainers(t, cli, id)
+	var gull string
+	for _, c := range before {
+		if f := strings.Fields(c); strings.HasSuffix(f[0], "-browser") && f[1] == "running" {
+			gull = f[0]
+		}
+	}
+	if gull == "" {
+		t.Fatalf("no running browser container among %v", before)
+	}
+	grace := 1
+	if _, err := cli.ContainerRestart(t.Context(), gull, client.ContainerRestartOptions{Timeout: &grace}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.shell(id, map[string]any{"command": "cat kept.txt"}); got.Status != 200 || got.Str("output") != "still here" {
+		t.Fatalf("shell after the browser container's restart: %s", got)
+	}
+	contains(t, b.browserOK(id, "open data:text/html,<title>After</title>"), "After", "open after the restart")
+	oldSession := strings.Fields(before[0])[2]
+	for _, c := range sessionContainers(t, cli, id) {
+		if strings.Fields(c)[2] == oldSession {
+			t.Errorf("a container of the stranded session is left: %s (now %v)", c, sessionContainers(t, cli, id))
+		}
 	}
 }

@@ -12,6 +12,10 @@ import "github.com/shipyard-dev/shipyard/api/shipapi"
 // DefaultPort is the port gull listens on inside a sandbox container.
 const DefaultPort = 8115
 
+// EnvPort names the environment variable holding the port gull listens on (all addresses)
+// when its --listen flag is not given; default DefaultPort (as shipapi.EnvPort for ship).
+const EnvPort = "GULL_PORT"
+
 // EnvAuthToken names the environment variable holding the per-session token
 // gull requires on every request but /health, as "Authorization: Bearer
 // <token>" or as the password of Basic credentials (the same scheme as ship;

@@ -8,6 +8,12 @@ package shipapi
 // DefaultPort is the port ship listens on inside a sandbox container.
 const DefaultPort = 8123
 
+// EnvPort names the environment variable holding the port ship listens on (all addresses)
+// when its --listen flag is not given; default DefaultPort. Bay sets it to the profile's
+// runtime_port: the containers of a sandbox share one network namespace, so two runtimes of
+// one type need ports of their own.
+const EnvPort = "SHIP_PORT"
+
 // EnvAuthToken names the environment variable holding the token ship requires on every
 // request but /health, as "Authorization: Bearer <token>" or as the password of Basic
 // credentials. Ship removes it from the environment its kernel, shells and terminals get.

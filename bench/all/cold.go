@@ -317,7 +317,7 @@ func (b *bench) figColdBrowser(ctx context.Context) error {
 	f.AddBaseline(benchlib.Latency("raw create+start of the gull image until Chromium answers", raw))
 	f.RatioAtMost(1.2)
 	f.Breakdown = pp.series("")
-	f.Note("bay = POST /v1/sandboxes {profile: %s} (ship + gull on one cargo, ship with SHIP_NO_KERNEL=1 as in the default browser-python profile) then POST .../browser/exec {cmd: %q}: the call creates both containers (on the sandbox network while the instance's own bridge is made), starts gull's, waits for gull's browser_ready, then runs the command while ship's container starts in the background", profileBrowser, browserCmd)
+	f.Note("bay = POST /v1/sandboxes {profile: %s} (ship + gull on one cargo, ship with SHIP_NO_KERNEL=1 as in the default browser-python profile) then POST .../browser/exec {cmd: %q}: the call creates both containers (gull's on the sandbox network, ship's in gull's network namespace), starts gull's, waits for gull's browser_ready, then runs the command while ship's container starts in the background", profileBrowser, browserCmd)
 	f.Note("baseline = raw Engine API volume + container create of %s (user 1000, cap-drop ALL, no-new-privileges, 1 CPU, 1 GiB, pids 512) + start, gull's /health polled every 5 ms until browser_ready, then POST /exec {cmd: %q} on gull directly", b.gullImage, browserCmd)
 	f.Note("%d repetitions per side after %d unmeasured round(s), sides interleaved in rotating order", b.reps.Cold, b.reps.ColdWarmup)
 	b.add(f)

@@ -33,8 +33,11 @@ func run(args []string) error {
 		return err
 	}
 	cfg.ChromiumArgs = chromiumArgs
+	if p := os.Getenv(gullapi.EnvPort); p != "" {
+		cfg.Listen = ":" + p
+	}
 	fs := flag.NewFlagSet("gull", flag.ContinueOnError)
-	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "listen address")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "listen address (env "+gullapi.EnvPort+": the port)")
 	fs.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "workspace directory (env BAY_WORKSPACE_PATH)")
 	fs.StringVar(&cfg.SkillsDir, "skills-dir", cfg.SkillsDir, "built-in skills source directory")
 	fs.StringVar(&cfg.Session, "session", cfg.Session, "session name (env SANDBOX_ID or BAY_SANDBOX_ID)")

@@ -42,8 +42,11 @@ func run(args []string) error {
 		return privsep.RunProbe(args[1:])
 	}
 	cfg := ship.DefaultConfig()
+	if p := os.Getenv(shipapi.EnvPort); p != "" {
+		cfg.Listen = ":" + p
+	}
 	fs := flag.NewFlagSet("ship", flag.ContinueOnError)
-	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "listen address")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "listen address (env "+shipapi.EnvPort+": the port)")
 	fs.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "workspace directory")
 	fs.StringVar(&cfg.Python, "python", cfg.Python, "Python interpreter with ipykernel (env SHIP_PYTHON)")
 	fs.StringVar(&cfg.SkillsDir, "skills-dir", cfg.SkillsDir, "built-in skills source directory")

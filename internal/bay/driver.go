@@ -11,8 +11,8 @@ import (
 // engine, Kubernetes) and what it may rely on in return. The unit of compute is an *instance*:
 // everything one session of a sandbox runs — one or more runtime containers sharing the
 // sandbox's cargo volume, their network, and its policy — created and started all-or-nothing
-// and destroyed as one. Docker realises an instance as containers (plus a network of their own
-// when there are several); Kubernetes as one Pod. The services above never name containers,
+// and destroyed as one. Docker realises an instance as containers (several share the network
+// namespace of one, or under gVisor a network of their own); Kubernetes as one Pod. The services above never name containers,
 // networks or hostnames: they hand in an InstanceSpec and get endpoints back.
 
 // ContainerState is a driver-neutral container state.
@@ -88,11 +88,13 @@ type ContainerSpec struct {
 	RuntimeType string // RuntimeShip, RuntimeGull: which runtime client talks to it
 	Image       string // must exist on the platform (there is no registry)
 	Env         map[string]string
-	Port        int // the runtime's HTTP port in the container
-	Limits      Limits
-	User        string   // "uid:gid"; "" = the driver's default (1000:1000)
-	CapAdd      []string // capabilities the runtime needs on top of none (e.g. SETUID)
-	Mounts      []Mount
+	// Port is the runtime's HTTP port in the container. It differs from the other containers'
+	// of the instance: they may share one network namespace (a Pod; the Docker driver).
+	Port   int
+	Limits Limits
+	User   string   // "uid:gid"; "" = the driver's default (1000:1000)
+	CapAdd []string // capabilities the runtime needs on top of none (e.g. SETUID)
+	Mounts []Mount
 	// Seccomp is the system-call filter: SeccompDefault or SeccompUserNamespaces.
 	Seccomp string
 	// Command, when set, makes the container a one-shot: it runs this argv (replacing the
@@ -286,7 +288,8 @@ type Driver interface {
 	// answer: readiness is the runtime clients' business.
 	CreateInstance(ctx context.Context, spec InstanceSpec) (Instance, error)
 	// InspectInstance returns the instance as the platform has it now, or an error wrapping
-	// ErrNotFound when nothing of it exists.
+	// ErrNotFound when nothing of it exists. A container that runs but can never be reached
+	// again (it lost the network namespace it shared with another) is reported exited.
 	InspectInstance(ctx context.Context, name string) (Instance, error)
 	// DestroyInstance removes everything of the instance, including parts whose creation is
 	// still under way, and returns once they are gone (a missing instance is success). Bounded

@@ -294,6 +294,7 @@ func TestBadValues(t *testing.T) {
 		{"no image in container", "profiles: [{id: a, containers: [{name: c}]}]\n", `profiles[0].containers[0].image: is required`},
 		{"no name in container", "profiles: [{id: a, containers: [{image: c}]}]\n", `profiles[0].containers[0].name: is required`},
 		{"dup container", "profiles: [{id: a, containers: [{name: c, image: i}, {name: c, image: i}]}]\n", `profiles[0].containers[1].name: duplicate container name "c"`},
+		{"container ports", "profiles: [{id: a, containers: [{name: c, image: i}, {name: d, image: i}]}]\n", `profiles[0].containers[1].runtime_port: 8123 is also container "c"'s`},
 		{"runtime type", "profiles: [{id: a, runtime_type: browser}]\n", `profiles[0].runtime_type: must be ship or gull`},
 		{"container runtime type", "profiles: [{id: a, containers: [{name: c, image: i, runtime_type: x}]}]\n", `profiles[0].containers[0].runtime_type`},
 		{"runtime port", "profiles: [{id: a, runtime_port: 99999}]\n", `profiles[0].runtime_port`},

@@ -75,6 +75,7 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 
 		if len(s.Containers) > 0 {
 			names := map[string]bool{}
+			ports := map[int]string{}
 			for j := range s.Containers {
 				c := &s.Containers[j]
 				ck := fmt.Sprintf("%s.containers[%d]", key, j)
@@ -87,6 +88,12 @@ func normalizeProfiles(specs []ProfileSpec, global ProxyConfig, skillsRoot strin
 					add(ck+".name", "duplicate container name %q in profile %q", c.Name, s.ID)
 				}
 				names[c.Name] = true
+				if other, ok := ports[c.RuntimePort]; ok {
+					// The containers of a sandbox share one network namespace (a Pod; the
+					// Docker driver under runc), so one port space.
+					add(ck+".runtime_port", "%d is also container %q's; the containers of a profile share one network and need ports of their own", c.RuntimePort, other)
+				}
+				ports[c.RuntimePort] = c.Name
 				if c.Image == "" {
 					add(ck+".image", "is required")
 				}

@@ -86,7 +86,7 @@ profiles:
     proxy: {enabled: false}
     containers:
       - {name: a, image: a, capabilities: [python]}
-      - {name: b, image: b, capabilities: [python, shell], primary_for: [python]}
+      - {name: b, image: b, runtime_port: 8124, capabilities: [python, shell], primary_for: [python]}
   - id: caps-override
     capabilities: [python]
     containers:

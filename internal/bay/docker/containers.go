@@ -80,7 +80,7 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 			opts.HostConfig.CapAdd = mergeCaps(opts.HostConfig.CapAdd, caps)
 		}
 	}
-	if primary != "" && !spec.NoNetwork {
+	if primary != "" && !spec.NoNetwork && spec.JoinNet == "" {
 		// API 1.41 accepts one endpoint at create; a second network is connected below.
 		opts.NetworkingConfig = &network.NetworkingConfig{
 			EndpointsConfig: map[string]*network.EndpointSettings{primary: {}},
@@ -121,10 +121,15 @@ func (d *Driver) createContainer(ctx context.Context, spec containerSpec) (strin
 // create) and an extra one (connected after it), the sandbox network resolved to the id of its
 // oldest copy (see ensureSandboxNetwork), which is returned as sandbox when it is one of them.
 func (d *Driver) resolveNetworks(ctx context.Context, spec containerSpec) (primary, extra, sandbox string, err error) {
-	primary, extra = d.networks(spec)
-	if spec.NoNetwork {
+	switch {
+	case spec.NoNetwork:
 		return "none", "", "", nil
+	case spec.JoinNet != "":
+		// The engine (20.10) takes the owner's name before the owner exists and resolves it
+		// at start, so the instance's containers are still created in parallel (shared.go).
+		return "container:" + spec.JoinNet, "", "", nil
 	}
+	primary, extra = d.networks(spec)
 	if primary == d.sandboxNet || extra == d.sandboxNet {
 		id, err := d.ensureSandboxNetwork(ctx)
 		if err != nil {
@@ -220,6 +225,8 @@ func validateSpec(s containerSpec) error {
 		return fmt.Errorf("volume ref %q is a path; only named volumes are supported", s.VolumeRef)
 	case s.Network == "host" || s.Network == "none" || strings.HasPrefix(s.Network, "container:"):
 		return fmt.Errorf("network %q is not allowed", s.Network)
+	case s.JoinNet != "" && (s.Network != "" || s.PolicyNet != "" || s.NoNetwork || len(s.DNS) > 0 || len(s.ExtraHosts) > 0 || s.Hostname != "" || len(s.ExtraPorts) > 0):
+		return errors.New("a container joining another's network namespace has no network, DNS, hosts, hostname or ports of its own")
 	case s.NanoCPUs < 0 || s.MemoryBytes < 0 || s.PidsLimit < 0 || s.ShmBytes < 0 || s.TmpBytes < 0:
 		return errors.New("negative resource limit")
 	case s.Seccomp != bay.SeccompDefault && s.Seccomp != bay.SeccompUserNamespaces:
@@ -303,7 +310,14 @@ func (d *Driver) containerConfig(spec containerSpec) *container.Config {
 		cfg.Entrypoint, cfg.Cmd, cfg.WorkingDir = spec.Command[:1], spec.Command[1:], spec.WorkDir
 		return cfg
 	}
+	if spec.JoinNet != "" {
+		// Its port is the owner's to expose (the bay.runtime_port label names it).
+		return cfg
+	}
 	cfg.ExposedPorts = network.PortSet{runtimePort(spec.RuntimePort): {}}
+	for _, p := range spec.ExtraPorts {
+		cfg.ExposedPorts[runtimePort(p)] = struct{}{}
+	}
 	return cfg
 }
 
@@ -341,6 +355,7 @@ func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostC
 		hc.ShmSize = spec.ShmBytes
 	}
 	hc.DNS = spec.DNS
+	hc.ExtraHosts = spec.ExtraHosts
 	if spec.MemoryBytes > 0 {
 		hc.MemorySwap = spec.MemoryBytes // swap cannot bypass the memory limit
 	}
@@ -365,13 +380,17 @@ func (d *Driver) hostConfig(spec containerSpec, primary string) *container.HostC
 		hc.LogConfig = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": oneShotLogSize, "max-file": "2"}}
 		return hc
 	}
-	if d.publishes() {
+	if d.publishes() && spec.JoinNet == "" {
 		hostPortStr := ""
 		if d.cfg.HostPort > 0 {
 			hostPortStr = strconv.Itoa(d.cfg.HostPort)
 		}
 		hc.PortBindings = network.PortMap{
 			runtimePort(spec.RuntimePort): {{HostIP: d.publishIP, HostPort: hostPortStr}},
+		}
+		// The runtimes sharing this container's network namespace are reached through it.
+		for _, p := range spec.ExtraPorts {
+			hc.PortBindings[runtimePort(p)] = []network.PortBinding{{HostIP: d.publishIP}}
 		}
 	}
 	return hc
@@ -439,6 +458,11 @@ func (d *Driver) startContainer(ctx context.Context, id string, oneShot bool) (s
 		return "", fmt.Errorf("start container %s: not running after start (exit code %d %s)", id, code, msg)
 	}
 	endpoint := d.endpoint(c)
+	if c.HostConfig != nil && c.HostConfig.NetworkMode.IsContainer() {
+		if endpoint, err = d.sharedEndpoint(ctx, c); err != nil {
+			return "", fmt.Errorf("start container %s: %w", id, err)
+		}
+	}
 	if endpoint == "" {
 		return "", fmt.Errorf("start container %s: no reachable address in connect mode %s", id, d.cfg.ConnectMode)
 	}
@@ -448,17 +472,26 @@ func (d *Driver) startContainer(ctx context.Context, id string, oneShot bool) (s
 
 // endpoint resolves the runtime's base URL of a running container: its IP on the configured
 // network, its primary network, or any network (container_network, auto); else the published
-// port on the host address (host_port, auto). "" when not running or not resolvable.
+// port on the host address (host_port, auto). "" when not running or not resolvable, and for a
+// container that joins another's network namespace (sharedEndpoint).
 func (d *Driver) endpoint(c container.InspectResponse) string {
-	if c.State == nil || !c.State.Running || c.Config == nil || c.NetworkSettings == nil {
+	if c.Config == nil {
 		return ""
 	}
-	port := containerPort(c.Config.Labels, c.Config.ExposedPorts)
-	if port == 0 {
+	return d.endpointAt(c, containerPort(c.Config.Labels, c.Config.ExposedPorts))
+}
+
+// endpointAt is the base URL of port in the network namespace of c, a running container that
+// holds its own (endpoint's rules).
+func (d *Driver) endpointAt(c container.InspectResponse, port int) string {
+	if c.State == nil || !c.State.Running || c.NetworkSettings == nil || port == 0 {
 		return ""
 	}
 	primary := ""
 	if c.HostConfig != nil {
+		if c.HostConfig.NetworkMode.IsContainer() {
+			return ""
+		}
 		primary = string(c.HostConfig.NetworkMode)
 	}
 	if d.cfg.ConnectMode != ConnectHostPort {
@@ -641,11 +674,7 @@ func (d *Driver) listContainers(ctx context.Context, labels map[string]string) (
 	if err != nil {
 		return nil, fmt.Errorf("list containers %v: %w", labels, classify(err))
 	}
-	out := make([]containerInfo, 0, len(res.Items))
-	for _, c := range res.Items {
-		out = append(out, d.summaryInfo(c))
-	}
-	return out, nil
+	return d.summaryInfos(res.Items), nil
 }
 
 // summaryInfo is a list entry as containerInfo.
@@ -668,8 +697,12 @@ func (d *Driver) summaryInfo(c container.Summary) containerInfo {
 
 // summaryEndpoint is endpoint for a list entry (same rules, from the summary's fields).
 func (d *Driver) summaryEndpoint(c container.Summary) string {
-	port := containerPort(c.Labels, nil)
-	if port == 0 {
+	return d.summaryEndpointAt(c, containerPort(c.Labels, nil))
+}
+
+// summaryEndpointAt is endpointAt for a list entry.
+func (d *Driver) summaryEndpointAt(c container.Summary, port int) string {
+	if port == 0 || netOwnerOf(c.HostConfig.NetworkMode) != "" {
 		return ""
 	}
 	if d.cfg.ConnectMode != ConnectHostPort && c.NetworkSettings != nil {

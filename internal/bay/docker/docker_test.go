@@ -208,6 +208,16 @@ func (f *fixture) spec(suffix string) bay.InstanceSpec {
 	}
 }
 
+// withPeer is spec with a second container of the test image, "gull", listening on the next
+// port: the containers of an instance share one network namespace.
+func withPeer(spec bay.InstanceSpec) bay.InstanceSpec {
+	gull := spec.Containers[0]
+	gull.Name, gull.Port = "gull", testimage.Port+1
+	gull.Env = map[string]string{"PORT": strconv.Itoa(gull.Port)}
+	spec.Containers = append(slices.Clone(spec.Containers), gull)
+	return spec
+}
+
 func (f *fixture) detached() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(f.t.Context()), 30*time.Second)
 }
@@ -456,8 +466,9 @@ func TestRuntimeSees(t *testing.T) {
 	}
 }
 
-// TestConfiguredNetwork: the containers of a multi-container instance join the configured
-// network besides the instance's own, and the endpoint is the address on the configured one.
+// TestConfiguredNetwork: the network owner of a multi-container instance (here the first)
+// joins the configured network alone, and every container's endpoint is the owner's address on
+// it with the container's own port.
 func TestConfiguredNetwork(t *testing.T) {
 	probe := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
 	configured := probe.network("cfg")
@@ -466,37 +477,45 @@ func TestConfiguredNetwork(t *testing.T) {
 	cfg.Network = configured
 	f := newFixture(t, cfg)
 	f.run = probe.run
-	spec := f.spec("two-nets")
-	spec.Containers = append(spec.Containers, spec.Containers[0])
-	spec.Containers[1].Name = "gull"
-	id, endpoint := f.createStart(spec)
+	spec := withPeer(f.spec("two-nets"))
+	inst := f.create(f.d, spec)
 
-	res, err := f.cli.ContainerInspect(t.Context(), id, client.ContainerInspectOptions{})
+	res, err := f.cli.ContainerInspect(t.Context(), inst.Containers[0].ID, client.ContainerInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nets := res.Container.NetworkSettings.Networks
-	own := spec.Name + "-net"
-	if nets[configured] == nil || nets[own] == nil {
-		t.Fatalf("networks = %v, want %s and %s", slices.Collect(maps.Keys(nets)), configured, own)
+	if nets[configured] == nil || len(nets) != 1 {
+		t.Fatalf("networks = %v, want %s alone", slices.Collect(maps.Keys(nets)), configured)
 	}
-	host, _ := endpointHost(t, endpoint)
-	if want := nets[configured].IPAddress.String(); host != want {
-		t.Fatalf("endpoint %s, want the IP on the configured network %s", endpoint, want)
+	for i, c := range inst.Containers {
+		waitHealthy(t, c.Endpoint)
+		host, port := endpointHost(t, c.Endpoint)
+		if want := nets[configured].IPAddress.String(); host != want || port != strconv.Itoa(spec.Containers[i].Port) {
+			t.Errorf("%s: endpoint %s, want the owner's IP on the configured network %s and port %d", c.Name, c.Endpoint, want, spec.Containers[i].Port)
+		}
 	}
 }
 
-// TestCreateRollsBack: when a create fails on the missing configured network while the
-// instance's own network is being made beside it, everything is removed again.
+// TestCreateRollsBack: when a create fails on the missing configured network, everything is
+// removed again, the container created beside it in the owner's network namespace included (and,
+// under runsc, the instance's own network made meanwhile).
 func TestCreateRollsBack(t *testing.T) {
 	probe := newFixture(t, modeConfig(docker.ConnectContainerNetwork))
 	cfg := modeConfig(docker.ConnectContainerNetwork)
 	cfg.Network = "drivertest-" + probe.run + "-missing"
+	cfg.NamesDir = filepath.Join(t.TempDir(), "names")
 	f := newFixture(t, cfg)
 	f.run = probe.run
-	spec := f.spec("rollback")
-	spec.Containers = append(spec.Containers, spec.Containers[0])
-	spec.Containers[1].Name = "gull"
+	for _, runtime := range []string{bay.ContainerRuntimeRunc, bay.ContainerRuntimeRunsc} {
+		spec := withPeer(f.spec("rollback-" + runtime))
+		spec.Runtime = runtime
+		createRollsBack(t, f, spec)
+	}
+}
+
+func createRollsBack(t *testing.T, f *fixture, spec bay.InstanceSpec) {
+	t.Helper()
 	_, err := f.d.CreateInstance(t.Context(), spec)
 	if !bay.IsNotFound(err) {
 		f.d.DestroyInstance(context.WithoutCancel(t.Context()), spec.Name)
@@ -514,14 +533,13 @@ func TestCreateRollsBack(t *testing.T) {
 	}
 }
 
-// TestStartFirst: a container marked StartFirst is started before the instance's others, and
-// every container of the instance is on the instance's own network and the sandbox network
-// (made while the containers were created) and reaches the others by name.
+// TestStartFirst: a container marked StartFirst is started before the instance's others; it
+// is the network owner, alone on the sandbox network, and the others share its network
+// namespace. They reach each other by name.
 func TestStartFirst(t *testing.T) {
 	f := newFixture(t, modeConfig(docker.ConnectAuto))
-	spec := f.spec("start-first")
-	spec.Containers = append(spec.Containers, spec.Containers[0])
-	spec.Containers[1].Name, spec.Containers[1].StartFirst = "gull", true
+	spec := withPeer(f.spec("start-first"))
+	spec.Containers[1].StartFirst = true
 	inst := f.create(f.d, spec)
 	started := map[string]time.Time{}
 	for _, c := range inst.Containers {
@@ -536,16 +554,28 @@ func TestStartFirst(t *testing.T) {
 		}
 		started[c.Name] = at
 		nets := res.Container.NetworkSettings.Networks
-		if nets[spec.Name+"-net"] == nil || nets[docker.SandboxNetwork] == nil {
-			t.Errorf("%s is on %v, want %s-net and %s", c.Name, slices.Collect(maps.Keys(nets)), spec.Name, docker.SandboxNetwork)
+		mode := res.Container.HostConfig.NetworkMode
+		switch c.Name {
+		case "gull":
+			if nets[docker.SandboxNetwork] == nil || len(nets) != 1 || mode.IsContainer() {
+				t.Errorf("gull is on %v (mode %s), want %s alone", slices.Collect(maps.Keys(nets)), mode, docker.SandboxNetwork)
+			}
+		case "ship":
+			if len(nets) != 0 || !mode.IsContainer() || (mode.ConnectedContainer() != spec.Name+"-gull" && mode.ConnectedContainer() != inst.Containers[1].ID) {
+				t.Errorf("ship is on %v in mode %s, want gull's network namespace", slices.Collect(maps.Keys(nets)), mode)
+			}
 		}
 	}
 	if !started["gull"].Before(started["ship"]) {
 		t.Errorf("gull (StartFirst) started at %s, ship at %s: want gull first", started["gull"], started["ship"])
 	}
-	code, body := do(t, http.MethodGet, inst.Containers[0].Endpoint+"/fetch?url="+url.QueryEscape(fmt.Sprintf("http://gull:%d/health", testimage.Port)), "")
-	if code != http.StatusOK || !strings.Contains(body, `"status":200`) {
-		t.Errorf("ship fetching http://gull/health: %d %s", code, body)
+	for i, c := range inst.Containers {
+		peer := spec.Containers[1-i]
+		u := fmt.Sprintf("http://%s:%d/health", peer.Name, peer.Port)
+		code, body := do(t, http.MethodGet, c.Endpoint+"/fetch?url="+url.QueryEscape(u), "")
+		if code != http.StatusOK || !strings.Contains(body, `"status":200`) {
+			t.Errorf("%s fetching %s: %d %s", c.Name, u, code, body)
+		}
 	}
 }
 

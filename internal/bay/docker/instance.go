@@ -20,9 +20,11 @@ import (
 
 // An instance on the engine is one container per spec container, every one labelled
 // bay.instance=<instance name>. A single-container instance's container is named like the
-// instance and joins the sandbox network. A multi-container instance also gets a bridge of its
-// own, "<instance>-net", on which its containers reach each other by name; each of them joins the
-// sandbox network too, so that bay reaches it the same way. Under an open network policy the
+// instance and joins the sandbox network. The containers of a multi-container instance share
+// the network namespace of one of them, which alone joins the sandbox network (shared.go).
+// Under runsc, where they cannot, a multi-container instance also gets a bridge of its own,
+// "<instance>-net", on which its containers reach each other by name; each of them joins the
+// sandbox network too, so that bay reaches it the same way. Under an open network policy those
 // containers are created on the sandbox network while the engine makes the instance's bridge
 // (60-140 ms each, measured on a loaded two-core host), and join the bridge once both exist.
 
@@ -57,6 +59,13 @@ type containerSpec struct {
 	// NamesDir holds the resolv.conf and hosts bound over the engine's ("" = the engine's;
 	// names.go).
 	NamesDir string
+	// JoinNet is the engine name of the container whose network namespace this one joins
+	// ("" = a namespace of its own; shared.go). ExtraHosts ("name:address") and ExtraPorts (the
+	// runtime ports of the containers that join it, exposed and published with its own) are
+	// the owner's.
+	JoinNet    string
+	ExtraHosts []string
+	ExtraPorts []int
 }
 
 // containerInfo is what the engine reports about one container.
@@ -68,6 +77,7 @@ type containerInfo struct {
 	Labels    map[string]string
 	CreatedAt time.Time
 	Endpoint  string
+	NetOwner  string // the container whose network namespace this one joins ("" = its own)
 }
 
 // networkInfo is what the engine reports about one network.
@@ -99,7 +109,12 @@ func validateInstance(spec bay.InstanceSpec) error {
 		return fmt.Errorf("container runtime %q is not supported", spec.Runtime)
 	}
 	seen := map[string]bool{}
+	ports := map[int]string{}
 	for _, c := range spec.Containers {
+		if other, ok := ports[c.Port]; ok && c.Port != 0 {
+			return fmt.Errorf("containers %s and %s both listen on port %d; the containers of an instance share one network", other, c.Name, c.Port)
+		}
+		ports[c.Port] = c.Name
 		if !containerNameRE.MatchString(c.Name) {
 			return fmt.Errorf("container name %q: want lowercase letters, digits and '-', at most 32", c.Name)
 		}
@@ -122,7 +137,8 @@ func validateInstance(spec bay.InstanceSpec) error {
 	return nil
 }
 
-// instanceNetwork is the bridge of a multi-container instance.
+// instanceNetwork is the bridge of a multi-container instance under runsc (and of those made
+// before its containers shared a network namespace).
 func instanceNetwork(instance string) string { return instance + "-net" }
 
 // containerName is the engine name of container c of an instance.
@@ -155,6 +171,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		return bay.Instance{}, fmt.Errorf("create instance %s: cargo %s: %w", spec.Name, spec.VolumeRef, err)
 	}
 	multi := len(spec.Containers) > 1
+	lay := layoutOf(spec)
 	labels := maps.Clone(spec.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -210,6 +227,8 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	network := ""
 	var netErr error // the background network's error, valid once netDone is closed
 	switch {
+	case lay.shared:
+		// One network namespace for all: no network of the instance's own.
 	case multi && pn.name != "":
 		// A closed policy's instance network is made first: it is the containers' primary one.
 		network = instanceNetwork(spec.Name)
@@ -267,7 +286,13 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			DNS:         pn.dns,
 			NamesDir:    namesDir,
 		}
-		if multi {
+		switch {
+		case lay.joined(i):
+			cs.JoinNet = containerName(spec.Name, multi, spec.Containers[lay.owner].Name)
+			cs.Hostname, cs.Network, cs.PolicyNet, cs.DNS = "", "", "", nil
+		case lay.shared:
+			cs.ExtraHosts, cs.ExtraPorts = peerHosts(spec), peerPorts(spec, lay)
+		case multi:
 			cs.Hostname = c.Name
 		}
 		cs.Labels[bay.LabelContainerName] = c.Name
@@ -309,10 +334,15 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	// (measured on a loaded two-core host), and the first marked is the runtime slowest to
 	// become ready.
 	first, rest := splitStartFirst(spec)
-	if err := d.startSome(ctx, spec, pn, inst, first); err != nil {
+	lateStart := spec.LateStart && len(first) > 0 && len(rest) > 0
+	if lay.shared && len(first) == 0 {
+		// The network owner runs before the containers that join its namespace.
+		first, rest = []int{lay.owner}, slices.DeleteFunc(rest, func(i int) bool { return i == lay.owner })
+	}
+	if err := d.startSome(ctx, spec, lay, pn, inst, first); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
-	if spec.LateStart && len(first) > 0 && len(rest) > 0 {
+	if lateStart {
 		// The rest start in the background; what this call made is theirs to remove if that
 		// fails (the deferred rollback above sees no error).
 		late := bay.NewLateStart()
@@ -324,7 +354,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			err := late.Hold(ctx, spec.LateStartHold)
 			tHeld := time.Now()
 			if err == nil {
-				err = d.startSome(ctx, spec, pn, inst, rest)
+				err = d.startSome(ctx, spec, lay, pn, inst, rest)
 			}
 			if err == nil && namesDir != "" {
 				// Every container has its address now. The early ones are asked to reach a
@@ -351,7 +381,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 			"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)), "start_ms", ms(time.Since(tCreated)))
 		return early, nil
 	}
-	if err := d.startSome(ctx, spec, pn, inst, rest); err != nil {
+	if err := d.startSome(ctx, spec, lay, pn, inst, rest); err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
 	if namesDir != "" {
@@ -379,10 +409,17 @@ func splitStartFirst(spec bay.InstanceSpec) (first, rest []int) {
 	return first, rest
 }
 
-// startSome starts the containers of inst at the given indexes in parallel, records their
-// endpoints and states in inst.Containers (each goroutine its own element), then registers them
-// with the egress gateway under a closed policy.
-func (d *Driver) startSome(ctx context.Context, spec bay.InstanceSpec, pn policyNet, inst bay.Instance, idx []int) error {
+// startSome starts the containers of inst at the given indexes in parallel (the network owner
+// among them first, alone), records their endpoints and states in inst.Containers (each
+// goroutine its own element), then registers those with an address of their own with the
+// egress gateway under a closed policy.
+func (d *Driver) startSome(ctx context.Context, spec bay.InstanceSpec, lay netLayout, pn policyNet, inst bay.Instance, idx []int) error {
+	if lay.shared && len(idx) > 1 && slices.Contains(idx, lay.owner) {
+		if err := d.startSome(ctx, spec, lay, pn, inst, []int{lay.owner}); err != nil {
+			return err
+		}
+		idx = slices.DeleteFunc(slices.Clone(idx), func(i int) bool { return i == lay.owner })
+	}
 	errs := make([]error, len(idx))
 	var wg sync.WaitGroup
 	for j, i := range idx {
@@ -401,7 +438,9 @@ func (d *Driver) startSome(ctx context.Context, spec bay.InstanceSpec, pn policy
 	}
 	started := make([]bay.InstanceContainer, 0, len(idx))
 	for _, i := range idx {
-		started = append(started, inst.Containers[i])
+		if !lay.joined(i) { // a joined container has the owner's address, registered with it
+			started = append(started, inst.Containers[i])
+		}
 	}
 	if err := d.registerEgress(ctx, spec, pn, started); err != nil {
 		return fmt.Errorf("egress: %w", err)
@@ -467,7 +506,9 @@ func (d *Driver) instanceObjects(ctx context.Context, name string) (objects, err
 	return o, nil
 }
 
-// InspectInstance returns the instance's containers as the engine has them now.
+// InspectInstance returns the instance's containers as the engine has them now. A container
+// that joined the network namespace of one that does not run, or that has started again since,
+// is reported exited: it can never be reached again (shared.go).
 func (d *Driver) InspectInstance(ctx context.Context, name string) (bay.Instance, error) {
 	if name == "" {
 		return bay.Instance{}, errors.New("inspect instance: empty name")
@@ -478,6 +519,9 @@ func (d *Driver) InspectInstance(ctx context.Context, name string) (bay.Instance
 	}
 	if len(list) == 0 {
 		return bay.Instance{}, fmt.Errorf("inspect instance %s: %w", name, bay.ErrNotFound)
+	}
+	if err := d.markStale(ctx, list); err != nil {
+		return bay.Instance{}, fmt.Errorf("inspect instance %s: %w", name, err)
 	}
 	return assemble(name, list, nil), nil
 }

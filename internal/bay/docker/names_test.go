@@ -16,7 +16,6 @@ import (
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/docker"
-	"github.com/shipyard-dev/shipyard/internal/bay/drivertest/testimage"
 )
 
 // stillEgress stands in for bay's resolver and gateway: it confines nothing and answers
@@ -56,9 +55,7 @@ func (f *fixture) pairSpec(suffix, runtime string, mode bay.NetworkMode) bay.Ins
 	if mode == bay.NetworkAllowlist {
 		spec.Network.Allow = []string{"example.com"}
 	}
-	spec.Containers = append(spec.Containers, spec.Containers[0])
-	spec.Containers[1].Name = "gull"
-	return spec
+	return withPeer(spec)
 }
 
 func get(t *testing.T, u string) (int, string) {
@@ -87,6 +84,10 @@ func TestRunscNames(t *testing.T) {
 			spec := f.pairSpec("names-"+string(mode), bay.ContainerRuntimeRunsc, mode)
 			inst := f.create(f.d, spec)
 			dir := filepath.Join(cfg.NamesDir, spec.Name)
+			// gVisor's sandboxes cannot share a network stack: they keep a bridge of their own.
+			if _, err := f.cli.NetworkInspect(t.Context(), spec.Name+"-net", client.NetworkInspectOptions{}); err != nil {
+				t.Errorf("the instance's own network under runsc: %v", err)
+			}
 			if info, err := os.Stat(cfg.NamesDir); err != nil || info.Mode().Perm() != 0o755 {
 				t.Errorf("names_dir: %v, %v; want a directory of mode 0755", info, err)
 			}
@@ -118,7 +119,7 @@ func TestRunscNames(t *testing.T) {
 				if mode == bay.NetworkOpen && !strings.Contains(conf, "search corp.test\noptions edns0\n") {
 					t.Errorf("%s: /etc/resolv.conf lacks the host's search and options lines: %q", c.Name, conf)
 				}
-				peer := inst.Containers[1-i].Name
+				peer, peerPort := inst.Containers[1-i].Name, spec.Containers[1-i].Port
 				for _, name := range []string{peer, spec.Name + "-" + peer, "localhost"} {
 					if code, body := get(t, c.Endpoint+"/resolve?name="+url.QueryEscape(name)); code != 200 {
 						t.Errorf("%s resolving %s: %d %s", c.Name, name, code, body)
@@ -127,7 +128,7 @@ func TestRunscNames(t *testing.T) {
 				if mode == bay.NetworkOpen {
 					// The peer answers at the address its name gives (in closed modes the
 					// stand-in gateway is the containers' proxy, and it answers nothing).
-					u := fmt.Sprintf("http://%s:%d/health", peer, testimage.Port)
+					u := fmt.Sprintf("http://%s:%d/health", peer, peerPort)
 					if code, body := get(t, c.Endpoint+"/fetch?url="+url.QueryEscape(u)); code != 200 || !strings.Contains(body, `"status":200`) {
 						t.Errorf("%s fetching %s: %d %s", c.Name, u, code, body)
 					}

@@ -32,8 +32,9 @@ import (
 //     bridge's gateway address (internal/bay/egress); the containers use it as their DNS
 //     server and HTTP(S) proxy, and each is registered with the gateway under its address.
 //
-// A multi-container instance's own network is internal and sealed too, so that its containers
-// reach each other and nothing else through it.
+// A multi-container instance shares the network namespace of its owner, the only one of its
+// containers on the policy's network (shared.go); under runsc its own network is internal and
+// sealed too, so that its containers reach each other and nothing else through it.
 
 // Network names of the closed policies.
 const (
@@ -408,6 +409,9 @@ func (d *Driver) UpdateNetwork(ctx context.Context, instance string, p bay.Netwo
 		return fmt.Errorf("update network of %s: %w", instance, classify(err))
 	}
 	for _, c := range list.Items {
+		if netOwnerOf(c.HostConfig.NetworkMode) != "" {
+			continue // its namespace is the owner's, routed with it
+		}
 		res, err := d.cli.ContainerInspect(ctx, c.ID, client.ContainerInspectOptions{})
 		if err != nil {
 			return fmt.Errorf("update network of %s: %w", instance, classify(err))
@@ -431,10 +435,12 @@ func (d *Driver) NetworkEvents(sandboxID string) ([]bay.NetworkEvent, int64) {
 }
 
 // peersBypassProxy is the policy's environment for the containers of spec: under the allowlist
-// the containers of a multi-container instance reach each other directly on the instance's own
-// network, so their names (the short one and the engine's) join NO_PROXY. Otherwise a client
-// that honours HTTP_PROXY, Chromium in gull among them, would send a call to a peer
-// (http://ship:8000/) to the egress gateway, which refuses names that are not on the list.
+// the containers of a multi-container instance reach each other directly, on the loopback of
+// the namespace they share (shared.go) or under runsc on the instance's own network, so their
+// names (the short one and the engine's) join NO_PROXY. Otherwise a client that honours
+// HTTP_PROXY, Chromium in gull among them, would send a call to a peer (http://ship:8000/) to
+// the egress gateway, which refuses names that are not on the list (and would not reach a
+// peer's loopback anyway).
 func peersBypassProxy(env map[string]string, spec bay.InstanceSpec, multi bool) map[string]string {
 	if !multi || env["NO_PROXY"] == "" {
 		return env

@@ -114,6 +114,7 @@ func Run(t *testing.T, h Harness) {
 		{"Ping", s.testPing},
 		{"InstanceLifecycle", s.testLifecycle},
 		{"MultiContainer", s.testMultiContainer},
+		{"PeersByName", s.testPeersByName},
 		{"LateStart", s.testLateStart},
 		{"LateStartHoldExpires", s.testLateStartHoldExpires},
 		{"LateStartCancelled", s.testLateStartCancelled},
@@ -452,18 +453,80 @@ func (s *suite) testMultiContainer(t *testing.T) {
 		if got, err := s.get(ctx, b+"/file?path=/workspace/shared"); err != nil || string(got) != "from ship" {
 			t.Errorf("gull reads %q, %v; want the file ship wrote", got, err)
 		}
-		// Each reaches the other by its container name.
-		u := fmt.Sprintf("%s/fetch?url=%s", a, url.QueryEscape(fmt.Sprintf("http://gull:%d/health", spec.Containers[1].Port)))
-		out, err := s.get(ctx, u)
-		var res struct{ Status int }
-		if err != nil || json.Unmarshal(out, &res) != nil || res.Status != 200 {
-			t.Errorf("ship fetching http://gull/health: %s, %v; want status 200", out, err)
-		}
 	}
+	s.reachByName(t, spec, inst)
 	if err := s.h.Driver.DestroyInstance(ctx, spec.Name); err != nil {
 		t.Fatalf("DestroyInstance: %v", err)
 	}
 	s.gone(t, spec.Name, "none")
+}
+
+// reachByName checks that each container of inst reaches every other one's runtime port by
+// the other's container name (live implementations only).
+func (s *suite) reachByName(t *testing.T, spec bay.InstanceSpec, inst bay.Instance) {
+	t.Helper()
+	if !s.h.Live {
+		return
+	}
+	for i, from := range inst.Containers {
+		for j, to := range spec.Containers {
+			if i == j {
+				continue
+			}
+			target := fmt.Sprintf("http://%s:%d/health", to.Name, to.Port)
+			out, err := s.get(t.Context(), from.Endpoint+"/fetch?url="+url.QueryEscape(target))
+			var res struct{ Status int }
+			if err != nil || json.Unmarshal(out, &res) != nil || res.Status != 200 {
+				t.Errorf("%s fetching %s: %s, %v; want status 200", from.Name, target, out, err)
+			}
+		}
+	}
+}
+
+// testPeersByName: the containers of an instance reach each other by name whichever of them
+// starts first, also once a late start has ended, and each keeps its own endpoint.
+func (s *suite) testPeersByName(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first int // the container marked StartFirst, -1 for none
+		late  bool
+	}{{"none first", -1, false}, {"second first", 1, false}, {"second first, late start", 1, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := s.spec("ship", "gull", "extra")
+			spec.Containers[1].RuntimeType = bay.RuntimeGull
+			if tc.first >= 0 {
+				spec.Containers[tc.first].StartFirst = true
+			}
+			spec.LateStart = tc.late
+			inst, err := s.createCleaned(t, t.Context(), spec)
+			if err != nil {
+				t.Fatalf("CreateInstance: %v", err)
+			}
+			if inst.Late != nil {
+				if inst, err = inst.Late.Wait(t.Context()); err != nil {
+					t.Fatalf("late start: %v", err)
+				}
+			}
+			seen := map[string]bool{}
+			for _, c := range inst.Containers {
+				if c.State != bay.ContainerRunning || !strings.HasPrefix(c.Endpoint, "http://") || seen[c.Endpoint] {
+					t.Fatalf("container %+v: want running with an endpoint of its own (%+v)", c, inst)
+				}
+				seen[c.Endpoint] = true
+				s.waitHealthy(t, c.Endpoint)
+			}
+			s.reachByName(t, spec, inst)
+			got, err := s.h.Driver.InspectInstance(t.Context(), spec.Name)
+			if err != nil || !got.Running() {
+				t.Fatalf("InspectInstance = %+v, %v; want every container running", got, err)
+			}
+			for i, c := range got.Containers {
+				if c.Endpoint != inst.Containers[i].Endpoint {
+					t.Errorf("InspectInstance reports %s at %s, create at %s", c.Name, c.Endpoint, inst.Containers[i].Endpoint)
+				}
+			}
+		})
+	}
 }
 
 // lateSpec is a two-container spec whose second container (gull) starts first and whose
@@ -764,6 +827,8 @@ func (s *suite) testBadSpecs(t *testing.T) {
 		"bad port":             func(sp *bay.InstanceSpec) { sp.Containers[0].Port = 70000 },
 		"dangerous cap":        func(sp *bay.InstanceSpec) { sp.Containers[0].CapAdd = []string{"SYS_ADMIN"} },
 		"unknown network mode": func(sp *bay.InstanceSpec) { sp.Network.Mode = "wide-open" },
+		// The containers of an instance may share one network (a Pod): one port each.
+		"one port for two": func(sp *bay.InstanceSpec) { sp.Containers[1].Port = sp.Containers[0].Port },
 	}
 	for name, mutate := range cases {
 		marker := s.name("m")

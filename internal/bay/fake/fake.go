@@ -700,10 +700,14 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 		return fail("%w", d.runtimeMissing(spec.Runtime))
 	}
 	seen := map[string]bool{}
+	ports := map[int]string{}
 	for _, c := range spec.Containers {
+		other, portTaken := ports[c.Port]
 		switch {
 		case c.Name == "" || seen[c.Name]:
 			return fail("container name %q empty or used twice", c.Name)
+		case portTaken && c.Port != 0:
+			return fail("containers %s and %s both listen on port %d; the containers of an instance share one network", other, c.Name, c.Port)
 		case c.Image == "":
 			return fail("container %s: no image", c.Name)
 		case len(c.Command) > 0 && (c.Port != 0 || len(c.CapAdd) > 0):
@@ -723,6 +727,7 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 			}
 		}
 		seen[c.Name] = true
+		ports[c.Port] = c.Name
 	}
 	if _, ok := d.instances[spec.Name]; ok {
 		return fail("name already in use: %w", bay.ErrConflict)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -145,9 +146,10 @@ func TestDockerStopResume(t *testing.T) {
 	}
 }
 
-// TestDockerMultiContainer starts a two-container profile on the real engine (both ship
-// containers sharing the cargo on a session network), routes a capability to the second one,
-// and checks that stop removes both containers and the network.
+// TestDockerMultiContainer starts a two-container profile on the real engine (two ship
+// containers sharing the cargo and one network namespace, the second listening on the port of
+// its profile), routes a capability to the second one, and checks that stop removes both
+// containers and that no network is left.
 func TestDockerMultiContainer(t *testing.T) {
 	image := baseImage(t)
 	ctx := context.Background()
@@ -164,7 +166,7 @@ func TestDockerMultiContainer(t *testing.T) {
 	prof := bay.Profile{ID: "duo", IdleTimeout: 30 * time.Minute,
 		Containers: []bay.ContainerProfile{
 			{Name: "ship", Image: image, RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"python", "filesystem"}},
-			{Name: "aux", Image: image, RuntimeType: "ship", RuntimePort: 8123, Capabilities: []string{"shell"}},
+			{Name: "aux", Image: image, RuntimeType: "ship", RuntimePort: 8124, Capabilities: []string{"shell"}},
 		}}
 	ship := shipclient.New(nil, log)
 	svc := sandbox.New(st, drv, ship, nil, log, sandbox.Config{Profiles: []bay.Profile{prof}, InstanceID: "it-" + bay.NewID("t")})
@@ -177,9 +179,11 @@ func TestDockerMultiContainer(t *testing.T) {
 	if err := caps.WriteFile(ctx, "alice", sb.ID, "shared.txt", "from ship"); err != nil {
 		t.Fatal(err)
 	}
-	// shell is served by the aux container, which sees the same cargo.
-	r, err := caps.ExecShell(ctx, "alice", sb.ID, capability.ShellParams{Command: "hostname; cat shared.txt", Timeout: 30})
-	if err != nil || r.Output != "aux\nfrom ship" {
+	// shell is served by the aux container, which sees the same cargo and reaches the
+	// other runtime by its name.
+	r, err := caps.ExecShell(ctx, "alice", sb.ID, capability.ShellParams{Command: "hostname; cat shared.txt; echo; getent hosts ship; " +
+		"python3 -c \"import urllib.request; print(urllib.request.urlopen('http://ship:8123/health').status)\"", Timeout: 30})
+	if err != nil || !regexp.MustCompile(`^sandbox\nfrom ship\n127\.0\.0\.1\s+ship.*\n200$`).MatchString(r.Output) {
 		t.Fatalf("shell on aux: %+v %v", r, err)
 	}
 	got, err := svc.GetSandbox(ctx, "alice", sb.ID)

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -999,6 +1000,11 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 		if port == 0 {
 			port = shipapi.DefaultPort
 		}
+		if name, ok := portEnv[cmp.Or(c.RuntimeType, bay.RuntimeShip)]; ok {
+			// The runtime listens where bay reaches it, also when a profile pairs two
+			// runtimes of one type (they share the sandbox's network namespace).
+			env[name] = strconv.Itoa(port)
+		}
 		spec.Containers = append(spec.Containers, bay.ContainerSpec{
 			Name:        c.Name,
 			RuntimeType: cmp.Or(c.RuntimeType, bay.RuntimeShip),
@@ -1024,6 +1030,9 @@ func (s *Service) instanceSpec(sb *bay.Sandbox, prof *bay.Profile, sess *bay.Ses
 
 // tokenEnv is the variable each runtime type reads its token from.
 var tokenEnv = map[string]string{bay.RuntimeShip: shipapi.EnvAuthToken, bay.RuntimeGull: gullapi.EnvAuthToken}
+
+// portEnv is the variable each runtime type reads its port from.
+var portEnv = map[string]string{bay.RuntimeShip: shipapi.EnvPort, bay.RuntimeGull: gullapi.EnvPort}
 
 // EnvProfileEnvKeys lists (comma-separated) the keys of the profile's environment, so that the
 // runtime can write them to /workspace/.bay_env.sh for tools that read them from a login shell.
