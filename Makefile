@@ -29,8 +29,9 @@ build:
 host-deps:
 	@scripts/install-deps.sh
 
-## gvisor: gVisor's runsc, built from source through the Go module proxy once (cached in
-## /var/cache/shipyard/gvisor) and registered with the Docker engine as the runtime runsc
+## gvisor: gVisor's runsc and its containerd shim (the test node's handler runsc), built from
+## source through the Go module proxy once (cached in /var/cache/shipyard/gvisor); runsc is
+## registered with the Docker engine as the runtime runsc
 ## (scripts/gvisor.sh: idempotent; the engine reloads its configuration with SIGHUP, only when
 ## the script changed it). The tests under runsc fail without it; they never skip.
 gvisor:

@@ -53,8 +53,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startBay runs bay on the cluster's namespace ns and returns a client of it.
-func startBay(t *testing.T, env *k8stest.Env, ns string) *sdk.Client {
+// startBay runs bay on the cluster's namespace ns and returns a client of it; profiles are
+// YAML list entries added after python-default.
+func startBay(t testing.TB, env *k8stest.Env, ns, profiles string) *sdk.Client {
 	t.Helper()
 	dir := t.TempDir()
 	port, err := testenv.FreePort()
@@ -83,7 +84,7 @@ profiles:
     resources: {cpus: 1.0, memory: "512m"}
     capabilities: [filesystem, shell, python]
     idle_timeout: 1800
-`, port, dir, ns, env.Kubeconfig, k8stest.StorageClass, apiKey, "k8se2e-"+ns, image)
+%s`, port, dir, ns, env.Kubeconfig, k8stest.StorageClass, apiKey, "k8se2e-"+ns, image, profiles)
 	logs := &testenv.LogBuffer{}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -166,7 +167,7 @@ func TestScenariosOnKubernetes(t *testing.T) {
 	env := k8stest.Node(t)
 	ns := env.Namespace(t, "shipyard-k8se2e")
 	env.ImportImage(t, image)
-	c := startBay(t, env, ns)
+	c := startBay(t, env, ns, "")
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 

@@ -33,6 +33,12 @@ K8S_PV_ROOT="$K8S_STATE/volumes"
 # K8S_LOOPBACK_CLASS: the RuntimeClass whose Pods get loopback only (containerd handler
 # "loopback"; driver.k8s.no_network_runtime_class of the tests).
 K8S_LOOPBACK_CLASS="shipyard-loopback"
+# K8S_GVISOR_CLASS: the RuntimeClass of the node's gVisor handler "runsc" (containerd's
+# runsc shim, scripts/gvisor.sh; driver.k8s.runsc_runtime_class's default).
+K8S_GVISOR_CLASS="gvisor"
+# K8S_POD_PIDS_LIMIT: the kubelet's podPidsLimit, every Pod's pids limit (the runsc handler's
+# RLIMIT_NPROC follows from it).
+K8S_POD_PIDS_LIMIT=256
 # K8S_SECCOMP_USERNS: the user-namespace seccomp profile under the kubelet's seccomp root
 # (driver.k8s.seccomp_userns_profile's default).
 K8S_SECCOMP_USERNS="shipyard/userns.json"

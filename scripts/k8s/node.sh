@@ -16,7 +16,7 @@ for f in vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops 
   cat "/proc/sys/$f" >"$copy"
   mount --bind "$copy" "/proc/sys/$f"
 done
-containerd --config "$S/containerd.toml" >"$S/logs/containerd.log" 2>&1 &
+PATH="$S/runtimes:$PATH" containerd --config "$S/containerd.toml" >"$S/logs/containerd.log" 2>&1 &
 for _ in $(seq 1 200); do [ -S "$K8S_CONTAINERD_SOCK" ] && break; sleep 0.05; done
 "$bindir/kubelet" --config="$S/kubelet.yaml" --kubeconfig="$S/kubelet.kubeconfig" \
   --root-dir="$S/kubelet" --cert-dir="$S/kubelet/pki" \

@@ -124,7 +124,7 @@ start kube-controller-manager "$bindir/kube-controller-manager" \
   --service-account-private-key-file="$pki/sa.key" --root-ca-file="$pki/ca.crt" \
   --use-service-account-credentials=false --cluster-name=shipyard --profiling=false
 start kube-scheduler "$bindir/kube-scheduler" --kubeconfig="$K8S_KUBECONFIG" --leader-elect=false --profiling=false
-"$tool" setup -kubeconfig "$K8S_KUBECONFIG" -class "$K8S_STORAGE_CLASS" -loopback-class "$K8S_LOOPBACK_CLASS"
+"$tool" setup -kubeconfig "$K8S_KUBECONFIG" -class "$K8S_STORAGE_CLASS" -loopback-class "$K8S_LOOPBACK_CLASS" -gvisor-class "$K8S_GVISOR_CLASS"
 # The volumes' directory is a shared mount of its own: the volume files localpv mounts on it
 # here propagate into the node's mount namespace (a slave of this one), whatever the
 # propagation of the host's own mounts. down.sh unmounts it with the state.
@@ -184,6 +184,31 @@ cat >"$S/cni/net.d/10-shipyard.conflist" <<CNI
   ]
 }
 CNI
+# The runtime handler runsc (RuntimeClass gvisor): gVisor's containerd shim and runsc, built by
+# scripts/gvisor.sh (pinned, cached). containerd finds the shim on its PATH (node.sh puts
+# $S/runtimes first); the shim runs runsc with the systrap platform, as the Docker engine does.
+# Its containers start from containerd's default spec with RLIMIT_NPROC below the Pods' pids
+# limit (kubetool runsc-spec says why). The shim is built against containerd 2, which answers
+# "start" with its bootstrap parameters as JSON; Debian's containerd (1.6) reads the bare
+# address, so the shim on the PATH is a wrapper that hands over the address alone.
+gvisor="$("$repo/scripts/gvisor.sh" build)"
+mkdir -p "$S/runtimes"
+cat >"$S/runtimes/containerd-shim-runsc-v1" <<SH
+#!/bin/sh
+shim="$gvisor/containerd-shim-runsc-v1"
+for action; do :; done
+[ "\$action" = start ] || exec "\$shim" "\$@"
+out="\$("\$shim" "\$@")" || exit
+printf '%s\n' "\$out" | sed -n 's/.*"address":"\([^"]*\)".*/\1/p'
+SH
+chmod +x "$S/runtimes/containerd-shim-runsc-v1"
+cat >"$S/runsc.toml" <<TOML
+binary_name = "$gvisor/runsc"
+root = "$K8S_RUN/runsc"
+[runsc_config]
+  platform = "systrap"
+TOML
+ctr oci spec | "$tool" runsc-spec -pids-limit "$K8S_POD_PIDS_LIMIT" >"$S/runsc-spec.json"
 cat >"$S/containerd.toml" <<TOML
 version = 2
 root = "$S/containerd"
@@ -204,6 +229,12 @@ state = "$K8S_RUN/containerd"
       runtime_type = "io.containerd.runc.v2"
       cni_conf_dir = "$S/cni/loopback.d"
       cni_max_conf_num = 1
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]
+      runtime_type = "io.containerd.runsc.v1"
+      base_runtime_spec = "$S/runsc-spec.json"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "$S/runsc.toml"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "$S/cni/bin"
     conf_dir = "$S/cni/net.d"
@@ -225,7 +256,7 @@ tlsPrivateKeyFile: $pki/kubelet.key
 readOnlyPort: 0
 healthzPort: 0
 failSwapOn: false
-podPidsLimit: 256
+podPidsLimit: $K8S_POD_PIDS_LIMIT
 # One-shots' output is read back from these logs (WaitInstance): 64 MiB a container, and the
 # stdout and stderr of a container returned apart (the API's log "stream" option).
 containerLogMaxSize: 64Mi

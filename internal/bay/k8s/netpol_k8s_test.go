@@ -202,16 +202,23 @@ func startPeer(t *testing.T, env *k8stest.Env, ns, name, img string, labels map[
 // returns its runtime's endpoint once it answers.
 func startSandbox(t *testing.T, d *k8s.Driver, name, img string, p bay.NetworkPolicy) string {
 	t.Helper()
-	ctx := t.Context()
 	sp := spec(name, img)
 	sp.Network = p
+	return startSpec(t, d, sp)
+}
+
+// startSpec creates the instance sp through d and returns its runtime's endpoint once it
+// answers.
+func startSpec(t *testing.T, d *k8s.Driver, sp bay.InstanceSpec) string {
+	t.Helper()
+	ctx := t.Context()
 	inst, err := d.CreateInstance(ctx, sp)
 	if err != nil {
-		t.Fatalf("create %s: %v", name, err)
+		t.Fatalf("create %s: %v", sp.Name, err)
 	}
-	t.Cleanup(func() { _ = d.DestroyInstance(context.WithoutCancel(ctx), name) })
+	t.Cleanup(func() { _ = d.DestroyInstance(context.WithoutCancel(ctx), sp.Name) })
 	ep := inst.Containers[0].Endpoint
-	getOK(t, ep+"/health", "sandbox "+name)
+	getOK(t, ep+"/health", "sandbox "+sp.Name)
 	return ep
 }
 

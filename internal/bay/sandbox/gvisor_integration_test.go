@@ -22,6 +22,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
+	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
 
 // requireRunsc fails the test (never skips it) when the engine lacks the runtime runsc:
@@ -46,18 +47,6 @@ func containerRuntime(t *testing.T, drv *docker.Driver, sandboxID string) string
 	}
 	return strings.TrimSpace(string(out))
 }
-
-// bombScript runs a fork bomb for five seconds, then counts the processes and prints
-// "survived". Everything after the bomb's start is a bash builtin: no fork is needed to get
-// there, so the last lines appear exactly when the sandbox kernel outlived the bomb.
-const bombScript = `ulimit -u
-mkfifo /tmp/wait && exec 3<>/tmp/wait
-:(){ :|:& }
-: 2>/dev/null
-read -t 5 -u 3
-n=0; for p in /proc/[0-9]*; do n=$((n+1)); done
-echo "processes $n"
-echo survived`
 
 // runscOneShot runs argv as uid 1000 in a one-shot container under runsc without network, as
 // an exec's container runs, and returns how it ended and its output.
@@ -158,18 +147,7 @@ func TestDockerGVisor(t *testing.T) {
 		t.Fatalf("python: %q", out)
 	}
 
-	t.Run("user code holds nothing", func(t *testing.T) {
-		if out := sh("id -u; id -g; id -G; grep -E '^Cap(Inh|Prm|Eff)' /proc/self/status"); out !=
-			"1000\n1000\n1000\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000" {
-			t.Errorf("shell's ids and capabilities: %q", out)
-		}
-		if out := py("import os, ctypes\nprint(os.getresuid(), os.getresgid(), ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))"); out != "(1000, 1000, 1000) (1000, 1000, 1000) 1" {
-			t.Errorf("kernel's ids and no-new-privileges: %q", out)
-		}
-		if out := py("import os\ntry:\n    os.setuid(0)\n    print('root')\nexcept PermissionError:\n    print('refused')"); out != "refused" {
-			t.Errorf("setuid(0) from the kernel: %q", out)
-		}
-	})
+	t.Run("user code holds nothing", func(t *testing.T) { testenv.CheckUserCodeHoldsNothing(t, sh, py) })
 
 	t.Run("ship is out of reach", func(t *testing.T) {
 		pid := sh(`for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = ship ] && echo ${p#/proc/}; done`)
@@ -225,8 +203,8 @@ func TestDockerGVisor(t *testing.T) {
 		// driver's RLIMIT_NPROC a fork bomb exhausts it, gVisor's kernel dies and every process
 		// with it, so the last line below is never printed. With it, the bomb's forks fail with
 		// EAGAIN as under runc. (A one-shot: no runtime whose health checks could starve.)
-		exit, stdout, stderr, err := runscOneShot(t, drv, image, "bash", "-c", bombScript)
-		limit := docker.RunscProcessLimit(docker.DefaultPidsLimit)
+		exit, stdout, stderr, err := runscOneShot(t, drv, image, "bash", "-c", testenv.ForkBombScript)
+		limit := bay.RunscProcessLimit(docker.DefaultPidsLimit)
 		var nproc, procs int64
 		if n, _ := fmt.Sscanf(stdout.String(), "%d\nprocesses %d\nsurvived\n", &nproc, &procs); n != 2 || err != nil || exit.Code != 0 {
 			t.Fatalf("one-shot fork bomb under runsc: %+v %v: stdout %q, stderr %q", exit, err, stdout.String(), stderr.String())

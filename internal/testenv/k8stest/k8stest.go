@@ -11,6 +11,7 @@ package k8stest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,6 +39,9 @@ const (
 	// LoopbackRuntimeClass gives a Pod loopback only (the node's containerd handler
 	// "loopback").
 	LoopbackRuntimeClass = "shipyard-loopback"
+	// GVisorRuntimeClass runs a Pod under gVisor (the node's containerd handler "runsc",
+	// gVisor's containerd shim; driver.k8s.runsc_runtime_class's default).
+	GVisorRuntimeClass = "gvisor"
 )
 
 // Env is the cluster as a test sees it.
@@ -175,6 +179,21 @@ func (e *Env) ImportImage(t testing.TB, ref string) {
 	if err := save.Wait(); err != nil {
 		t.Fatalf("docker save %s: %v: %s", ref, err, serr.String())
 	}
+}
+
+// ContainerRuntime is the containerd runtime a Pod's container (id as the Pod's status gives
+// it) runs with: io.containerd.runc.v2, or io.containerd.runsc.v1 under GVisorRuntimeClass.
+func (e *Env) ContainerRuntime(t testing.TB, id string) string {
+	t.Helper()
+	out, err := e.Ctr(t.Context(), "containers", "info", ContainerdID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ Runtime struct{ Name string } }
+	if err := json.Unmarshal(out, &info); err != nil {
+		t.Fatalf("containers info %s: %v: %s", id, err, out)
+	}
+	return info.Runtime.Name
 }
 
 // ContainerdID strips the runtime prefix of a Pod's container id ("containerd://abc" -> "abc").

@@ -2,8 +2,9 @@
 // talk to the API server and would be fragile in shell.
 //
 //	kubetool ready   -kubeconfig K [-node N] [-timeout D]   wait for the API server (and a Ready node)
-//	kubetool setup   -kubeconfig K -class C [-loopback-class R]  the storage class the node serves, the loopback-only RuntimeClass
+//	kubetool setup   -kubeconfig K -class C [-loopback-class R] [-gvisor-class G]  the storage class the node serves, the RuntimeClasses of its handlers
 //	kubetool seccomp -out FILE                              the user-namespace seccomp profile (internal/bay/k8s)
+//	kubetool runsc-spec -pids-limit N <spec >spec           the runsc handler's base spec: RLIMIT_NPROC for gVisor
 //	kubetool localpv -kubeconfig K -class C -root DIR       the node's volume provisioner (runs until SIGTERM)
 //	kubetool drain   -kubeconfig K [-timeout D]             delete every pod and wait until they are gone
 package main
@@ -30,7 +31,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: kubetool ready|setup|localpv|drain [flags]")
 		os.Exit(2)
 	}
-	cmds := map[string]func([]string) error{"ready": ready, "setup": setup, "seccomp": seccompProfile, "localpv": localpv, "drain": drain}
+	cmds := map[string]func([]string) error{"ready": ready, "setup": setup, "seccomp": seccompProfile, "runsc-spec": runscSpec, "localpv": localpv, "drain": drain}
 	run, ok := cmds[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "kubetool: unknown command %q\n", os.Args[1])
@@ -110,6 +111,7 @@ func setup(args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig")
 	class := fs.String("class", "shipyard-local", "storage class served by localpv")
 	loopback := fs.String("loopback-class", "", "RuntimeClass of the containerd handler \"loopback\" (none when empty)")
+	gvisor := fs.String("gvisor-class", "", "RuntimeClass of the containerd handler \"runsc\" (gVisor; none when empty)")
 	_ = fs.Parse(args)
 	cs, err := client(*kubeconfig)
 	if err != nil {
@@ -131,10 +133,13 @@ func setup(args []string) error {
 	if _, err := cs.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("storage class %s: %w", *class, err)
 	}
-	if *loopback != "" {
-		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: *loopback}, Handler: "loopback"}
+	for handler, name := range map[string]string{"loopback": *loopback, "runsc": *gvisor} {
+		if name == "" {
+			continue
+		}
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: handler}
 		if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("runtime class %s: %w", *loopback, err)
+			return fmt.Errorf("runtime class %s: %w", name, err)
 		}
 	}
 	return nil
