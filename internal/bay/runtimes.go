@@ -81,3 +81,17 @@ func IsRuntimeMissing(err error) bool {
 func RunscProcessLimit(pids int64) int64 {
 	return max((pids-48)/2, 8)
 }
+
+// RunscPodTasks is what a Kubernetes Pod under runsc holds in its pids cgroup beyond a Docker
+// container under runsc: the pause container and a file proxy (gofer) per container. An idle
+// ship Pod under runsc held about 54 host tasks on the test node (31-41 under runc); with the
+// Docker driver's reserve alone, a fork bomb in a resumed session filled the cgroup and
+// gVisor's kernel died.
+const RunscPodTasks = 32
+
+// RunscPodProcessLimit is the RLIMIT_NPROC of a node's runsc handler whose kubelet bounds each
+// Pod to podPids tasks (podPidsLimit): Kubernetes has no per-Pod rlimit, so the node's handler
+// sets it for every Pod it runs.
+func RunscPodProcessLimit(podPids int64) int64 {
+	return RunscProcessLimit(podPids - RunscPodTasks)
+}

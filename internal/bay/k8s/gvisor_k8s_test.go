@@ -82,7 +82,7 @@ func TestGVisorNetworkPolicy(t *testing.T) {
 // TestGVisorForkBomb: under gVisor the Pod's pids cgroup (the kubelet's podPidsLimit) also
 // counts the sandbox kernel's own tasks, so a fork bomb that fills it leaves gVisor's kernel
 // unable to make a thread, and it dies with every process of the Pod. The node's runsc handler
-// sets RLIMIT_NPROC below it (bay.RunscProcessLimit of the podPidsLimit), which gVisor enforces
+// sets RLIMIT_NPROC below it (bay.RunscPodProcessLimit of the podPidsLimit), which gVisor enforces
 // per uid: the bomb's forks fail with EAGAIN as under runc, and the script's last line, printed
 // by bash builtins after five seconds of the bomb, appears. A one-shot in mode none, as an
 // exec's container runs.
@@ -104,7 +104,7 @@ func TestGVisorForkBomb(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	exit, err := d.WaitInstance(wctx, sp.Name, &stdout, &stderr)
-	limit := bay.RunscProcessLimit(nodePidsLimit)
+	limit := bay.RunscPodProcessLimit(nodePidsLimit)
 	var nproc, procs int64
 	if n, _ := fmt.Sscanf(stdout.String(), "%d\nprocesses %d\nsurvived\n", &nproc, &procs); n != 2 || err != nil || exit.Code != 0 {
 		t.Fatalf("one-shot fork bomb under gVisor: %+v %v: stdout %q, stderr %q", exit, err, stdout.String(), lastLines(stderr.String(), 5))

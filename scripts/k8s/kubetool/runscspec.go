@@ -12,7 +12,7 @@ import (
 
 // runscSpec writes the base OCI spec of the node's runsc handler (containerd's
 // base_runtime_spec): the spec on stdin (`ctr oci spec`, containerd's default, which the CRI
-// plugin starts from when a handler names none) with RLIMIT_NPROC at bay.RunscProcessLimit of
+// plugin starts from when a handler names none) with RLIMIT_NPROC at bay.RunscPodProcessLimit of
 // the kubelet's podPidsLimit. Kubernetes has no per-Pod rlimit, so the limit the Docker driver
 // sets per container under gVisor is the handler's here: the Pod's pids cgroup also counts
 // gVisor's own tasks, and without it a fork bomb fills the cgroup and gVisor's kernel dies with
@@ -37,7 +37,7 @@ func runscSpec(args []string) error {
 	if !ok {
 		return fmt.Errorf("the spec on stdin has no process")
 	}
-	n := bay.RunscProcessLimit(*pids)
+	n := bay.RunscPodProcessLimit(*pids)
 	limits := []any{map[string]any{"type": "RLIMIT_NPROC", "hard": n, "soft": n}}
 	old, _ := proc["rlimits"].([]any)
 	for _, l := range old {
