@@ -569,6 +569,9 @@ func k8sDriver(ctx context.Context, cfg *config.Config, log *slog.Logger) (*k8s.
 		return nil, fmt.Errorf("k8s driver: security.blocked_hosts: %w", err)
 	}
 	kc.BlockedRanges = blocked
+	if kc.AllowedRanges, err = netguard.ParseHosts(cfg.Security.AllowedHosts); err != nil {
+		return nil, fmt.Errorf("k8s driver: security.allowed_hosts: %w", err)
+	}
 	if g := c.EgressGateway; g.Service != "" {
 		tok, err := os.ReadFile(g.TokenFile)
 		if err != nil {

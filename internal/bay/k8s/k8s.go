@@ -115,6 +115,9 @@ type Config struct {
 	// exceptions of the NetworkPolicy's address blocks; nil = the private, shared, loopback and
 	// link-local ranges.
 	BlockedRanges []netip.Prefix
+	// AllowedRanges are exceptions to BlockedRanges (security.allowed_hosts): sandboxes in
+	// mode open reach them (their NetworkPolicy admits them as peers of their own).
+	AllowedRanges []netip.Prefix
 	// SeccompUserNamespacesProfile is the Localhost seccomp profile, relative to the kubelet's
 	// seccomp root (<kubelet root>/seccomp), of a container that opts into
 	// bay.SeccompUserNamespaces: the runtime's default filter plus clone, clone3, unshare,
@@ -237,7 +240,7 @@ func (c Config) Validate() error {
 	if c.NoNetworkRuntimeClass != "" && len(kube.IsDNS1123Subdomain(c.NoNetworkRuntimeClass)) > 0 {
 		errs = append(errs, fmt.Errorf("no_network_runtime_class %q is not a RuntimeClass name", c.NoNetworkRuntimeClass))
 	}
-	for _, r := range c.BlockedRanges {
+	for _, r := range slices.Concat(c.BlockedRanges, c.AllowedRanges) {
 		if !r.IsValid() {
 			errs = append(errs, errors.New("blocked ranges: an invalid range"))
 		}

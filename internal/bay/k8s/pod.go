@@ -397,12 +397,18 @@ func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta kube.ObjectMeta, podL
 	}, nil
 }
 
-// openEgress admits every address but the blocked ranges.
+// openEgress admits every address but the blocked ranges, and the allowed ranges whatever
+// they lie in.
 func (d *Driver) openEgress() []kube.NetworkPolicyEgressRule {
 	var to []kube.NetworkPolicyPeer
 	for _, all := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
 		if b := d.ipBlock(all, nil); b != nil {
 			to = append(to, kube.NetworkPolicyPeer{IPBlock: b})
+		}
+	}
+	for _, a := range d.cfg.AllowedRanges {
+		if !a.Addr().Is4In6() { // the API server refuses IPv4-mapped ranges
+			to = append(to, kube.NetworkPolicyPeer{IPBlock: &kube.IPBlock{CIDR: a.Masked().String()}})
 		}
 	}
 	if len(to) == 0 { // a rule without peers would admit every destination

@@ -319,3 +319,22 @@ func TestGatewayServedPod(t *testing.T) {
 		t.Errorf("proxy variables (want each once, the spec's replaced): %v (%d)", env, n)
 	}
 }
+
+// security.allowed_hosts: a sandbox in mode open reaches an allowed range inside a blocked one.
+func TestOpenAdmitsAllowedRanges(t *testing.T) {
+	d := testDriver(t, func(c *Config) {
+		c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+		c.AllowedRanges = []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32")}
+	})
+	np, err := d.networkPolicy(runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkOpen}), kube.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cidrs []string
+	for _, p := range np.Spec.Egress[0].To {
+		cidrs = append(cidrs, p.IPBlock.CIDR)
+	}
+	if !slices.Equal(cidrs, []string{"0.0.0.0/0", "::/0", "10.1.2.3/32"}) || !slices.Equal(np.Spec.Egress[0].To[0].IPBlock.Except, []string{"10.0.0.0/8"}) {
+		t.Errorf("open egress peers %v (%+v)", cidrs, np.Spec.Egress[0].To)
+	}
+}
