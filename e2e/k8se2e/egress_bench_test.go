@@ -17,7 +17,8 @@ import (
 // httpsClientPy makes n new HTTPS connections with the server name example.com and one GET on
 // each, and prints each one's time in milliseconds: "transparent" to example.com:443 (a DNS
 // lookup through the gateway's resolver, then the gateway's TLS port), "proxy" through
-// $HTTPS_PROXY (CONNECT), "direct" to an address and port (mode open: straight to the host).
+// $HTTPS_PROXY (CONNECT; host is "-"), "direct" to an address and port (mode open: straight
+// to the host).
 const httpsClientPy = `
 import json, os, socket, ssl, sys, time
 mode, host, port, n = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -88,7 +89,7 @@ func BenchmarkEgressGatewayHTTPS(b *testing.B) {
 	tp := w.in.HTTPSPort
 	// Warm: the first connections pay for the resolvers' caches and the interpreter.
 	run(listed, "transparent", "example.com", 443, 3)
-	run(listed, "proxy", "", tp, 3)
+	run(listed, "proxy", "-", tp, 3)
 	run(open, "direct", w.node.String(), tp, 3)
 	var transparent, proxy, direct []float64
 	const rounds, per = 5, 40
@@ -97,7 +98,7 @@ func BenchmarkEgressGatewayHTTPS(b *testing.B) {
 		for range rounds {
 			direct = append(direct, run(open, "direct", w.node.String(), tp, per)...)
 			transparent = append(transparent, run(listed, "transparent", "example.com", 443, per)...)
-			proxy = append(proxy, run(listed, "proxy", "", tp, per)...)
+			proxy = append(proxy, run(listed, "proxy", "-", tp, per)...)
 		}
 	}
 	b.StopTimer()
