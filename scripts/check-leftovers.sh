@@ -51,6 +51,7 @@ ip link show "$K8S_BRIDGE" >/dev/null 2>&1 && k8s+=" bridge $K8S_BRIDGE"
 for h in /sys/fs/cgroup/*/shipyard-k8s /sys/fs/cgroup/shipyard-k8s; do [ -d "$h" ] && k8s+=" $h"; done
 iptables -S 2>/dev/null | grep -q -- "-i $K8S_BRIDGE -o $K8S_BRIDGE -j ACCEPT" && k8s+=" iptables rule for $K8S_BRIDGE"
 iptables-legacy -S 2>/dev/null | grep -q -- "-N KUBE-ROUTER-" && k8s+=" kube-router's iptables chains"
+nft list table ip kube-proxy >/dev/null 2>&1 && k8s+=" kube-proxy's nftables table"
 if [ -n "$k8s" ]; then
   echo "the Kubernetes test cluster is left behind:$k8s (make k8s-down)" >&2
   left=1

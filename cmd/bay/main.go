@@ -31,11 +31,10 @@ func main() {
 func root() *cobra.Command {
 	var configFile, addr, logLevel string
 	serve := func(cmd *cobra.Command, _ []string) error {
-		var lvl slog.Level
-		if err := lvl.UnmarshalText([]byte(strings.ToUpper(logLevel))); err != nil {
-			return fmt.Errorf("--log-level: %w", err)
+		log, err := newLogger(logLevel)
+		if err != nil {
+			return err
 		}
-		log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		m := &app.Main{ConfigFile: configFile, Addr: addr, Log: log, Version: version.Version}
@@ -66,9 +65,31 @@ func root() *cobra.Command {
 
 	versionCmd := &cobra.Command{Use: "version", Short: "Print bay's version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.Version) }}
-	rootCmd.AddCommand(serveCmd, versionCmd, imagebuild.Command())
+	gatewayCmd := &cobra.Command{Use: "egress-gateway", Args: cobra.NoArgs,
+		Short: "Run the Kubernetes driver's egress gateway (a Deployment's Pod; docs/kubernetes.md)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return app.RunEgressGateway(ctx, configFile, log)
+		}}
+	gatewayCmd.Flags().StringVarP(&configFile, "config", "c", "", "bay's config file (default: $BAY_CONFIG_FILE, ./config.yaml, /etc/bay/config.yaml)")
+	gatewayCmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	rootCmd.AddCommand(serveCmd, versionCmd, gatewayCmd, imagebuild.Command())
 	rootCmd.SetContext(context.Background())
 	return rootCmd
+}
+
+// newLogger is bay's JSON log on stderr at level (debug, info, warn, error).
+func newLogger(level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})), nil
 }
 
 // buildImage builds image, one of the friendly tags `bay image build` makes, from the runtime

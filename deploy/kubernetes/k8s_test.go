@@ -4,9 +4,9 @@ package kubernetes_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -41,33 +41,6 @@ var sandboxImage = func() string {
 }()
 
 const apiKey = "sk-deploy-0123456789abcdef"
-
-// forward accepts TCP connections on addr and joins each to a new connection dialled by dial,
-// until the test ends; it returns the address it listens on.
-func forward(t *testing.T, addr string, dial func() (net.Conn, error)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := dial()
-			if err != nil {
-				in.Close()
-				continue
-			}
-			go func() { io.Copy(out, in); out.Close() }()
-			go func() { io.Copy(in, out); in.Close() }()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 func kubectl(t *testing.T, env *k8stest.Env, timeout time.Duration, args ...string) string {
 	t.Helper()
@@ -130,7 +103,7 @@ func TestDeploymentOnCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiAddr := forward(t, nodeIP+":0", func() (net.Conn, error) { return net.Dial("tcp", api.Host) })
+	apiAddr := k8stest.Forward(t, nodeIP+":0", func() (net.Conn, error) { return net.Dial("tcp", api.Host) })
 	// The database: a fresh one on the test's PostgreSQL, by TCP on the node's address.
 	pg := pgtest.Shared(t)
 	dbURL, err := url.Parse(pgtest.NewDatabase(t))
@@ -138,7 +111,7 @@ func TestDeploymentOnCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(pg.SocketDir(), fmt.Sprintf(".s.PGSQL.%d", pg.Port()))
-	pgAddr := forward(t, nodeIP+":0", func() (net.Conn, error) { return net.Dial("unix", sock) })
+	pgAddr := k8stest.Forward(t, nodeIP+":0", func() (net.Conn, error) { return net.Dial("unix", sock) })
 	database := fmt.Sprintf("postgresql://%s@%s%s?sslmode=disable", pgtest.Superuser, pgAddr, dbURL.Path)
 
 	// The overlay: the shipped kustomization with the test's image, Secrets, addresses and a
@@ -158,7 +131,7 @@ kind: NetworkPolicy
 metadata: {name: bay-test-forwarders, namespace: shipyard}
 spec:
   podSelector:
-    matchLabels: {app.kubernetes.io/name: shipyard-bay}
+    matchExpressions: [{key: app.kubernetes.io/name, operator: In, values: [shipyard-bay, shipyard-egress]}]
   policyTypes: [Egress]
   egress:
     - to: [{ipBlock: {cidr: %s/32}}]
@@ -172,6 +145,7 @@ images: [{name: bay, newName: %q, newTag: %q}]
 secretGenerator:
   - {name: bay-database, namespace: shipyard, literals: [%q], options: {disableNameSuffixHash: true}}
   - {name: bay-api-key, namespace: shipyard, literals: [%q], options: {disableNameSuffixHash: true}}
+  - {name: shipyard-egress-admin, namespace: shipyard, literals: ["token=egress-admin-token-0123456789"], options: {disableNameSuffixHash: true}}
 configMapGenerator:
   - {name: bay-config, namespace: shipyard, behavior: replace, files: [config.yaml], options: {disableNameSuffixHash: true}}
 patches:
@@ -185,8 +159,20 @@ patches:
             containers:
               - name: bay
                 env:
-                  - {name: KUBERNETES_SERVICE_HOST, value: %q}
-                  - {name: KUBERNETES_SERVICE_PORT, value: %q}
+                  - {name: KUBERNETES_SERVICE_HOST, value: %[6]q}
+                  - {name: KUBERNETES_SERVICE_PORT, value: %[7]q}
+  - patch: |
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: shipyard-egress, namespace: shipyard}
+      spec:
+        template:
+          spec:
+            containers:
+              - name: gateway
+                env:
+                  - {name: KUBERNETES_SERVICE_HOST, value: %[6]q}
+                  - {name: KUBERNETES_SERVICE_PORT, value: %[7]q}
 `, base, repo, tag, "url="+database, "api-key="+apiKey, apiHost, apiPort)
 	for name, data := range map[string]string{"kustomization.yaml": overlay, "config.yaml": config, "forwarders.yaml": forwarders} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
@@ -206,6 +192,9 @@ patches:
 	kubectl(t, env, time.Minute, "apply", "-k", dir)
 	kubectl(t, env, 4*time.Minute, "-n", "shipyard", "rollout", "status", "deployment/bay", "--timeout=210s")
 	t.Logf("apply to both replicas Ready: %v", time.Since(t0).Round(time.Millisecond))
+	// The egress gateway comes up with its own rights: it reads its Service and lists the
+	// sandbox Pods before its readiness probe passes.
+	kubectl(t, env, 3*time.Minute, "-n", "shipyard", "rollout", "status", "deployment/shipyard-egress", "--timeout=150s")
 
 	pods, err := cs.CoreV1().Pods("shipyard").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=shipyard-bay"})
 	if err != nil {
@@ -341,6 +330,11 @@ func TestManifestsOnAPIServer(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("shipyard").Create(ctx, pod, dry); err != nil {
 		t.Fatalf("a Pod of bay's template is refused in its namespace: %v", err)
 	}
+	gw := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gateway-template", Namespace: "shipyard", Labels: r.gateway.Spec.Template.Labels},
+		Spec: *r.gateway.Spec.Template.Spec.DeepCopy()}
+	if _, err := cs.CoreV1().Pods("shipyard").Create(ctx, gw, dry); err != nil {
+		t.Fatalf("a Pod of the egress gateway's template is refused in its namespace: %v", err)
+	}
 	bad := pod.DeepCopy()
 	bad.Spec.Containers[0].SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"}
 	if _, err := cs.CoreV1().Pods("shipyard").Create(ctx, bad, dry); !apierrors.IsForbidden(err) {
@@ -350,38 +344,54 @@ func TestManifestsOnAPIServer(t *testing.T) {
 	type access struct {
 		ns, verb, group, resource, sub string
 		want                           bool
+		name                           string
+		user                           string // "" = bay
 	}
 	checks := []access{
-		{"shipyard-sandboxes", "create", "", "pods", "", true},
-		{"shipyard-sandboxes", "watch", "", "pods", "", true},
-		{"shipyard-sandboxes", "delete", "", "pods", "", true},
-		{"shipyard-sandboxes", "create", "", "secrets", "", true},
-		{"shipyard-sandboxes", "list", "", "persistentvolumeclaims", "", true},
-		{"shipyard-sandboxes", "create", "networking.k8s.io", "networkpolicies", "", true},
-		{"shipyard-sandboxes", "patch", "", "configmaps", "", true},
-		{"shipyard-sandboxes", "update", "", "configmaps", "", false},
-		{"shipyard-sandboxes", "update", "", "pods", "", false},
-		{"shipyard-sandboxes", "patch", "", "secrets", "", false},
-		{"shipyard-sandboxes", "create", "", "pods", "exec", false},
-		{"shipyard-sandboxes", "get", "", "pods", "proxy", false},
-		{"shipyard-sandboxes", "create", "rbac.authorization.k8s.io", "roles", "", false},
-		{"shipyard", "get", "", "secrets", "", false},
-		{"shipyard", "create", "", "pods", "", false},
-		{"", "list", "", "nodes", "", false},
-		{"", "list", "", "pods", "", false},
+		{"shipyard-sandboxes", "create", "", "pods", "", true, "", ""},
+		{"shipyard-sandboxes", "watch", "", "pods", "", true, "", ""},
+		{"shipyard-sandboxes", "delete", "", "pods", "", true, "", ""},
+		{"shipyard-sandboxes", "create", "", "secrets", "", true, "", ""},
+		{"shipyard-sandboxes", "list", "", "persistentvolumeclaims", "", true, "", ""},
+		{"shipyard-sandboxes", "create", "networking.k8s.io", "networkpolicies", "", true, "", ""},
+		{"shipyard-sandboxes", "patch", "", "configmaps", "", true, "", ""},
+		{"shipyard-sandboxes", "update", "", "configmaps", "", false, "", ""},
+		{"shipyard-sandboxes", "update", "", "pods", "", false, "", ""},
+		{"shipyard-sandboxes", "patch", "", "secrets", "", false, "", ""},
+		{"shipyard-sandboxes", "create", "", "pods", "exec", false, "", ""},
+		{"shipyard-sandboxes", "get", "", "pods", "proxy", false, "", ""},
+		{"shipyard-sandboxes", "create", "rbac.authorization.k8s.io", "roles", "", false, "", ""},
+		{"shipyard", "get", "", "secrets", "", false, "", ""},
+		{"shipyard", "create", "", "pods", "", false, "", ""},
+		{"", "list", "", "nodes", "", false, "", ""},
+		{"", "list", "", "pods", "", false, "", ""},
+		// A PATCH of a sandbox's allowlist; what bay asks of the egress gateway.
+		{"shipyard-sandboxes", "patch", "", "pods", "", true, "", ""},
+		{"shipyard-sandboxes", "patch", "networking.k8s.io", "networkpolicies", "", true, "", ""},
+		{"shipyard", "list", "", "pods", "", true, "", ""},
+		{"shipyard", "get", "", "services", "", true, "shipyard-egress", ""},
+		{"shipyard", "get", "", "services", "", false, "bay", ""},
+		// The gateway: the sandbox Pods and its own Service, nothing else.
+		{"shipyard-sandboxes", "watch", "", "pods", "", true, "", "shipyard-egress"},
+		{"shipyard-sandboxes", "create", "", "pods", "", false, "", "shipyard-egress"},
+		{"shipyard-sandboxes", "get", "", "secrets", "", false, "", "shipyard-egress"},
+		{"shipyard", "get", "", "services", "", true, "shipyard-egress", "shipyard-egress"},
+		{"shipyard", "get", "", "secrets", "", false, "", "shipyard-egress"},
+		{"shipyard", "list", "", "pods", "", false, "", "shipyard-egress"},
 	}
 	for _, c := range checks {
+		user := cmp.Or(c.user, "bay")
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   "system:serviceaccount:shipyard:bay",
+			User:   "system:serviceaccount:shipyard:" + user,
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:shipyard", "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.ns, Verb: c.verb, Group: c.group,
-				Resource: c.resource, Subresource: c.sub}}}
+				Resource: c.resource, Subresource: c.sub, Name: c.name}}}
 		res, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Status.Allowed != c.want {
-			t.Errorf("bay may %s %s/%s in %q: %v, want %v", c.verb, c.resource, c.sub, c.ns, res.Status.Allowed, c.want)
+			t.Errorf("%s may %s %s/%s %s in %q: %v, want %v", user, c.verb, c.resource, c.sub, c.name, c.ns, res.Status.Allowed, c.want)
 		}
 	}
 }

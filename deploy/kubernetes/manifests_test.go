@@ -26,15 +26,16 @@ import (
 // rendered is deploy/kubernetes as `kubectl kustomize` renders it, decoded strictly (an unknown
 // or misspelt field fails) into the API's types.
 type rendered struct {
-	objects    []runtime.Object
-	deployment *appsv1.Deployment
-	service    *corev1.Service
-	pdb        *policyv1.PodDisruptionBudget
-	configMap  *corev1.ConfigMap
-	roles      []*rbacv1.Role
-	bindings   []*rbacv1.RoleBinding
-	policies   []*networkingv1.NetworkPolicy
-	namespaces map[string]*corev1.Namespace
+	objects []runtime.Object
+	// bay's Deployment, Service and PodDisruptionBudget; the egress gateway's.
+	deployment, gateway *appsv1.Deployment
+	service, gatewaySvc *corev1.Service
+	pdb, gatewayPDB     *policyv1.PodDisruptionBudget
+	configMap           *corev1.ConfigMap
+	roles               []*rbacv1.Role
+	bindings            []*rbacv1.RoleBinding
+	policies            []*networkingv1.NetworkPolicy
+	namespaces          map[string]*corev1.Namespace
 }
 
 func render(t *testing.T, dir string) rendered {
@@ -59,11 +60,11 @@ func render(t *testing.T, dir string) rendered {
 		r.objects = append(r.objects, obj)
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
-			r.deployment = o
+			*pick(t, o.Name, &r.deployment, &r.gateway) = o
 		case *corev1.Service:
-			r.service = o
+			*pick(t, o.Name, &r.service, &r.gatewaySvc) = o
 		case *policyv1.PodDisruptionBudget:
-			r.pdb = o
+			*pick(t, o.Name, &r.pdb, &r.gatewayPDB) = o
 		case *corev1.ConfigMap:
 			r.configMap = o
 		case *rbacv1.Role:
@@ -82,7 +83,26 @@ func render(t *testing.T, dir string) rendered {
 	if r.deployment == nil || r.service == nil || r.pdb == nil || r.configMap == nil {
 		t.Fatalf("%s lacks the Deployment, Service, PodDisruptionBudget or ConfigMap", dir)
 	}
+	if r.gateway == nil || r.gatewaySvc == nil || r.gatewayPDB == nil {
+		t.Fatalf("%s lacks the egress gateway's Deployment, Service or PodDisruptionBudget", dir)
+	}
 	return r
+}
+
+// gatewayName names the egress gateway's objects.
+const gatewayName = "shipyard-egress"
+
+// pick is bay's slot for an object named bay, the gateway's for one named gatewayName.
+func pick[T any](t *testing.T, name string, bay, gateway *T) *T {
+	t.Helper()
+	switch name {
+	case "bay":
+		return bay
+	case gatewayName:
+		return gateway
+	}
+	t.Fatalf("unexpected object %s", name)
+	return nil
 }
 
 // TestManifests checks deploy/kubernetes without a cluster: every object decodes strictly, bay
@@ -162,36 +182,55 @@ func TestManifests(t *testing.T) {
 		t.Errorf("pdb %+v: want minAvailable 1 of bay's pods", r.pdb.Spec)
 	}
 
-	// RBAC: one Role, in the sandboxes' namespace, bound to bay's service account; no verb
-	// beyond what internal/bay/k8s calls.
-	want := map[string][]string{
-		"pods":                   {"create", "delete", "get", "list", "watch"},
-		"secrets":                {"create", "delete", "get", "list"},
-		"persistentvolumeclaims": {"create", "delete", "get", "list"},
-		"networkpolicies":        {"create", "delete", "get"},
-		"configmaps":             {"create", "delete", "list", "patch"},
+	// RBAC: bay's rights are exactly what internal/bay/k8s calls (in the sandboxes' namespace,
+	// and in its own only the gateway's Service and Pods), the gateway's what it watches and
+	// reads; each Role is bound to its service account alone.
+	wantRoles := map[string]map[string][]string{
+		sbNS + "/bay-driver": {
+			"pods":                   {"create", "delete", "get", "list", "patch", "watch"},
+			"secrets":                {"create", "delete", "get", "list"},
+			"persistentvolumeclaims": {"create", "delete", "get", "list"},
+			"networkpolicies":        {"create", "delete", "get", "patch"},
+			"configmaps":             {"create", "delete", "list", "patch"},
+		},
+		botNS + "/bay-egress":     {"services": {"get"}, "pods": {"list"}},
+		sbNS + "/" + gatewayName:  {"pods": {"get", "list", "watch"}},
+		botNS + "/" + gatewayName: {"services": {"get"}},
 	}
-	if len(r.roles) != 1 || r.roles[0].Namespace != sbNS {
-		t.Fatalf("want one Role in %s, got %d", sbNS, len(r.roles))
+	wantSubject := map[string]string{"bay-driver": "bay", "bay-egress": "bay", gatewayName: gatewayName}
+	if len(r.roles) != len(wantRoles) {
+		t.Errorf("%d Roles, want %d", len(r.roles), len(wantRoles))
 	}
-	got := map[string][]string{}
-	for _, rule := range r.roles[0].Rules {
-		for _, res := range rule.Resources {
-			got[res] = append(got[res], rule.Verbs...)
+	for _, role := range r.roles {
+		want, ok := wantRoles[role.Namespace+"/"+role.Name]
+		if !ok {
+			t.Errorf("unexpected Role %s/%s", role.Namespace, role.Name)
+			continue
+		}
+		got := map[string][]string{}
+		for _, rule := range role.Rules {
+			for _, res := range rule.Resources {
+				got[res] = append(got[res], rule.Verbs...)
+			}
+		}
+		for res, verbs := range got {
+			slices.Sort(verbs)
+			if !slices.Equal(verbs, want[res]) {
+				t.Errorf("role %s/%s grants %s %v, want %v", role.Namespace, role.Name, res, verbs, want[res])
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("role %s/%s covers %v, want %v", role.Namespace, role.Name, got, want)
 		}
 	}
-	for res, verbs := range got {
-		slices.Sort(verbs)
-		if !slices.Equal(verbs, want[res]) {
-			t.Errorf("role grants %s %v, want %v", res, verbs, want[res])
+	if len(r.bindings) != len(wantRoles) {
+		t.Errorf("%d RoleBindings, want %d", len(r.bindings), len(wantRoles))
+	}
+	for _, b := range r.bindings {
+		if _, ok := wantRoles[b.Namespace+"/"+b.RoleRef.Name]; !ok || len(b.Subjects) != 1 ||
+			b.Subjects[0].Name != wantSubject[b.RoleRef.Name] || b.Subjects[0].Namespace != botNS {
+			t.Errorf("role binding %s/%s: %+v", b.Namespace, b.Name, b)
 		}
-	}
-	if len(got) != len(want) {
-		t.Errorf("role covers %v, want %v", got, want)
-	}
-	if len(r.bindings) != 1 || r.bindings[0].Namespace != sbNS || r.bindings[0].RoleRef.Name != r.roles[0].Name ||
-		len(r.bindings[0].Subjects) != 1 || r.bindings[0].Subjects[0].Name != "bay" || r.bindings[0].Subjects[0].Namespace != botNS {
-		t.Errorf("role binding %+v", r.bindings)
 	}
 
 	// Namespaces and their default deny.
@@ -229,6 +268,91 @@ func TestManifests(t *testing.T) {
 	}
 	if cfg.Server.Host != "0.0.0.0" || cfg.Server.Port != int(port) || cfg.Security.AllowAnonymous {
 		t.Errorf("server %+v, anonymous %v", cfg.Server, cfg.Security.AllowAnonymous)
+	}
+	checkGateway(t, r, k.EgressGateway, c)
+}
+
+// checkGateway: the egress gateway runs hardened from bay's image with bay's config, behind a
+// Service whose named ports (numeric targetPorts) are the container's, ready by its admin
+// port's /readyz; bay's config points at that Service, and bay and the gateway read the token
+// from the same Secret at the configured path; a NetworkPolicy admits the sandboxes to it and
+// bay to its admin port.
+func checkGateway(t *testing.T, r rendered, g config.K8sEgressGatewayConfig, bay corev1.Container) {
+	t.Helper()
+	const botNS = "shipyard"
+	d := r.gateway
+	pod := d.Spec.Template
+	if d.Namespace != botNS || g.Service != gatewayName || g.Namespace != botNS || d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
+		t.Errorf("gateway %s/%s (replicas %v), config's egress_gateway %+v", d.Namespace, d.Name, d.Spec.Replicas, g)
+	}
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("the gateway's pod has %d containers", len(pod.Spec.Containers))
+	}
+	c := pod.Spec.Containers[0]
+	ps, sc := pod.Spec.SecurityContext, c.SecurityContext
+	if ps == nil || ps.RunAsNonRoot == nil || !*ps.RunAsNonRoot || ps.SeccompProfile == nil || sc == nil ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 {
+		t.Errorf("gateway security %+v %+v", ps, sc)
+	}
+	if c.Image != bay.Image || !slices.Equal(c.Args, []string{"egress-gateway", "--config", "/etc/bay/config.yaml"}) || pod.Spec.ServiceAccountName != gatewayName {
+		t.Errorf("gateway container %s %v (service account %s)", c.Image, c.Args, pod.Spec.ServiceAccountName)
+	}
+	podIP := false
+	for _, e := range c.Env {
+		podIP = podIP || (e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP")
+	}
+	if !podIP {
+		t.Errorf("gateway env %v: want POD_IP from status.podIP", c.Env)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" || c.ReadinessProbe.HTTPGet.Port.String() != "admin" {
+		t.Errorf("gateway readiness probe %+v", c.ReadinessProbe)
+	}
+	s := r.gatewaySvc
+	if s.Namespace != botNS || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(pod.Labels)) || len(s.Spec.Selector) == 0 {
+		t.Errorf("gateway service selector %v does not select its pods %v", s.Spec.Selector, pod.Labels)
+	}
+	names := map[string]bool{}
+	for _, p := range s.Spec.Ports {
+		names[p.Name] = true
+		if p.TargetPort.Type != 0 || ports[p.Name] != p.TargetPort.IntVal {
+			t.Errorf("gateway service port %s: targetPort %s, the container's %d (want the same number)", p.Name, p.TargetPort.String(), ports[p.Name])
+		}
+	}
+	for _, n := range []string{"dns", "dns-tcp", "http", "tls", "proxy", "admin"} {
+		if !names[n] {
+			t.Errorf("gateway service lacks port %s", n)
+		}
+	}
+	// The token: one Secret, mounted by both at the directory of token_file.
+	mounted := func(spec corev1.PodSpec, ctr corev1.Container) string {
+		for _, v := range spec.Volumes {
+			if v.Secret == nil {
+				continue
+			}
+			for _, m := range ctr.VolumeMounts {
+				if m.Name == v.Name && m.MountPath+"/token" == g.TokenFile {
+					return v.Secret.SecretName
+				}
+			}
+		}
+		return ""
+	}
+	if a, b := mounted(r.deployment.Spec.Template.Spec, bay), mounted(pod.Spec, c); a == "" || a != b {
+		t.Errorf("the admin token %s: bay mounts Secret %q, the gateway %q", g.TokenFile, a, b)
+	}
+	var np *networkingv1.NetworkPolicy
+	for _, p := range r.policies {
+		if p.Namespace == botNS && p.Name == gatewayName {
+			np = p
+		}
+	}
+	if np == nil || !labels.SelectorFromSet(np.Spec.PodSelector.MatchLabels).Matches(labels.Set(pod.Labels)) || len(np.Spec.Ingress) != 2 {
+		t.Errorf("gateway NetworkPolicy %+v", np)
 	}
 }
 

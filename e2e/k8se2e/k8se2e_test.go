@@ -57,12 +57,24 @@ func TestMain(m *testing.M) {
 // YAML list entries added after python-default.
 func startBay(t testing.TB, env *k8stest.Env, ns, profiles string) *sdk.Client {
 	t.Helper()
-	dir := t.TempDir()
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := fmt.Sprintf(`server: {host: "127.0.0.1", port: %d}
+	c, _ := runBay(t, func(dir string, port int) string {
+		return bayConfig(env, ns, dir, port, "", "", defaultProfiles+profiles)
+	})
+	return c
+}
+
+// defaultProfiles is the profile the scenarios use.
+var defaultProfiles = fmt.Sprintf(`  - id: python-default
+    image: %q
+    resources: {cpus: 1.0, memory: "512m"}
+    capabilities: [filesystem, shell, python]
+    idle_timeout: 1800
+`, image)
+
+// bayConfig is bay's configuration on namespace ns with extra keys of driver.k8s and of
+// security (each indented as a key of its block) and the profiles.
+func bayConfig(env *k8stest.Env, ns, dir string, port int, k8sExtra, securityExtra, profiles string) string {
+	return fmt.Sprintf(`server: {host: "127.0.0.1", port: %d}
 database: {url: "sqlite:///%s/bay.db"}
 driver:
   type: k8s
@@ -76,15 +88,24 @@ driver:
     connect_mode: pod_ip
     network_policy: true
     runtime_caps: {ship: [SETUID, SETGID, KILL]}
-security: {api_key: %q, allow_anonymous: false}
-gc: {enabled: false, run_on_startup: false, instance_id: %q}
+%ssecurity:
+  api_key: %q
+  allow_anonymous: false
+%sgc: {enabled: false, run_on_startup: false, instance_id: %q}
 profiles:
-  - id: python-default
-    image: %q
-    resources: {cpus: 1.0, memory: "512m"}
-    capabilities: [filesystem, shell, python]
-    idle_timeout: 1800
-%s`, port, dir, ns, env.Kubeconfig, k8stest.StorageClass, apiKey, "k8se2e-"+ns, image, profiles)
+%s`, port, dir, ns, env.Kubeconfig, k8stest.StorageClass, k8sExtra, apiKey, securityExtra, "k8se2e-"+ns, profiles)
+}
+
+// runBay runs bay with the configuration config returns for its directory and port, and
+// returns a client of it and its base URL.
+func runBay(t testing.TB, config func(dir string, port int) string) (*sdk.Client, string) {
+	t.Helper()
+	dir := t.TempDir()
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config(dir, port)
 	logs := &testenv.LogBuffer{}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
@@ -103,7 +124,7 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, url
 }
 
 // objects counts the driver's objects in ns by kind: of one sandbox (its instance's Pod, Secret

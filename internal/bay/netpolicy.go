@@ -385,8 +385,8 @@ type NetworkEnforcer interface {
 	// ErrRestartRequired when p can only take effect on a new instance (a change of mode).
 	UpdateNetwork(ctx context.Context, instance string, p NetworkPolicy) error
 	// NetworkEvents returns the newest refusals recorded for the sandbox (oldest first) and
-	// how many there were in all.
-	NetworkEvents(sandboxID string) (events []NetworkEvent, denied int64)
+	// how many there were in all; an error when the enforcement could not be asked.
+	NetworkEvents(ctx context.Context, sandboxID string) (events []NetworkEvent, denied int64, err error)
 }
 
 // NetworkRestorer is implemented by drivers whose enforcement lives in bay's process (the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kube-scheduler and kubelet from source through
-# the Go module proxy, once: the binaries land in $K8S_CACHE/bin/$K8S_VERSION and a later run
-# that finds all four returns at once. k8s.io/kubernetes's module zip lacks its staging/ tree,
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kube-proxy from
+# source through the Go module proxy, once: the binaries land in $K8S_CACHE/bin/$K8S_VERSION and
+# a later run that finds all five returns at once (one that finds some builds the others). k8s.io/kubernetes's module zip lacks its staging/ tree,
 # so its own "=> ./staging/..." replace directives cannot work; a small wrapper module requires
 # k8s.io/kubernetes and points every staging module at its published v0.x twin instead.
 # Also builds the node's NetworkPolicy enforcer, kube-router (see build_kube_router), into
@@ -12,7 +12,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 . "$here/env.sh"
 
 bindir="$K8S_CACHE/bin/$K8S_VERSION"
-bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 kube_router="$K8S_CACHE/bin/kube-router-$KUBE_ROUTER_VERSION/kube-router"
 kube_built() {
   for b in "${bins[@]}"; do [ -x "$bindir/$b" ] || return 1; done
@@ -90,22 +90,25 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kube-proxy"
 )
 GO
   GOFLAGS=-mod=mod go mod tidy -e >&2 || { rm -f go.sum; exit 1; }
 fi
 
-mkdir -p "$bindir.tmp"
+# Each binary lands in $bindir once whole (a .part renamed), so a run cut short, or a cache
+# made before a binary joined the list, only builds what is missing.
+mkdir -p "$bindir"
 start=$(date +%s)
 ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo "$K8S_VERSION" | cut -d. -f2)"
 for b in "${bins[@]}"; do
-  [ -x "$bindir.tmp/$b" ] && continue
+  [ -x "$bindir/$b" ] && continue
   echo "k8s build: $b (cold: minutes of CPU)" >&2
-  CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$bindir.tmp/$b.part" "k8s.io/kubernetes/cmd/$b" >&2
-  mv "$bindir.tmp/$b.part" "$bindir.tmp/$b"
+  t=$(date +%s)
+  CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$bindir/$b.part" "k8s.io/kubernetes/cmd/$b" >&2
+  mv "$bindir/$b.part" "$bindir/$b"
+  echo "k8s build: $b built in $(( $(date +%s) - t )) s" >&2
 done
-rm -rf "$bindir"
-mv "$bindir.tmp" "$bindir"
 echo "k8s build: done in $(( $(date +%s) - start )) s" >&2
 build_kube_router
 echo "$bindir"

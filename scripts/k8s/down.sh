@@ -20,7 +20,7 @@ if [ -S "$K8S_CONTAINERD_SOCK" ] && alive node; then
   for id in $("${c[@]}" tasks ls -q 2>/dev/null); do "${c[@]}" tasks delete -f "$id" >/dev/null 2>&1; done
   for id in $("${c[@]}" containers ls -q 2>/dev/null); do "${c[@]}" containers delete "$id" >/dev/null 2>&1; done
 fi
-for p in kube-router node localpv kube-scheduler kube-controller-manager kube-apiserver etcd; do
+for p in kube-proxy kube-router node localpv kube-scheduler kube-controller-manager kube-apiserver etcd; do
   [ -f "$S/pids/$p.pid" ] || continue
   pid="$(cat "$S/pids/$p.pid")"
   kill -TERM -- "-$pid" 2>/dev/null
@@ -47,6 +47,10 @@ if command -v iptables-legacy >/dev/null; then
 fi
 if command -v ipset >/dev/null; then
   for set in $(ipset list -n 2>/dev/null | grep -E '^(inet6:)?KUBE-(SRC|DST)-'); do ipset destroy "$set" 2>/dev/null; done
+fi
+# The service proxy's tables (kube-proxy, nftables mode).
+if command -v nft >/dev/null; then
+  for fam in ip ip6; do nft delete table "$fam" kube-proxy 2>/dev/null; done
 fi
 for chain in DOCKER-USER FORWARD; do
   while iptables -D "$chain" -i "$K8S_BRIDGE" -o "$K8S_BRIDGE" -j ACCEPT 2>/dev/null; do :; done

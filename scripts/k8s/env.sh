@@ -45,3 +45,6 @@ K8S_SECCOMP_USERNS="shipyard/userns.json"
 # K8S_NETPOL: "kube-router" (default) runs the NetworkPolicy enforcer on the node; "none" leaves
 # the CNI bridge unfiltered (policies are then stored and never enforced).
 K8S_NETPOL="${K8S_NETPOL:-kube-router}"
+# K8S_PROXY_HEALTH_PORT, K8S_PROXY_METRICS_PORT: kube-proxy's health and metrics ports (loopback).
+K8S_PROXY_HEALTH_PORT="${K8S_PROXY_HEALTH_PORT:-10256}"
+K8S_PROXY_METRICS_PORT="${K8S_PROXY_METRICS_PORT:-10249}"

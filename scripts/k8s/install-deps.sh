@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The Debian packages the test cluster needs (scripts/k8s/up.sh), installed when missing:
 # etcd, a containerd of the node's own with runc, the CNI plugins, openssl for its
-# certificates, curl for its probes, and iptables (its legacy backend) and ipset for the
-# NetworkPolicy enforcer (kube-router).
+# certificates, curl for its probes, iptables (its legacy backend) and ipset for the
+# NetworkPolicy enforcer (kube-router), and nftables for the service proxy (kube-proxy).
 set -euo pipefail
-pkgs=(etcd-server containerd runc containernetworking-plugins openssl curl iptables ipset)
+pkgs=(etcd-server containerd runc containernetworking-plugins openssl curl iptables ipset nftables)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

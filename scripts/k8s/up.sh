@@ -3,7 +3,8 @@
 #   tier 1: etcd (Debian's etcd-server) and kube-apiserver, controller-manager, scheduler;
 #   tier 2 (default): also the node: a containerd of its own (own root, state and socket, CRI
 #           plugin, overlayfs), the CNI bridge, kubelet, the localpv provisioner, the
-#           NetworkPolicy enforcer (kube-router's firewall; K8S_NETPOL=none leaves it out), and
+#           NetworkPolicy enforcer (kube-router's firewall; K8S_NETPOL=none leaves it out), the
+#           service proxy (kube-proxy, nftables mode; K8S_NO_KUBE_PROXY=1 leaves it out), and
 #           the sandbox images copied from the Docker engine (there is no registry).
 # Every process is started here in a session of its own, its pid in $K8S_STATE/pids; down.sh
 # ends them and removes $K8S_STATE. The admin kubeconfig is $K8S_KUBECONFIG
@@ -21,7 +22,7 @@ say() { echo "k8s-up: $*" >&2; }
 elapsed() { echo "$(date +%s.%N) $t0" | awk '{printf "%.1f", $1-$2}'; }
 
 if [ "$(id -u)" != 0 ]; then say "must run as root (containerd, kubelet, cgroups)"; exit 1; fi
-need=(etcd containerd ctr runc openssl curl unshare)
+need=(etcd containerd ctr runc openssl curl unshare nft)
 [ "$K8S_NETPOL" = kube-router ] && need+=(iptables-legacy ipset)
 for c in "${need[@]}"; do
   command -v "$c" >/dev/null || { say "$c is missing: run scripts/k8s/install-deps.sh"; exit 1; }
@@ -311,5 +312,37 @@ if [ "$K8S_NETPOL" = kube-router ]; then
   done
   iptables-legacy -w -S FORWARD 2>/dev/null | grep -q -- "-j KUBE-ROUTER-FORWARD" || died kube-router
   say "NetworkPolicy enforcer (kube-router $KUBE_ROUTER_VERSION) ready in $(echo "$(date +%s.%N) $t_np" | awk '{printf "%.1f", $1-$2}') s"
+fi
+# --- the service proxy ---
+# kube-proxy (built by build.sh from the same source) makes Services' cluster addresses work
+# from Pods and from the node, in nftables mode: its rules live in tables of their own (ip and
+# ip6 "kube-proxy"), apart from the Docker engine's and kube-router's (legacy) iptables, and it
+# sets no sysctl (iptables mode would turn route_localnet on host-wide; the conntrack settings
+# below are zeros, which leave the host's as they are). The kernel has what it needs (nftables
+# maps, numgen, fib, masquerade, and br_netfilter for traffic between Pods on the bridge);
+# there is no IPVS. clusterCIDR is the Pod subnet: a Pod's connection to a Service keeps its
+# source address (what NetworkPolicies and the egress gateway go by); only traffic from outside
+# the subnet (the node) is masqueraded. Ready when its health port answers (first sync done).
+if [ -z "${K8S_NO_KUBE_PROXY:-}" ]; then
+  cat >"$S/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+clientConnection: {kubeconfig: $K8S_KUBECONFIG}
+hostnameOverride: $K8S_NODE_NAME
+clusterCIDR: $K8S_POD_SUBNET
+healthzBindAddress: 127.0.0.1:$K8S_PROXY_HEALTH_PORT
+metricsBindAddress: 127.0.0.1:$K8S_PROXY_METRICS_PORT
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+YAML
+  t_kp=$(date +%s.%N)
+  start kube-proxy "$bindir/kube-proxy" --config="$S/kube-proxy.yaml"
+  for _ in $(seq 1 300); do
+    curl -fsS "http://127.0.0.1:$K8S_PROXY_HEALTH_PORT/healthz" >/dev/null 2>&1 && break
+    alive kube-proxy || died kube-proxy
+    sleep 0.1
+  done
+  curl -fsS "http://127.0.0.1:$K8S_PROXY_HEALTH_PORT/healthz" >/dev/null 2>&1 || died kube-proxy
+  say "service proxy (kube-proxy, nftables) ready in $(echo "$(date +%s.%N) $t_kp" | awk '{printf "%.1f", $1-$2}') s"
 fi
 say "node $K8S_NODE_NAME ($node_ip) Ready; cluster up in $(elapsed) s; KUBECONFIG=$K8S_KUBECONFIG"

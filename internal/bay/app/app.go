@@ -569,6 +569,17 @@ func k8sDriver(ctx context.Context, cfg *config.Config, log *slog.Logger) (*k8s.
 		return nil, fmt.Errorf("k8s driver: security.blocked_hosts: %w", err)
 	}
 	kc.BlockedRanges = blocked
+	if kc.AllowedRanges, err = netguard.ParseHosts(cfg.Security.AllowedHosts); err != nil {
+		return nil, fmt.Errorf("k8s driver: security.allowed_hosts: %w", err)
+	}
+	if g := c.EgressGateway; g.Service != "" {
+		tok, err := os.ReadFile(g.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("k8s driver: driver.k8s.egress_gateway.token_file: %w", err)
+		}
+		kc.EgressGateway = k8s.EgressGateway{Service: g.Service, Namespace: g.Namespace,
+			Token: strings.TrimSpace(string(tok)), ApplyTimeout: g.ApplyTimeout}
+	}
 	d, err := k8s.New(kc, log)
 	if err != nil {
 		return nil, fmt.Errorf("k8s driver: %w", err)

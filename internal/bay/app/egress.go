@@ -1,6 +1,7 @@
 package app
 
 import (
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -18,14 +19,25 @@ func egressGateway(cfg *config.Config, guarded bool, obs egress.Observer, log *s
 	if !guarded {
 		return nil
 	}
-	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)
-	var allowed []netip.Prefix
-	if err == nil {
-		allowed, err = netguard.ParseHosts(cfg.Security.AllowedHosts)
-	}
+	ec, err := egressSettings(cfg)
 	if err != nil { // validated with the configuration
 		log.Error("egress gateway unavailable", "err", err)
 		return nil
+	}
+	ec.ProxyPort, ec.Observer, ec.Log = cfg.Security.EgressProxyPort, obs, log.With("component", "egress")
+	return egress.New(ec)
+}
+
+// egressSettings are the resolver's and gateway's settings of security.*: the ranges refused
+// and allowed, and the upstream DNS servers (default the host's resolv.conf).
+func egressSettings(cfg *config.Config) (egress.Config, error) {
+	blocked, err := netguard.ParseHosts(cfg.Security.BlockedHosts)
+	if err != nil {
+		return egress.Config{}, fmt.Errorf("security.blocked_hosts: %w", err)
+	}
+	allowed, err := netguard.ParseHosts(cfg.Security.AllowedHosts)
+	if err != nil {
+		return egress.Config{}, fmt.Errorf("security.allowed_hosts: %w", err)
 	}
 	var upstream []string
 	for _, u := range cfg.Security.EgressDNSUpstream {
@@ -36,11 +48,7 @@ func egressGateway(cfg *config.Config, guarded bool, obs egress.Observer, log *s
 	if len(upstream) == 0 {
 		upstream = hostResolvers("/etc/resolv.conf")
 	}
-	return egress.New(egress.Config{
-		Upstream: upstream, Blocked: blocked, Allowed: allowed, ProxyPort: cfg.Security.EgressProxyPort,
-		Observer: obs,
-		Log:      log.With("component", "egress"),
-	})
+	return egress.Config{Upstream: upstream, Blocked: blocked, Allowed: allowed}, nil
 }
 
 // hostResolvers are the nameservers of a resolv.conf, loopback ones included (bay, unlike a

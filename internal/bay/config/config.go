@@ -142,6 +142,27 @@ type K8sConfig struct {
 	StorageEnforcesSize bool   `yaml:"storage_enforces_size"`
 	// HostMounts is how skill folders reach the Pods: configmap | hostpath.
 	HostMounts string `yaml:"host_mounts"`
+	// EgressGateway is the gateway Deployment that enforces allowlists naming hosts
+	// (`bay egress-gateway`); without it such allowlists are refused.
+	EgressGateway K8sEgressGatewayConfig `yaml:"egress_gateway"`
+}
+
+// K8sEgressGatewayConfig points the Kubernetes driver at its egress gateway (internal/bay/k8s/
+// egressgw); the gateway reads the same block (and security.*) from the same file.
+type K8sEgressGatewayConfig struct {
+	// Service is the gateway's Service ("" = no gateway); Namespace its namespace (default
+	// driver.k8s.namespace).
+	Service   string `yaml:"service"`
+	Namespace string `yaml:"namespace"`
+	// TokenFile holds the admin port's bearer token (a Secret mounted in bay and the gateway).
+	TokenFile string `yaml:"token_file"`
+	// ApplyTimeout bounds bay's wait for every ready gateway Pod to apply a new or changed
+	// policy (seconds in YAML; default 15).
+	ApplyTimeout time.Duration `yaml:"apply_timeout"`
+	// UpstreamHTTPPort and UpstreamTLSPort are the ports transparent HTTP and TLS go to
+	// upstream (default 80 and 443; tests point them at their own servers).
+	UpstreamHTTPPort int `yaml:"upstream_http_port"`
+	UpstreamTLSPort  int `yaml:"upstream_tls_port"`
 }
 
 // CargoConfig configures workspace volumes.
@@ -494,6 +515,7 @@ func DefaultConfig() *Config {
 				SeccompUsernsProfile: "shipyard/userns.json",
 				RunscRuntimeClass:    "gvisor",
 				HostMounts:           "configmap",
+				EgressGateway:        K8sEgressGatewayConfig{ApplyTimeout: 15 * time.Second},
 			},
 		},
 		Skills: SkillsConfig{MaxArchiveBytes: 32 << 20, MaxUnpackedBytes: 64 << 20, MaxFiles: 2000},

@@ -196,6 +196,17 @@ func (c *Config) Validate() error {
 		}
 		oneOf(add, "driver.k8s.connect_mode", k.ConnectMode, "pod_ip", "proxy")
 		oneOf(add, "driver.k8s.host_mounts", k.HostMounts, "configmap", "hostpath")
+		if g := k.EgressGateway; g.Service != "" {
+			if g.TokenFile == "" {
+				add("driver.k8s.egress_gateway.token_file", "is required with egress_gateway.service (the admin port's token)")
+			}
+			positive("driver.k8s.egress_gateway.apply_timeout", g.ApplyTimeout)
+			for key, p := range map[string]int{"upstream_http_port": g.UpstreamHTTPPort, "upstream_tls_port": g.UpstreamTLSPort} {
+				if p < 0 || p > 65535 {
+					add("driver.k8s.egress_gateway."+key, "must be 0 (the default) or 1..65535, got %d", p)
+				}
+			}
+		}
 		// The driver checks the rest (names, quantities, capabilities, CIDRs) when bay starts.
 	}
 

@@ -427,11 +427,12 @@ func (d *Driver) UpdateNetwork(ctx context.Context, instance string, p bay.Netwo
 }
 
 // NetworkEvents returns the gateway's refusals for the sandbox.
-func (d *Driver) NetworkEvents(sandboxID string) ([]bay.NetworkEvent, int64) {
+func (d *Driver) NetworkEvents(_ context.Context, sandboxID string) ([]bay.NetworkEvent, int64, error) {
 	if d.egress == nil {
-		return nil, 0
+		return nil, 0, nil
 	}
-	return d.egress.Events(sandboxID)
+	events, denied := d.egress.Events(sandboxID)
+	return events, denied, nil
 }
 
 // peersBypassProxy is the policy's environment for the containers of spec: under the allowlist

@@ -29,7 +29,7 @@ func (d *Driver) PodFor(spec bay.InstanceSpec) (*corev1.Pod, *networkingv1.Netwo
 	if err != nil {
 		return nil, nil, err
 	}
-	np, err := d.networkPolicy(spec, meta, map[string]string{d.labels.key(bay.LabelInstance): hashValue(spec.Name)})
+	np, err := d.networkPolicy(spec, meta, map[string]string{d.labels.key(bay.LabelInstance): hashValue(spec.Name)}, nil)
 	if err != nil {
 		return nil, nil, err
 	}

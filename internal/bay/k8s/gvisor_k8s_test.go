@@ -46,7 +46,7 @@ func TestGVisorNetworkPolicy(t *testing.T) {
 	env := k8stest.Node(t)
 	ns := env.Namespace(t, "gvisor-netpol")
 	img := testImage(t, env)
-	nodeIP := nodeAddress(t, env)
+	nodeIP := env.NodeIP(t)
 	host := hostServer(t, nodeIP)
 	peer := startPeer(t, env, ns, "peer", img, nil)
 	bayPod := startPeer(t, env, ns, "bay", img, map[string]string{"app.kubernetes.io/name": "shipyard-bay"})

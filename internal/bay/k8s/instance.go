@@ -59,8 +59,12 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	}()
 
 	// The policy is rendered first: one this driver cannot enforce is refused before anything
-	// is made.
-	np, err := d.networkPolicy(spec, meta, map[string]string{d.labels.key(bay.LabelInstance): hashValue(spec.Name)})
+	// is made (names without a gateway; a gateway Service that cannot be read).
+	gw, err := d.gateway(ctx, spec.Network)
+	if err != nil {
+		return bay.Instance{}, fmt.Errorf("create instance %s: network policy: %w", spec.Name, err)
+	}
+	np, err := d.networkPolicy(spec, meta, map[string]string{d.labels.key(bay.LabelInstance): hashValue(spec.Name)}, gw)
 	if err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: network policy: %w", spec.Name, err)
 	}
@@ -79,6 +83,12 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	if err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 	}
+	var ann string
+	if gw != nil {
+		if ann, err = gw.routeThroughGateway(pod, spec); err != nil {
+			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+		}
+	}
 	// The ConfigMaps are not rolled back with the rest: they are content-addressed and shared,
 	// and one this create made and no Pod uses is the orphan GC's (CollectSnapshots).
 	if err := d.ensureSnapshots(ctx, spec, files); err != nil {
@@ -95,6 +105,14 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	running, err := d.waitRunning(ctx, created, isOneShot(spec))
 	if err != nil {
 		return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+	}
+	// A one-shot's command runs at once and may have ended already (a Pod the gateway then
+	// forgets): it is not waited for, and its first connections may meet a gateway that does
+	// not know it yet (refused, as everything unknown is).
+	if gw != nil && !isOneShot(spec) {
+		if err := d.waitApplied(ctx, gw, spec.Name, ann); err != nil {
+			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
+		}
 	}
 	d.log.Debug("instance created", "instance", spec.Name, "pod_ip", running.Status.PodIP)
 	return d.instance(running), nil

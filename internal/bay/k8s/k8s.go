@@ -115,6 +115,9 @@ type Config struct {
 	// exceptions of the NetworkPolicy's address blocks; nil = the private, shared, loopback and
 	// link-local ranges.
 	BlockedRanges []netip.Prefix
+	// AllowedRanges are exceptions to BlockedRanges (security.allowed_hosts): sandboxes in
+	// mode open reach them (their NetworkPolicy admits them as peers of their own).
+	AllowedRanges []netip.Prefix
 	// SeccompUserNamespacesProfile is the Localhost seccomp profile, relative to the kubelet's
 	// seccomp root (<kubelet root>/seccomp), of a container that opts into
 	// bay.SeccompUserNamespaces: the runtime's default filter plus clone, clone3, unshare,
@@ -137,6 +140,8 @@ type Config struct {
 	// into immutable ConfigMaps (files.go), which works on any cluster; hostpath mounts the
 	// path on the node, which works only where the node has bay's directory at that path.
 	HostMounts HostMounts
+	// EgressGateway is the gateway that enforces allowlists naming hosts (egress.go).
+	EgressGateway EgressGateway
 }
 
 // DefaultConfig returns the defaults.
@@ -155,6 +160,7 @@ func DefaultConfig() Config {
 		SeccompUserNamespacesProfile: DefaultSeccompUserNamespacesProfile,
 		RunscRuntimeClass:            DefaultRunscRuntimeClass,
 		HostMounts:                   HostMountsConfigMap,
+		EgressGateway:                EgressGateway{ApplyTimeout: DefaultApplyTimeout},
 	}
 }
 
@@ -234,13 +240,27 @@ func (c Config) Validate() error {
 	if c.NoNetworkRuntimeClass != "" && len(kube.IsDNS1123Subdomain(c.NoNetworkRuntimeClass)) > 0 {
 		errs = append(errs, fmt.Errorf("no_network_runtime_class %q is not a RuntimeClass name", c.NoNetworkRuntimeClass))
 	}
-	for _, r := range c.BlockedRanges {
+	for _, r := range slices.Concat(c.BlockedRanges, c.AllowedRanges) {
 		if !r.IsValid() {
 			errs = append(errs, errors.New("blocked ranges: an invalid range"))
 		}
 	}
 	if c.HostMounts != HostMountsConfigMap && c.HostMounts != HostMountsHostPath {
 		errs = append(errs, fmt.Errorf("host_mounts must be configmap or hostpath, got %q", c.HostMounts))
+	}
+	if g := c.EgressGateway; g.Service != "" {
+		if len(kube.IsDNS1123Label(g.Service)) > 0 {
+			errs = append(errs, fmt.Errorf("egress_gateway.service %q is not a Service name", g.Service))
+		}
+		if g.Namespace != "" && len(kube.IsDNS1123Label(g.Namespace)) > 0 {
+			errs = append(errs, fmt.Errorf("egress_gateway.namespace %q is not a namespace name", g.Namespace))
+		}
+		if len(g.Token) < 16 {
+			errs = append(errs, errors.New("egress_gateway: the admin token must be at least 16 characters"))
+		}
+		if g.ApplyTimeout <= 0 {
+			errs = append(errs, fmt.Errorf("egress_gateway.apply_timeout must be positive, got %v", g.ApplyTimeout))
+		}
 	}
 	if c.RequestRatio <= 0 || c.RequestRatio > 1 {
 		errs = append(errs, fmt.Errorf("request_ratio must be in (0, 1], got %v", c.RequestRatio))
@@ -300,6 +320,17 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Driver{cfg: cfg, cs: cs, rest: rc, labels: codec, log: log.With("component", "k8s", "namespace", cfg.Namespace)}, nil
+}
+
+// APIClient is a client of the API server kubeconfig names, found as the driver finds its own
+// (restConfig), for bay's other programs on the cluster (the egress gateway).
+func APIClient(kubeconfig, userAgent string) (*kube.Client, error) {
+	rc, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes credentials: %w", err)
+	}
+	rc.UserAgent = userAgent
+	return kube.New(rc)
 }
 
 // restConfig loads a kubeconfig file, or the in-cluster configuration when path is "" and bay

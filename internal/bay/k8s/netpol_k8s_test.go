@@ -16,7 +16,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/drivertest/testimage"
@@ -45,7 +47,7 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	env := k8stest.Node(t)
 	ns := env.Namespace(t, "netpol")
 	img := testImage(t, env)
-	nodeIP := nodeAddress(t, env)
+	nodeIP := env.NodeIP(t)
 	host := hostServer(t, nodeIP)
 	peer := startPeer(t, env, ns, "peer", img, nil)
 	bayPod := startPeer(t, env, ns, "bay", img, map[string]string{"app.kubernetes.io/name": "shipyard-bay"})
@@ -109,45 +111,18 @@ func TestNetworkPolicyEnforced(t *testing.T) {
 	})
 }
 
-// nodeAddress is the test node's InternalIP (IPv4).
-func nodeAddress(t *testing.T, env *k8stest.Env) netip.Addr {
-	t.Helper()
-	n, err := env.Clientset.CoreV1().Nodes().Get(t.Context(), k8stest.NodeName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range n.Status.Addresses {
-		if ip, err := netip.ParseAddr(a.Address); a.Type == corev1.NodeInternalIP && err == nil && ip.Is4() {
-			return ip
-		}
-	}
-	t.Fatalf("node %s has no IPv4 InternalIP: %v", n.Name, n.Status.Addresses)
-	return netip.Addr{}
-}
-
 // hostServer serves 200 on the node's address (a port outside the NodePort range, which
 // kube-router opens to every Pod whatever its policy) until the test ends; its base URL.
 func hostServer(t *testing.T, ip netip.Addr) string {
 	t.Helper()
-	for range 20 {
-		ln, err := net.Listen("tcp4", netip.AddrPortFrom(ip, 0).String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p := ln.Addr().(*net.TCPAddr).Port; p >= 30000 && p <= 32767 {
-			ln.Close()
-			continue
-		}
-		srv := &http.Server{
-			Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }),
-			ReadHeaderTimeout: 5 * time.Second,
-		}
-		go func() { _ = srv.Serve(ln) }()
-		t.Cleanup(func() { _ = srv.Close() })
-		return "http://" + ln.Addr().String()
+	ln := k8stest.ListenNode(t, ip)
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }),
+		ReadHeaderTimeout: 5 * time.Second,
 	}
-	t.Fatal("no listening port outside the NodePort range")
-	return ""
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String()
 }
 
 // startPeer runs a Pod of the test image with two servers (testimage.Port and peerPort2),
@@ -318,4 +293,63 @@ func waitEnforced(t *testing.T, from, target, what string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestServiceProxy: the node's service proxy (kube-proxy, scripts/k8s/up.sh) makes a Service's
+// cluster address lead to its Pods, and a Pod's connection through it keeps the Pod's source
+// address: a NetworkPolicy admitting only "client" Pods lets the client through the Service
+// and refuses a stranger (masqueraded to the node's address, the stranger would pass, as the
+// enforcer admits the node).
+func TestServiceProxy(t *testing.T) {
+	env := k8stest.Node(t)
+	ns := env.Namespace(t, "svcproxy")
+	img := testImage(t, env)
+	ctx := t.Context()
+	startPeer(t, env, ns, "target", img, map[string]string{"role": "target"})
+	client := startPeer(t, env, ns, "client", img, map[string]string{"role": "client"})
+	stranger := startPeer(t, env, ns, "stranger", img, map[string]string{"role": "stranger"})
+	svc, err := env.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "target"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"role": "target"}, Ports: []corev1.ServicePort{{
+			Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(testimage.Port)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := "http://" + net.JoinHostPort(svc.Spec.ClusterIP, "80") + "/health"
+	from := func(ip string) string { return "http://" + net.JoinHostPort(ip, strconv.Itoa(testimage.Port)) }
+	// The proxy programs the Service within moments of its endpoints: wait for the first
+	// success from the client.
+	deadline := time.Now().Add(enforceWithin)
+	for {
+		ok, d, err := fetch(from(client), target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Service's address %s leads nowhere after %v (%s): is the node's service proxy running?", target, enforceWithin, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	expectReached(t, from(stranger), target, "control: stranger -> Service, no policy yet")
+	tcp := corev1.ProtocolTCP
+	port := intstr.FromInt32(testimage.Port)
+	if _, err := env.Clientset.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "clients-only"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"role": "target"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "client"}}}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+			}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitEnforced(t, from(stranger), target, "stranger -> Service, policy admitting clients only")
+	expectReached(t, from(client), target, "client -> Service, policy admitting clients only")
 }

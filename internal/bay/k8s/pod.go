@@ -365,13 +365,14 @@ func (d *Driver) blocked() []netip.Prefix {
 //   - open (and the legacy isolated): every address but the blocked ranges (security.
 //     blocked_hosts), as ipBlock exceptions, plus the cluster's DNS when AllowDNS;
 //   - allowlist: the address entries of Allow only, each without the Deny entries and blocked
-//     ranges inside it (on every port: an exception has no port), plus the cluster's DNS. A
-//     NetworkPolicy cannot name hosts, and this driver has no egress gateway that could: a
-//     policy with a name entry is refused rather than enforced partly.
-func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta kube.ObjectMeta, podLabels map[string]string) (*kube.NetworkPolicy, error) {
+//     ranges inside it (on every port: an exception has no port), plus the cluster's DNS; with
+//     names (g, the egress gateway, set: egress.go) the gateway's Pods on its ports instead of
+//     the cluster's DNS. A NetworkPolicy cannot name hosts: without a gateway a policy with a
+//     name entry is refused rather than enforced partly.
+func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta kube.ObjectMeta, podLabels map[string]string, g *gatewayInfo) (*kube.NetworkPolicy, error) {
 	var ingress []kube.NetworkPolicyIngressRule
 	var ports []kube.NetworkPolicyPort
-	tcp, udp := kube.ProtocolTCP, kube.ProtocolUDP
+	tcp := kube.ProtocolTCP
 	for _, c := range spec.Containers {
 		if c.Port > 0 {
 			p := kube.FromInt32(int32(c.Port))
@@ -381,36 +382,9 @@ func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta kube.ObjectMeta, podL
 	if len(ports) > 0 {
 		ingress = []kube.NetworkPolicyIngressRule{{From: d.bayPeers(), Ports: ports}}
 	}
-	var egress []kube.NetworkPolicyEgressRule
-	mode := spec.Network.EffectiveMode()
-	switch mode {
-	case bay.NetworkNone:
-	case bay.NetworkAllowlist:
-		rules, err := d.allowlistEgress(spec.Network)
-		if err != nil {
-			return nil, err
-		}
-		egress = rules
-	default:
-		var to []kube.NetworkPolicyPeer
-		for _, all := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
-			if b := d.ipBlock(all, nil); b != nil {
-				to = append(to, kube.NetworkPolicyPeer{IPBlock: b})
-			}
-		}
-		if len(to) > 0 { // a rule without peers would admit every destination
-			egress = []kube.NetworkPolicyEgressRule{{To: to}}
-		}
-	}
-	if d.cfg.AllowDNS && mode != bay.NetworkNone {
-		dns := kube.FromInt32(53)
-		egress = append(egress, kube.NetworkPolicyEgressRule{
-			To: []kube.NetworkPolicyPeer{{
-				NamespaceSelector: &kube.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
-				PodSelector:       &kube.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
-			}},
-			Ports: []kube.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
-		})
+	egress, err := d.egressRules(spec.Network, g)
+	if err != nil {
+		return nil, err
 	}
 	return &kube.NetworkPolicy{
 		ObjectMeta: meta,
@@ -421,6 +395,39 @@ func (d *Driver) networkPolicy(spec bay.InstanceSpec, meta kube.ObjectMeta, podL
 			Egress:      egress,
 		},
 	}, nil
+}
+
+// openEgress admits every address but the blocked ranges, and the allowed ranges whatever
+// they lie in.
+func (d *Driver) openEgress() []kube.NetworkPolicyEgressRule {
+	var to []kube.NetworkPolicyPeer
+	for _, all := range []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")} {
+		if b := d.ipBlock(all, nil); b != nil {
+			to = append(to, kube.NetworkPolicyPeer{IPBlock: b})
+		}
+	}
+	for _, a := range d.cfg.AllowedRanges {
+		if !a.Addr().Is4In6() { // the API server refuses IPv4-mapped ranges
+			to = append(to, kube.NetworkPolicyPeer{IPBlock: &kube.IPBlock{CIDR: a.Masked().String()}})
+		}
+	}
+	if len(to) == 0 { // a rule without peers would admit every destination
+		return nil
+	}
+	return []kube.NetworkPolicyEgressRule{{To: to}}
+}
+
+// kubeDNSRule admits the cluster's DNS.
+func kubeDNSRule() kube.NetworkPolicyEgressRule {
+	tcp, udp := kube.ProtocolTCP, kube.ProtocolUDP
+	dns := kube.FromInt32(53)
+	return kube.NetworkPolicyEgressRule{
+		To: []kube.NetworkPolicyPeer{{
+			NamespaceSelector: &kube.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+			PodSelector:       &kube.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+		}},
+		Ports: []kube.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+	}
 }
 
 // bayPeers are where bay reaches the runtimes from: BayCIDRs and/or bay's Pods.
@@ -469,17 +476,24 @@ func (d *Driver) ipBlock(r netip.Prefix, extra []netip.Prefix) *kube.IPBlock {
 	return b
 }
 
-// allowlistEgress renders an allowlist's address entries as egress rules (see networkPolicy).
-func (d *Driver) allowlistEgress(p bay.NetworkPolicy) ([]kube.NetworkPolicyEgressRule, error) {
+// allowlistEgress renders an allowlist's address entries as egress rules (see networkPolicy);
+// names are the gateway's (withGateway), else refused.
+func (d *Driver) allowlistEgress(p bay.NetworkPolicy, withGateway bool) ([]kube.NetworkPolicyEgressRule, error) {
 	parsed, err := bay.ParseNetworkPolicy("network", p)
 	if err != nil {
 		return nil, err
 	}
+	refuse := func(kind string, e bay.NetworkEntry) error {
+		return bay.Errorf(bay.CodeCapabilityNotSupported,
+			"This Kubernetes driver has no egress gateway, so it enforces network allowlists by address only (a NetworkPolicy cannot name hosts): %s entry %s; an operator enables names with %s", kind, e, egressGatewayKey)
+	}
 	var deny []netip.Prefix
 	for _, e := range parsed.Deny {
 		if !e.Prefix.IsValid() {
-			return nil, bay.Errorf(bay.CodeCapabilityNotSupported,
-				"The Kubernetes driver enforces network allowlists by address only (a NetworkPolicy cannot name hosts): deny entry %s", e)
+			if !withGateway {
+				return nil, refuse("deny", e)
+			}
+			continue
 		}
 		deny = append(deny, e.Prefix) // on every port: an ipBlock exception has none
 	}
@@ -487,8 +501,10 @@ func (d *Driver) allowlistEgress(p bay.NetworkPolicy) ([]kube.NetworkPolicyEgres
 	var rules []kube.NetworkPolicyEgressRule
 	for _, e := range parsed.Allow {
 		if !e.Prefix.IsValid() {
-			return nil, bay.Errorf(bay.CodeCapabilityNotSupported,
-				"The Kubernetes driver enforces network allowlists by address only (a NetworkPolicy cannot name hosts): allow entry %s", e)
+			if !withGateway {
+				return nil, refuse("allow", e)
+			}
+			continue
 		}
 		b := d.ipBlock(e.Prefix, deny)
 		if b == nil {

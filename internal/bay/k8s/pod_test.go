@@ -2,11 +2,14 @@ package k8s
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
+	"github.com/shipyard-dev/shipyard/internal/bay/k8s/egressgw"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
 )
 
@@ -42,7 +45,7 @@ func TestNetworkPolicyModes(t *testing.T) {
 			netip.MustParsePrefix("::ffff:0.0.0.0/96")} // in the default blocked hosts; no NetworkPolicy may name it
 	})
 	render := func(p bay.NetworkPolicy) (*kube.NetworkPolicy, error) {
-		np, err := d.networkPolicy(runtimeSpec(p), kube.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"})
+		np, err := d.networkPolicy(runtimeSpec(p), kube.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"}, nil)
 		if err == nil {
 			if len(np.Spec.Ingress) != 1 || np.Spec.Ingress[0].From[0].IPBlock.CIDR != "192.0.2.2/32" || np.Spec.Ingress[0].Ports[0].Port.IntValue() != 8123 {
 				t.Errorf("%s: ingress = %+v, want from bay only, on the runtime port", p.Mode, np.Spec.Ingress)
@@ -110,8 +113,8 @@ func TestNetworkPolicyModes(t *testing.T) {
 	} {
 		_, err := render(p)
 		var be *bay.Error
-		if !errors.As(err, &be) || be.Code != bay.CodeCapabilityNotSupported {
-			t.Errorf("allowlist %+v: %v, want capability_not_supported (a NetworkPolicy cannot name hosts)", p, err)
+		if !errors.As(err, &be) || be.Code != bay.CodeCapabilityNotSupported || !strings.Contains(be.Message, egressGatewayKey) {
+			t.Errorf("allowlist %+v: %v, want capability_not_supported naming %s (a NetworkPolicy cannot name hosts)", p, err, egressGatewayKey)
 		}
 	}
 
@@ -172,7 +175,7 @@ func TestOneShotPod(t *testing.T) {
 	if list := containerList(pod); len(list) != 1 || !list[0].OneShot || list[0].Port != 0 {
 		t.Errorf("containers annotation = %+v", list)
 	}
-	np, err := d.networkPolicy(sp, kube.ObjectMeta{Name: "o1"}, map[string]string{"bay.instance": "o1"})
+	np, err := d.networkPolicy(sp, kube.ObjectMeta{Name: "o1"}, map[string]string{"bay.instance": "o1"}, nil)
 	if err != nil || len(np.Spec.Ingress) != 0 || len(np.Spec.Egress) != 0 {
 		t.Errorf("one-shot policy: %+v, %v; want nothing admitted either way", np, err)
 	}
@@ -237,5 +240,101 @@ func TestConfigValidateNewKeys(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: valid", c)
 		}
+	}
+}
+
+// testGateway is a gateway Service as egressgw.ReadService reads it.
+func testGateway() *gatewayInfo {
+	return &gatewayInfo{ns: "gw", ServicePorts: egressgw.ServicePorts{
+		ClusterIP: netip.MustParseAddr("10.96.0.53"),
+		Target:    map[string]int{"dns": 5353, "dns-tcp": 5353, "http": 8080, "tls": 8443, "proxy": 3128, "admin": 9090},
+		Service:   map[string]int{"dns": 53, "dns-tcp": 53, "http": 80, "tls": 443, "proxy": 3128, "admin": 9090},
+		Selector:  map[string]string{"app.kubernetes.io/name": "shipyard-egress"},
+	}}
+}
+
+// With a gateway, an allowlist naming hosts admits its address entries and the gateway's Pods on
+// the gateway's own ports, and not the cluster's DNS (which would answer any name); the Pod
+// resolves through the gateway, has the proxy variables (the spec's own replaced) and the
+// annotation the gateway reads.
+func TestGatewayServedPod(t *testing.T) {
+	d := testDriver(t, func(c *Config) { c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")} })
+	g := testGateway()
+	p := bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"example.com", "198.51.100.0/24"}, Deny: []string{"secret.example.com"}}
+	if !namesHosts(p) || namesHosts(bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"198.51.100.7"}}) {
+		t.Fatal("namesHosts")
+	}
+	spec := runtimeSpec(p)
+	spec.Labels = map[string]string{bay.LabelSandboxID: "sandbox-1"}
+	spec.Containers[0].Env = map[string]string{"HTTP_PROXY": "http://elsewhere:1", "TOKEN": "t"}
+	np, err := d.networkPolicy(spec, kube.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"}, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(np.Spec.Egress) != 2 {
+		t.Fatalf("egress %+v, want the range and the gateway", np.Spec.Egress)
+	}
+	if b := np.Spec.Egress[0].To[0].IPBlock; b == nil || b.CIDR != "198.51.100.0/24" {
+		t.Errorf("address entry: %+v", np.Spec.Egress[0])
+	}
+	gr := np.Spec.Egress[1]
+	var ports []string
+	for _, pp := range gr.Ports {
+		ports = append(ports, fmt.Sprintf("%s/%d", *pp.Protocol, pp.Port.IntValue()))
+	}
+	if len(gr.To) != 1 || gr.To[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "shipyard-egress" ||
+		gr.To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "gw" ||
+		!slices.Equal(ports, []string{"UDP/5353", "TCP/5353", "TCP/8080", "TCP/8443", "TCP/3128"}) {
+		t.Errorf("gateway rule: %+v ports %v", gr, ports)
+	}
+
+	meta, err := d.objectMeta("i1", spec.Labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod, err := d.instancePod(spec, meta, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ann, err := g.routeThroughGateway(pod, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := egressgw.Decode(pod.Annotations[egressgw.AnnotationPolicy])
+	if err != nil || ann != pod.Annotations[egressgw.AnnotationPolicy] || pp.SandboxID != "sandbox-1" || !slices.Equal(pp.Policy.Allow, p.Allow) {
+		t.Errorf("annotation %q: %+v %v", ann, pp, err)
+	}
+	if pod.Spec.DNSPolicy != kube.DNSNone || pod.Spec.DNSConfig == nil || !slices.Equal(pod.Spec.DNSConfig.Nameservers, []string{"10.96.0.53"}) {
+		t.Errorf("dns: %v %+v", pod.Spec.DNSPolicy, pod.Spec.DNSConfig)
+	}
+	env := map[string]string{}
+	n := 0
+	for _, e := range pod.Spec.Containers[0].Env {
+		if strings.EqualFold(e.Name, "http_proxy") || strings.EqualFold(e.Name, "https_proxy") || strings.EqualFold(e.Name, "no_proxy") {
+			n++
+			env[e.Name] = e.Value
+		}
+	}
+	if n != 6 || env["HTTP_PROXY"] != "http://10.96.0.53:3128" || env["https_proxy"] != "http://10.96.0.53:3128" || env["NO_PROXY"] != "localhost,127.0.0.1,::1" {
+		t.Errorf("proxy variables (want each once, the spec's replaced): %v (%d)", env, n)
+	}
+}
+
+// security.allowed_hosts: a sandbox in mode open reaches an allowed range inside a blocked one.
+func TestOpenAdmitsAllowedRanges(t *testing.T) {
+	d := testDriver(t, func(c *Config) {
+		c.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+		c.AllowedRanges = []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32")}
+	})
+	np, err := d.networkPolicy(runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkOpen}), kube.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cidrs []string
+	for _, p := range np.Spec.Egress[0].To {
+		cidrs = append(cidrs, p.IPBlock.CIDR)
+	}
+	if !slices.Equal(cidrs, []string{"0.0.0.0/0", "::/0", "10.1.2.3/32"}) || !slices.Equal(np.Spec.Egress[0].To[0].IPBlock.Except, []string{"10.0.0.0/8"}) {
+		t.Errorf("open egress peers %v (%+v)", cidrs, np.Spec.Egress[0].To)
 	}
 }

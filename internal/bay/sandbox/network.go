@@ -110,7 +110,10 @@ func (s *Service) NetworkEvents(ctx context.Context, owner, id string) ([]bay.Ne
 	if !ok {
 		return nil, 0, nil
 	}
-	events, denied := en.NetworkEvents(id)
+	events, denied, err := en.NetworkEvents(ctx, id)
+	if err != nil {
+		return nil, 0, bay.Classify(err, "Failed to read the sandbox's network events")
+	}
 	return events, denied, nil
 }
 

@@ -59,13 +59,17 @@ func Start(t testing.TB, host netip.Addr, httpPort, httpsPort int) *Internet {
 }
 
 // New starts the DNS server on 127.0.0.1 (UDP and TCP on one free port); it knows no name yet.
-func New() (*Internet, error) {
+func New() (*Internet, error) { return NewAt(netip.MustParseAddr("127.0.0.1")) }
+
+// NewAt starts the DNS server on addr (an address of this machine that whoever asks reaches:
+// the node's, for a gateway in a Pod).
+func NewAt(addr netip.Addr) (*Internet, error) {
 	in := &Internet{records: map[string][]netip.Addr{}, queries: map[string]int{}}
 	var pc net.PacketConn
 	var tl net.Listener
 	for attempt := 0; ; attempt++ { // a UDP port whose number TCP has in use is tried again
 		var err error
-		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+		if pc, err = net.ListenPacket("udp", netip.AddrPortFrom(addr, 0).String()); err != nil {
 			return nil, err
 		}
 		in.DNS = pc.LocalAddr().(*net.UDPAddr).AddrPort()

@@ -60,6 +60,11 @@ func (c *Client) PersistentVolumeClaims(ns string) Resource[PersistentVolumeClai
 	return Resource[PersistentVolumeClaim, PersistentVolumeClaimList]{c, "/api/v1/namespaces/" + ns + "/persistentvolumeclaims", "PersistentVolumeClaim", "v1"}
 }
 
+// Services of namespace ns.
+func (c *Client) Services(ns string) Resource[Service, ServiceList] {
+	return Resource[Service, ServiceList]{c, "/api/v1/namespaces/" + ns + "/services", "Service", "v1"}
+}
+
 // NetworkPolicies of namespace ns.
 func (c *Client) NetworkPolicies(ns string) Resource[NetworkPolicy, NetworkPolicyList] {
 	return Resource[NetworkPolicy, NetworkPolicyList]{c, "/apis/networking.k8s.io/v1/namespaces/" + ns + "/networkpolicies", "NetworkPolicy", "networking.k8s.io/v1"}

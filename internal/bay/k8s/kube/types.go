@@ -79,6 +79,20 @@ type PodSpec struct {
 	HostAliases                   []HostAlias            `json:"hostAliases,omitempty"`
 	RuntimeClassName              *string                `json:"runtimeClassName,omitempty"`
 	EnableServiceLinks            *bool                  `json:"enableServiceLinks,omitempty"`
+	DNSPolicy                     DNSPolicy              `json:"dnsPolicy,omitempty"`
+	DNSConfig                     *PodDNSConfig          `json:"dnsConfig,omitempty"`
+}
+
+// DNSPolicy says where a Pod's resolv.conf comes from.
+type DNSPolicy string
+
+// DNSNone: only the Pod's DNSConfig.
+const DNSNone DNSPolicy = "None"
+
+// PodDNSConfig is a Pod's own resolv.conf.
+type PodDNSConfig struct {
+	Nameservers []string `json:"nameservers,omitempty"`
+	Searches    []string `json:"searches,omitempty"`
 }
 
 // HostAlias is an /etc/hosts entry of the Pod.
@@ -328,14 +342,20 @@ const (
 // PodConditionType names a condition of a Pod.
 type PodConditionType string
 
-// PodScheduled: the Pod has a node.
-const PodScheduled PodConditionType = "PodScheduled"
+// PodScheduled: the Pod has a node; PodReady: its readiness probes pass.
+const (
+	PodScheduled PodConditionType = "PodScheduled"
+	PodReady     PodConditionType = "Ready"
+)
 
 // ConditionStatus is True, False or Unknown.
 type ConditionStatus string
 
-// ConditionFalse: the condition does not hold.
-const ConditionFalse ConditionStatus = "False"
+// ConditionFalse: the condition does not hold; ConditionTrue: it does.
+const (
+	ConditionFalse ConditionStatus = "False"
+	ConditionTrue  ConditionStatus = "True"
+)
 
 // PodCondition is one condition of a Pod.
 type PodCondition struct {
@@ -487,6 +507,38 @@ type PersistentVolumeClaimStatus struct {
 // ---------------------------------------------------------------------------------------------
 // networking/v1: NetworkPolicy
 // ---------------------------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------------------------
+// core/v1: Service (read only)
+// ---------------------------------------------------------------------------------------------
+
+// Service is a core/v1 Service.
+type Service struct {
+	TypeMeta
+	ObjectMeta `json:"metadata"`
+	Spec       ServiceSpec `json:"spec"`
+}
+
+// ServiceList is a list of Services.
+type ServiceList struct {
+	ListMeta `json:"metadata"`
+	Items    []Service `json:"items"`
+}
+
+// ServiceSpec is the part of a Service's spec the driver reads.
+type ServiceSpec struct {
+	Selector  map[string]string `json:"selector,omitempty"`
+	ClusterIP string            `json:"clusterIP,omitempty"`
+	Ports     []ServicePort     `json:"ports,omitempty"`
+}
+
+// ServicePort is one port of a Service and the Pods' port behind it.
+type ServicePort struct {
+	Name       string       `json:"name,omitempty"`
+	Protocol   Protocol     `json:"protocol,omitempty"`
+	Port       int32        `json:"port"`
+	TargetPort *IntOrString `json:"targetPort,omitempty"`
+}
 
 // NetworkPolicy is a networking/v1 NetworkPolicy.
 type NetworkPolicy struct {
