@@ -23,6 +23,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/egress/egresstest"
 	"github.com/shipyard-dev/shipyard/internal/testenv/k8stest"
 	"github.com/shipyard-dev/shipyard/sdk"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // egressWorld is an allowlisted sandbox's world on the test cluster: the test's internet on
@@ -39,6 +40,7 @@ type egressWorld struct {
 	slowPort  int
 	slowConns chan struct{}
 	clusterIP netip.Addr
+	token     string // the gateway's admin token
 	c         *sdk.Client
 	url       string
 }
@@ -120,6 +122,7 @@ func startEgressWorld(t testing.TB) *egressWorld {
 	// The gateway reads bay's configuration too; in its Pod, the API server is in-cluster.
 	gwConfig := bayConfig(env, w.ns, "/tmp", 8114, gateway(k8stest.TokenPath), security, defaultProfiles)
 	gwConfig = strings.Replace(gwConfig, fmt.Sprintf("kubeconfig: %q", env.Kubeconfig), `kubeconfig: ""`, 1)
+	w.token = token
 	w.clusterIP = env.DeployEgressGateway(t, k8stest.EgressGatewayOptions{Namespace: w.ns, Image: bayImage, Config: gwConfig, Token: token})
 	w.c, w.url = runBay(t, func(dir string, port int) string {
 		return bayConfig(env, w.ns, dir, port, gateway(tokenFile), security, egressProfiles())
@@ -310,6 +313,39 @@ except OSError:
 		_ = json.Unmarshal([]byte(body), &ev)
 		if ev.Denied < 100 {
 			t.Errorf("denied = %v, want the tunnel's 100 and more", ev.Denied)
+		}
+	})
+
+	t.Run("the gateway counts the refusals as metrics", func(t *testing.T) {
+		pods, err := w.env.Clientset.CoreV1().Pods(w.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + k8stest.EgressService})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("the gateway's Pods: %v %v", pods, err)
+		}
+		var all strings.Builder
+		for _, p := range pods.Items {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, fmt.Sprintf("http://%s/metrics", net.JoinHostPort(p.Status.PodIP, fmt.Sprint(k8stest.EgressAdminPort))), nil)
+			req.Header.Set("Authorization", "Bearer "+w.token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("metrics of %s: %d %s", p.Name, resp.StatusCode, b)
+			}
+			all.Write(b)
+		}
+		// The tunnel's 100 refused names at least, summed over the Pods' lines.
+		var dns float64
+		for line := range strings.Lines(all.String()) {
+			var v float64
+			if _, err := fmt.Sscanf(line, `bay_egress_denied_total{kind="dns",mode="allowlist",reason="not_allowed"} %g`, &v); err == nil {
+				dns += v
+			}
+		}
+		if dns < 100 {
+			t.Errorf("refused DNS queries counted %v, want 100 and more:\n%s", dns, all.String())
 		}
 	})
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/config"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/egressgw"
+	"github.com/shipyard-dev/shipyard/internal/bay/metrics"
+	"github.com/shipyard-dev/shipyard/internal/version"
 )
 
 // EnvPodIP is the gateway Pod's address (the downward API's status.podIP).
@@ -54,11 +56,16 @@ func RunEgressGateway(ctx context.Context, configFile string, log *slog.Logger) 
 	if ns == "" {
 		ns = k.Namespace
 	}
+	// The same counters as bay's own resolver and gateway (bay_egress_*), served on the admin
+	// port: on Kubernetes the refusals happen in the gateway's Pods, not in bay.
+	m := metrics.New(version.Version, log)
+	ec.Observer = m
 	gw, err := egressgw.New(egressgw.Config{
 		Namespace: k.Namespace, ServiceNamespace: ns, Service: g.Service, PodIP: podIP,
-		Token:  strings.TrimSpace(string(tok)),
-		Egress: ec,
-		Log:    log.With("component", "egress-gateway"),
+		Token:   strings.TrimSpace(string(tok)),
+		Egress:  ec,
+		Metrics: m.Handler(),
+		Log:     log.With("component", "egress-gateway"),
 	}, cs)
 	if err != nil {
 		return err

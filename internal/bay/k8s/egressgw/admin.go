@@ -18,7 +18,8 @@ import (
 //   - GET /v1/sandboxes/{id}/events: this Pod's refusals for the sandbox (Events);
 //   - GET /v1/pods/{name}: the version of the policy this Pod applied for a sandbox Pod
 //     (PodStatus; "" when it knows none), so that bay can wait until a new Pod or a changed
-//     policy is in force.
+//     policy is in force;
+//   - GET /metrics: the refusal and DNS counters in Prometheus' text format (Config.Metrics).
 
 // Events is the answer of the events call.
 type Events struct {
@@ -60,6 +61,9 @@ func (g *Gateway) adminHandler() http.Handler {
 	mux.HandleFunc("GET /v1/pods/{name}", g.authed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, PodStatus{Version: g.status(r.PathValue("name"))})
 	}))
+	if g.cfg.Metrics != nil {
+		mux.HandleFunc("GET /metrics", g.authed(g.cfg.Metrics.ServeHTTP))
+	}
 	return mux
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/egress"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
+	"github.com/shipyard-dev/shipyard/internal/bay/metrics"
 )
 
 func testGateway(t *testing.T) *Gateway {
@@ -146,5 +147,37 @@ func TestAnnotation(t *testing.T) {
 	}
 	if Version(v) == Version(v+" ") || len(Version(v)) != 16 {
 		t.Error("Version")
+	}
+}
+
+// The admin port serves the refusal counters with the token only.
+func TestAdminMetrics(t *testing.T) {
+	m := metrics.New("test", nil)
+	g, err := New(Config{Namespace: "sb", Service: "gw", ServiceNamespace: "gw", PodIP: netip.MustParseAddr("127.0.0.1"),
+		Token: "0123456789abcdef0123", Metrics: m.Handler()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.EgressDenied("allowlist", "dns", "not_allowed") // as the egress service reports a refusal
+	srv := httptest.NewServer(g.adminHandler())
+	defer srv.Close()
+	for _, tok := range []string{"", g.cfg.Token} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case tok == "" && resp.StatusCode != http.StatusUnauthorized:
+			t.Errorf("metrics without the token: %d", resp.StatusCode)
+		case tok != "" && (resp.StatusCode != http.StatusOK ||
+			!strings.Contains(string(b), `bay_egress_denied_total{kind="dns",mode="allowlist",reason="not_allowed"} 1`)):
+			t.Errorf("metrics with the token: %d %s", resp.StatusCode, b)
+		}
 	}
 }

@@ -36,7 +36,10 @@ type Config struct {
 	// Egress configures the resolver and gateway (upstream DNS, blocked and allowed ranges,
 	// upstream ports); its listening ports come from the Service.
 	Egress egress.Config
-	Log    *slog.Logger
+	// Metrics, when set, is served at GET /metrics of the admin port (with the token): the
+	// counters of Egress.Observer.
+	Metrics http.Handler
+	Log     *slog.Logger
 }
 
 // Gateway is the egress gateway of one Pod.
