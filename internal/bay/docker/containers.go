@@ -517,30 +517,6 @@ func containerPort(labels map[string]string, exposed network.PortSet) int {
 	return 0
 }
 
-// inspectContainer returns the container (by id or name) or an error wrapping bay.ErrNotFound.
-func (d *Driver) inspectContainer(ctx context.Context, id string) (containerInfo, error) {
-	res, err := d.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if err != nil {
-		return containerInfo{}, fmt.Errorf("inspect container %s: %w", id, classify(err))
-	}
-	c := res.Container
-	info := containerInfo{
-		ID:       c.ID,
-		Name:     strings.TrimPrefix(c.Name, "/"),
-		Endpoint: d.endpoint(c),
-	}
-	if c.Config != nil {
-		info.Image, info.Labels = c.Config.Image, c.Config.Labels
-	}
-	if c.State != nil {
-		info.State = mapState(c.State.Status)
-	}
-	if t, err := time.Parse(time.RFC3339Nano, c.Created); err == nil {
-		info.CreatedAt = t
-	}
-	return info, nil
-}
-
 // mapState maps engine states onto bay's: dead and restarting count as exited (no restart
 // policy is ever set, so restarting means the process died).
 func mapState(s container.ContainerState) bay.ContainerState {
