@@ -17,6 +17,7 @@ import (
 	"github.com/shipyard-dev/shipyard/api/gullapi"
 	"github.com/shipyard-dev/shipyard/internal/gull"
 	"github.com/shipyard-dev/shipyard/internal/gull/version"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 )
 
 func main() {
@@ -68,5 +69,8 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if err := runtimekit.AwaitEnvNetworkBarrier(ctx, cfg.Log); err != nil {
+		return err
+	}
 	return gull.New(cfg).Run(ctx)
 }

@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"github.com/shipyard-dev/shipyard/api/shipapi"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 	"github.com/shipyard-dev/shipyard/internal/ship"
 	"github.com/shipyard-dev/shipyard/internal/ship/jobs"
 	"github.com/shipyard-dev/shipyard/internal/ship/privsep"
@@ -99,6 +100,9 @@ func run(args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	if err := runtimekit.AwaitEnvNetworkBarrier(ctx, cfg.Log); err != nil {
+		return err
+	}
 	return ship.New(cfg).Run(ctx)
 }
 

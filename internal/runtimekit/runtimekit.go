@@ -1,15 +1,20 @@
 // Package runtimekit holds the small pieces the two sandbox runtime daemons
 // (ship and gull) share: environment editing for the processes they start,
-// build facts read from the environment, and reading the runtime token of a
-// request. Standard library only.
+// build facts read from the environment, reading the runtime token of a
+// request, and waiting for the sandbox's network policy. Standard library only.
 package runtimekit
 
 import (
+	"context"
 	"crypto/subtle"
+	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"time"
 )
 
 // WithoutEnv returns env without the variables named keys.
@@ -83,4 +88,55 @@ func RequireToken(next http.Handler, token, open, challenge string, deny http.Ha
 		w.Header().Set("WWW-Authenticate", challenge)
 		deny(w, r)
 	})
+}
+
+// EnvNetworkBarrier names a TCP address (host:port) the sandbox's network policy forbids but
+// nothing else does. A runtime given one serves only once a connection to it fails: that is
+// when the node's enforcer has programmed the policy, which happens a moment after the
+// sandbox's Pod has its address. Before that the Pod's traffic is not filtered at all.
+const EnvNetworkBarrier = "SHIPYARD_NETWORK_BARRIER"
+
+// AwaitNetworkBarrier returns once a TCP connection to addr fails (refused or timed out),
+// retrying every 50 ms while connections succeed; it returns an error when they still succeed
+// after within, or when ctx ends. It reports how long it waited.
+func AwaitNetworkBarrier(ctx context.Context, addr string, within time.Duration) (time.Duration, error) {
+	t0 := time.Now()
+	d := net.Dialer{Timeout: 300 * time.Millisecond}
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return time.Since(t0), cerr
+			}
+			return time.Since(t0), nil
+		}
+		_ = c.Close()
+		if time.Since(t0) >= within {
+			return time.Since(t0), fmt.Errorf("the sandbox's network policy is not in force after %s: a connection it forbids (to %s) still succeeds", within, addr)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(t0), ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// NetworkBarrierTimeout bounds a runtime's wait behind EnvNetworkBarrier; past it the runtime
+// exits instead of serving (the sandbox's start fails, closed).
+const NetworkBarrierTimeout = time.Minute
+
+// AwaitEnvNetworkBarrier waits behind the barrier EnvNetworkBarrier names, when it names one,
+// and logs how long it waited.
+func AwaitEnvNetworkBarrier(ctx context.Context, log *slog.Logger) error {
+	addr := os.Getenv(EnvNetworkBarrier)
+	if addr == "" {
+		return nil
+	}
+	waited, err := AwaitNetworkBarrier(ctx, addr, NetworkBarrierTimeout)
+	if err != nil {
+		return err
+	}
+	log.Info("network policy in force", "barrier", addr, "waited_ms", waited.Milliseconds())
+	return nil
 }

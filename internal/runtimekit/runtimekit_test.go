@@ -1,10 +1,13 @@
 package runtimekit
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestEnv(t *testing.T) {
@@ -62,5 +65,42 @@ func TestRequireToken(t *testing.T) {
 	}
 	if RequireToken(ok, "", "/health", "", deny) == nil {
 		t.Error("nil handler without a token")
+	}
+}
+
+// TestAwaitNetworkBarrier: the wait ends once a connection to the barrier fails (here, its
+// listener closed after 300 ms, as an enforcer starts refusing), and is an error while
+// connections still succeed at the bound.
+func TestAwaitNetworkBarrier(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go acceptAll(l)
+	time.AfterFunc(300*time.Millisecond, func() { l.Close() })
+	waited, err := AwaitNetworkBarrier(t.Context(), l.Addr().String(), time.Minute)
+	if err != nil || waited < 300*time.Millisecond {
+		t.Fatalf("barrier closed after 300 ms: waited %v, %v", waited, err)
+	}
+
+	open, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	go acceptAll(open)
+	if _, err := AwaitNetworkBarrier(t.Context(), open.Addr().String(), 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "not in force") {
+		t.Fatalf("a barrier that stays open: %v, want an error", err)
+	}
+}
+
+// acceptAll accepts and closes connections until l is closed.
+func acceptAll(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		c.Close()
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/egress"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/egressgw"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 )
 
 // An allowlist that names hosts is enforced by the egress gateway (`bay egress-gateway`, package
@@ -117,11 +118,17 @@ func (g *gatewayInfo) proxyEnv(spec bay.InstanceSpec) []kube.EnvVar {
 		}
 	}
 	np := strings.Join(noProxy, ",")
-	return []kube.EnvVar{
+	env := []kube.EnvVar{
 		{Name: "HTTP_PROXY", Value: proxy}, {Name: "HTTPS_PROXY", Value: proxy},
 		{Name: "http_proxy", Value: proxy}, {Name: "https_proxy", Value: proxy},
 		{Name: "NO_PROXY", Value: np}, {Name: "no_proxy", Value: np},
 	}
+	if p, ok := g.Service[egressgw.PortBarrier]; ok {
+		// The runtimes serve only once the Pod's NetworkPolicy is in force (the node's enforcer
+		// programs it a moment after the Pod has its address; until then nothing is filtered).
+		env = append(env, kube.EnvVar{Name: runtimekit.EnvNetworkBarrier, Value: net.JoinHostPort(g.ClusterIP.String(), strconv.Itoa(p))})
+	}
+	return env
 }
 
 // sandboxOf is the sandbox an instance's refusals are recorded for (its instance name when it

@@ -11,6 +11,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/egressgw"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 )
 
 // These tests check what the driver renders, without a cluster; k8s_test.go (build tag k8s)
@@ -247,8 +248,8 @@ func TestConfigValidateNewKeys(t *testing.T) {
 func testGateway() *gatewayInfo {
 	return &gatewayInfo{ns: "gw", ServicePorts: egressgw.ServicePorts{
 		ClusterIP: netip.MustParseAddr("10.96.0.53"),
-		Target:    map[string]int{"dns": 5353, "dns-tcp": 5353, "http": 8080, "tls": 8443, "proxy": 3128, "admin": 9090},
-		Service:   map[string]int{"dns": 53, "dns-tcp": 53, "http": 80, "tls": 443, "proxy": 3128, "admin": 9090},
+		Target:    map[string]int{"dns": 5353, "dns-tcp": 5353, "http": 8080, "tls": 8443, "proxy": 3128, "admin": 9090, "barrier": 9091},
+		Service:   map[string]int{"dns": 53, "dns-tcp": 53, "http": 80, "tls": 443, "proxy": 3128, "admin": 9090, "barrier": 9091},
 		Selector:  map[string]string{"app.kubernetes.io/name": "shipyard-egress"},
 	}}
 }
@@ -317,6 +318,16 @@ func TestGatewayServedPod(t *testing.T) {
 	}
 	if n != 6 || env["HTTP_PROXY"] != "http://10.96.0.53:3128" || env["https_proxy"] != "http://10.96.0.53:3128" || env["NO_PROXY"] != "localhost,127.0.0.1,::1" {
 		t.Errorf("proxy variables (want each once, the spec's replaced): %v (%d)", env, n)
+	}
+	// The barrier: the gateway's port the Pod's own policy does not admit (checked above).
+	barrier := ""
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name == runtimekit.EnvNetworkBarrier {
+			barrier = e.Value
+		}
+	}
+	if barrier != "10.96.0.53:9091" {
+		t.Errorf("%s = %q, want the gateway Service's barrier port", runtimekit.EnvNetworkBarrier, barrier)
 	}
 }
 

@@ -165,7 +165,8 @@ func (e *Env) DeployEgressGateway(t testing.TB, o EgressGatewayOptions) netip.Ad
 		Selector: labels,
 		Ports: []corev1.ServicePort{sp("dns", corev1.ProtocolUDP, 53, 5353), sp("dns-tcp", corev1.ProtocolTCP, 53, 5353),
 			sp("http", corev1.ProtocolTCP, 80, 8080), sp("tls", corev1.ProtocolTCP, 443, 8443),
-			sp("proxy", corev1.ProtocolTCP, 3128, 3128), sp("admin", corev1.ProtocolTCP, EgressAdminPort, EgressAdminPort)},
+			sp("proxy", corev1.ProtocolTCP, 3128, 3128), sp("admin", corev1.ProtocolTCP, EgressAdminPort, EgressAdminPort),
+			sp("barrier", corev1.ProtocolTCP, 9091, 9091)},
 	}}, metav1.CreateOptions{})
 	must("service", err)
 	f, tr, uid := false, true, int64(1000)

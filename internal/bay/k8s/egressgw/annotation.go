@@ -37,6 +37,10 @@ const (
 	PortTLS    = "tls"   // transparent TLS (the ClientHello's server name)
 	PortProxy  = "proxy" // the HTTP proxy (CONNECT and absolute-form requests)
 	PortAdmin  = "admin" // bay's: refusals and what the gateway knows, with the token
+	// PortBarrier (optional) accepts connections and closes them. The gateway's own policy
+	// admits the sandboxes there and their policies do not, so a connection to it fails once a
+	// sandbox's NetworkPolicy is in force: the runtimes wait for that before they serve.
+	PortBarrier = "barrier"
 )
 
 // PodPolicy is what the annotation carries.

@@ -183,8 +183,17 @@ func (g *Gateway) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("egress gateway: admin port: %w", err)
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- admin.Serve(al) }()
+	if p, ok := sp.Target[PortBarrier]; ok {
+		bl, err := net.Listen("tcp", net.JoinHostPort(g.cfg.PodIP.String(), strconv.Itoa(p)))
+		if err != nil {
+			_ = al.Close()
+			return fmt.Errorf("egress gateway: barrier port: %w", err)
+		}
+		defer bl.Close()
+		go func() { errc <- acceptAndClose(ctx, bl) }()
+	}
 	go func() { errc <- g.watch(ctx) }()
 	g.log.Info("egress gateway serving", "address", g.cfg.PodIP, "cluster_ip", sp.ClusterIP, "admin", admin.Addr,
 		"namespace", g.cfg.Namespace)
@@ -321,4 +330,19 @@ func (g *Gateway) status(name string) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.known[name].version
+}
+
+// acceptAndClose serves the barrier port: every connection is closed at once (only whether it
+// could be made matters). It returns nil once ctx ends.
+func acceptAndClose(ctx context.Context, l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("egress gateway: barrier port: %w", err)
+		}
+		_ = c.Close()
+	}
 }
