@@ -209,20 +209,29 @@ patches:
 	if len(ips) != 2 {
 		t.Fatalf("want two bay Pods with addresses, got %v", ips)
 	}
-	slices, err := cs.DiscoveryV1().EndpointSlices("shipyard").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=bay"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The EndpointSlice controller follows the Pods' readiness a moment after the rollout
+	// sees it (seen: one ready endpoint right after the rollout said both were).
 	var ready []string
-	for _, sl := range slices.Items {
-		for _, ep := range sl.Endpoints {
-			if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
-				ready = append(ready, ep.Addresses...)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		slices, err := cs.DiscoveryV1().EndpointSlices("shipyard").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=bay"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready = ready[:0]
+		for _, sl := range slices.Items {
+			for _, ep := range sl.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					ready = append(ready, ep.Addresses...)
+				}
 			}
 		}
+		if len(ready) == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 	if len(ready) != 2 {
-		t.Fatalf("the Service has ready endpoints %v, want both replicas", ready)
+		t.Fatalf("the Service has ready endpoints %v 30 s after the rollout, want both replicas", ready)
 	}
 
 	// Through the Service.
