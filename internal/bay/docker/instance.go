@@ -349,17 +349,20 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		early := inst
 		early.Containers = slices.Clone(inst.Containers)
 		early.Late = late
+		// The late start fills in its own copy: inst is this function's named result, which
+		// the return below overwrites with early while the goroutine may still be using it.
+		full := inst
 		tFirst := time.Now()
 		go func() {
 			err := late.Hold(ctx, spec.LateStartHold)
 			tHeld := time.Now()
 			if err == nil {
-				err = d.startSome(ctx, spec, lay, pn, inst, rest)
+				err = d.startSome(ctx, spec, lay, pn, full, rest)
 			}
 			if err == nil && namesDir != "" {
 				// Every container has its address now. The early ones are asked to reach a
 				// late one only once it is ready, which is after this.
-				err = d.completeHosts(ctx, namesDir, spec, inst)
+				err = d.completeHosts(ctx, namesDir, spec, full)
 			}
 			if err == nil {
 				err = ctx.Err()
@@ -371,11 +374,11 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 				late.Finish(bay.Instance{}, fmt.Errorf("create instance %s: late start: %w", spec.Name, err))
 				return
 			}
-			d.log.DebugContext(ctx, "instance created, late containers started", "instance", spec.Name, "containers", len(inst.Containers),
+			d.log.DebugContext(ctx, "instance created, late containers started", "instance", spec.Name, "containers", len(full.Containers),
 				"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)), "first_start_ms", ms(tFirst.Sub(tCreated)),
 				"held_ms", ms(tHeld.Sub(tFirst)),
 				"late_start_ms", ms(time.Since(tHeld)))
-			late.Finish(inst, nil)
+			late.Finish(full, nil)
 		}()
 		d.log.DebugContext(ctx, "instance created, first containers started", "instance", spec.Name, "started", len(first), "late", len(rest),
 			"prepare_ms", ms(tPrepared.Sub(began)), "create_ms", ms(tCreated.Sub(tPrepared)), "start_ms", ms(time.Since(tCreated)))
