@@ -74,7 +74,9 @@ func TestConsole(t *testing.T) {
 
 	// Sign in: a wrong key is refused, the right one kept in sessionStorage only.
 	p.navigate(b.URL + "/console/")
-	p.waitFor("the sign-in form", `document.getElementById('apikey')`, 10*time.Second)
+	// The first page of a Chromium just started: on a loaded CI machine its modules once took
+	// more than 10 s to arrive.
+	p.waitFor("the sign-in form", `document.getElementById('apikey')`, 30*time.Second)
 	p.screenshot(shots, "signin")
 	clean("sign-in")
 	p.eval(`document.getElementById('apikey').value = 'sk-wrong'; document.querySelector('form.signin').requestSubmit()`, nil)
