@@ -229,6 +229,10 @@ func startState(p *kube.Pod, oneShot bool) (done bool, why string, err error) {
 				return false, "", fmt.Errorf("container %s: image %s not found locally on the node (image pull policy Never; import it into the node's container runtime, or build it with `bay image build`): %s", c.Name, c.Image, w.Message)
 			case slices.Contains(imageErrors, w.Reason):
 				return false, "", fmt.Errorf("container %s: image %s cannot be pulled: %s: %s", c.Name, c.Image, w.Reason, w.Message)
+			case w.Reason == "CreateContainerConfigError" && strings.Contains(w.Message, "failed to sync"):
+				// The kubelet's watch of the Pod's Secrets or ConfigMaps had not synced yet (a
+				// busy node): it retries, bounded by the start timeout.
+				why = fmt.Sprintf("container %s: %s %s", c.Name, w.Reason, w.Message)
 			case w.Reason == "CreateContainerConfigError", w.Reason == "CreateContainerError", w.Reason == "RunContainerError":
 				return false, "", fmt.Errorf("container %s: %s: %s", c.Name, w.Reason, w.Message)
 			case w.Reason != "":

@@ -349,3 +349,20 @@ func TestOpenAdmitsAllowedRanges(t *testing.T) {
 		t.Errorf("open egress peers %v (%+v)", cidrs, np.Spec.Egress[0].To)
 	}
 }
+
+// A kubelet whose Secret cache has not synced yet retries the container: the start waits (the
+// start timeout bounds it); any other container config error ends it.
+func TestStartStateWaitsForTheKubeletsCache(t *testing.T) {
+	pod := func(msg string) *kube.Pod {
+		return &kube.Pod{Spec: kube.PodSpec{NodeName: "n", Containers: []kube.Container{{Name: "ship", Image: "ship:latest"}}},
+			Status: kube.PodStatus{Phase: "Pending", ContainerStatuses: []kube.ContainerStatus{{Name: "ship",
+				State: kube.ContainerState{Waiting: &kube.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: msg}}}}}}
+	}
+	done, why, err := startState(pod("failed to sync secret cache: timed out waiting for the condition"), false)
+	if done || err != nil || !strings.Contains(why, "failed to sync secret cache") {
+		t.Errorf("cache not synced: %v %q %v; want waiting", done, why, err)
+	}
+	if _, _, err := startState(pod(`secret "x" not found`), false); err == nil {
+		t.Error("a missing Secret: want the start to fail")
+	}
+}
