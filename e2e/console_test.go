@@ -256,10 +256,18 @@ document.querySelector('form[aria-label="Run code"]').requestSubmit()`, nil)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	del := `document.querySelector('button[aria-label="Delete ` + id + `"]').click()`
-	p.eval(del, nil)
-	p.waitFor("the delete to ask again", `document.querySelector('button[aria-label="Delete `+id+`"]').textContent === 'Really delete?'`, 5*time.Second)
-	p.eval(del, nil)
+	// The list redraws its rows on every poll; a redraw between the two clicks must keep the
+	// question (it once threw it away, and the second click only asked again). All in one
+	// evaluation, so neither a poll nor the question's 4 s expiry falls in between.
+	delBtn := `document.querySelector('button[aria-label="Delete ` + id + `"]')`
+	var asked string
+	p.eval(`(() => { const first = `+delBtn+`; first.click();
+		document.getElementById('f-search').dispatchEvent(new Event('input'));
+		const b = `+delBtn+`; if (b === first) return 'not redrawn';
+		const label = b.textContent; b.click(); return label; })()`, &asked)
+	if asked != "Really delete?" {
+		t.Fatalf("the delete button after a redraw says %q, want %q", asked, "Really delete?")
+	}
 	// Bounded by the console's GET timeout (30 s) and one poll: a list request that never
 	// ended once kept the row on the page.
 	p.waitFor("the sandbox gone from the list", `!`+row, 45*time.Second)

@@ -82,23 +82,44 @@ export function errText(e) {
 export function showError(e) { notify(errText(e), 'error'); }
 
 // confirmButton is a button that asks once more (its label changes) before it acts: no modal
-// dialog, so keyboard and automation work the same way.
+// dialog, so keyboard and automation work the same way. Pages that poll redraw their rows, so
+// the asking and working states live outside the button, keyed by the page and the button's
+// label: a redraw between the two clicks keeps the question, and one during the action keeps
+// the button disabled.
+const confirmStates = new Map();
+const ASK_MS = 4000;
+
 export function confirmButton(label, ask, action, attrs) {
-  let armed = null;
+  const key = location.hash + '\n' + ((attrs && attrs['aria-label']) || label);
+  const paint = (el) => {
+    let st = confirmStates.get(key);
+    if (st && !st.busy && st.until <= Date.now()) { confirmStates.delete(key); st = undefined; }
+    el.textContent = st && !st.busy ? ask : label;
+    el.classList.toggle('armed', !!st && !st.busy);
+    el.disabled = !!st && !!st.busy;
+  };
+  // render paints whichever button for key is on the page now.
+  const render = () => {
+    const el = b.isConnected ? b : Array.from(document.querySelectorAll('button[data-confirm-key]')).find((x) => x.dataset.confirmKey === key);
+    if (el) paint(el);
+  };
   const b = h('button', Object.assign({ type: 'button' }, attrs || {}, {
+    dataset: { confirmKey: key },
     onclick: async () => {
-      if (!armed) {
-        b.textContent = ask;
-        b.classList.add('armed');
-        armed = setTimeout(() => { armed = null; b.textContent = label; b.classList.remove('armed'); }, 4000);
+      const st = confirmStates.get(key);
+      if (st && st.busy) return;
+      if (!st || st.until <= Date.now()) {
+        confirmStates.set(key, { until: Date.now() + ASK_MS });
+        render();
+        setTimeout(render, ASK_MS + 10);
         return;
       }
-      clearTimeout(armed); armed = null;
-      b.textContent = label; b.classList.remove('armed');
-      b.disabled = true;
-      try { await action(); } catch (e) { showError(e); } finally { b.disabled = false; }
+      confirmStates.set(key, { busy: true });
+      render();
+      try { await action(); } catch (e) { showError(e); } finally { confirmStates.delete(key); render(); }
     },
   }), label);
+  paint(b);
   return b;
 }
 
