@@ -48,6 +48,7 @@ type harness struct {
 	// bay sharing the database would have (jobs harnesses only).
 	newJobs func(ship jobs.Ship, cfg jobs.Config) *jobs.Service
 	jobs    *jobs.Service // the API's (jobs harnesses only)
+	store   bay.Store     // the database (jobs harnesses only)
 }
 
 func newHarness(t *testing.T) *harness {

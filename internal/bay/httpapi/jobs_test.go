@@ -28,6 +28,7 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/fake"
 	"github.com/shipyard-dev/shipyard/internal/bay/httpapi"
 	"github.com/shipyard-dev/shipyard/internal/bay/jobs"
+	"github.com/shipyard-dev/shipyard/internal/bay/lease"
 	"github.com/shipyard-dev/shipyard/internal/bay/sandbox"
 	"github.com/shipyard-dev/shipyard/internal/bay/shipclient"
 	"github.com/shipyard-dev/shipyard/internal/bay/sqlite"
@@ -86,7 +87,7 @@ func newJobsHarnessWith(t *testing.T, idle time.Duration, kernel bool) *harness 
 		t.Cleanup(js.Close)
 		return js
 	}
-	return &harness{t: t, srv: srv, api: api, drv: drv, newJobs: newJobs, jobs: js}
+	return &harness{t: t, srv: srv, api: api, drv: drv, newJobs: newJobs, jobs: js, store: st}
 }
 
 func TestJobsOwnersAndValidation(t *testing.T) {
@@ -466,8 +467,20 @@ func TestOneBayWatchesEachJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A job started after the others resumed: they adopt it at their next round.
+	// A job started after the others resumed: they would adopt it at their next round, but bay
+	// A holds its lease from the moment the job is recorded. (Once, on a loaded machine, bay A's
+	// watcher first ran after another bay's round, which took the job.)
 	late := h.ok(h.do("POST", "/v1/sandboxes/"+sb+"/jobs", "alice", `{"kind":"shell","command":"sleep 5; echo late"}`), 202)["job_id"].(string)
+	// So does a bay whose watchers never run (closed: its watcher gives up at once).
+	closed := h.newJobs(shipclient.New(nil, nil), jobs.Config{PollInterval: 100 * time.Millisecond, Holder: "bay-closed", MaxDuration: time.Hour})
+	closed.Close()
+	cj, _, err := closed.Start(t.Context(), "alice", sb, jobs.StartParams{Kind: "shell", Command: "sleep 1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := lease.Acquire(t.Context(), h.store, jobs.WatchLease(cj.ID), "intruder", time.Now(), time.Minute, 5*time.Second); err != nil || ok {
+		t.Fatalf("the lease of a job just recorded by a bay whose watcher never ran: taken by another holder (%v, %v)", ok, err)
+	}
 	time.Sleep(2 * time.Second)
 	if n := others[0].gets.Load() + others[1].gets.Load(); n != 0 {
 		t.Fatalf("the other bays polled the job %d times while bay A held its lease", n)

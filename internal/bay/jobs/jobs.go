@@ -72,8 +72,9 @@ const (
 // leaseTTL is how long a watch lease lasts.
 func (s *Service) leaseTTL() time.Duration { return max(leaseTTLPolls*s.cfg.PollInterval, minLeaseTTL) }
 
-// watchLease is the name of the lease of a job's watcher.
-func watchLease(jobID string) string { return "job-watch/" + jobID }
+// WatchLease is the name of the lease of a job's watcher: the bay holding it polls the job,
+// the others leave it alone.
+func WatchLease(jobID string) string { return "job-watch/" + jobID }
 
 // Service starts, follows and cancels jobs.
 type Service struct {
@@ -217,10 +218,18 @@ func (s *Service) Start(ctx context.Context, owner, sandboxID string, p StartPar
 		TimeoutSeconds: int64(p.Timeout.Seconds()), Description: p.Description, Tags: p.Tags,
 		Status: bay.JobRunning, CreatedAt: s.cfg.Now(), StartedAt: &started,
 	}
-	// The job runs: record it even if the caller left meanwhile.
+	// The job runs: record it even if the caller left meanwhile. This bay takes its watch lease
+	// in the same transaction: another bay that lists the running jobs before this one's
+	// watcher first runs must find it watched, not adopt it.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	err = s.store.Tx(dctx, func(tx bay.Tx) error { return tx.InsertJob(dctx, j) })
+	err = s.store.Tx(dctx, func(tx bay.Tx) error {
+		if err := tx.InsertJob(dctx, j); err != nil {
+			return err
+		}
+		_, err := tx.AcquireLease(dctx, WatchLease(id), s.cfg.Holder, s.cfg.Now(), s.leaseTTL())
+		return err
+	})
 	if err != nil && bay.IsConflict(err) && p.IdempotencyKey != "" {
 		// A concurrent retry recorded it first (ship ran it once for both).
 		j, err = s.replay(dctx, owner, sandboxID, id, p)
@@ -626,7 +635,7 @@ func (s *Service) forget(id string) {
 // watch takes (or renews) j's watch lease and, holding it, checks the job once: held says
 // whether this bay holds the lease, ended whether the job ended (its lease is then released).
 func (s *Service) watch(j *bay.Job) (held, ended bool) {
-	name := watchLease(j.ID)
+	name := WatchLease(j.ID)
 	ok, err := lease.Acquire(s.ctx, s.store, name, s.cfg.Holder, s.cfg.Now(), s.leaseTTL(), 30*time.Second)
 	if err != nil {
 		if s.ctx.Err() == nil {
