@@ -257,6 +257,9 @@ type Driver struct {
 
 	resolvFiles    []string  // where the host's resolvers are read from (names.go)
 	noResolverOnce sync.Once // warns once that the host has no resolver a sandbox reaches
+
+	lateMu sync.Mutex
+	lates  map[string]*lateRun // late starts under way, by instance name (instance.go)
 }
 
 var _ bay.Driver = (*Driver)(nil)

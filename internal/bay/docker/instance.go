@@ -353,19 +353,21 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		// the return below overwrites with early while the goroutine may still be using it.
 		full := inst
 		tFirst := time.Now()
+		lctx, done := d.beginLate(ctx, spec.Name)
 		go func() {
-			err := late.Hold(ctx, spec.LateStartHold)
+			defer done()
+			err := late.Hold(lctx, spec.LateStartHold)
 			tHeld := time.Now()
 			if err == nil {
-				err = d.startSome(ctx, spec, lay, pn, full, rest)
+				err = d.startSome(lctx, spec, lay, pn, full, rest)
 			}
 			if err == nil && namesDir != "" {
 				// Every container has its address now. The early ones are asked to reach a
 				// late one only once it is ready, which is after this.
-				err = d.completeHosts(ctx, namesDir, spec, full)
+				err = d.completeHosts(lctx, namesDir, spec, full)
 			}
 			if err == nil {
-				err = ctx.Err()
+				err = lctx.Err()
 			}
 			if err != nil {
 				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RemoveTimeout)
@@ -542,6 +544,7 @@ func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
 		ctx, cancel = context.WithTimeout(ctx, RemoveTimeout)
 		defer cancel()
 	}
+	d.endLate(ctx, name)
 	if d.egress != nil {
 		d.egress.Unregister(name)
 	}
@@ -695,5 +698,52 @@ func (d *Driver) WatchDeaths(ctx context.Context, labels map[string]string, died
 				died(name)
 			}
 		}
+	}
+}
+
+// lateRun is a late start under way (CreateInstance with spec.LateStart).
+type lateRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// beginLate registers the late start of instance name: its context, which endLate cancels,
+// and the function its goroutine calls when it has ended (rolled back or not).
+func (d *Driver) beginLate(ctx context.Context, name string) (context.Context, func()) {
+	lctx, cancel := context.WithCancel(ctx)
+	r := &lateRun{cancel: cancel, done: make(chan struct{})}
+	d.lateMu.Lock()
+	if d.lates == nil {
+		d.lates = map[string]*lateRun{}
+	}
+	d.lates[name] = r
+	d.lateMu.Unlock()
+	return lctx, func() {
+		d.lateMu.Lock()
+		if d.lates[name] == r {
+			delete(d.lates, name)
+		}
+		d.lateMu.Unlock()
+		cancel()
+		close(r.done)
+	}
+}
+
+// endLate stops the late start of instance name, if one is under way in this process, and
+// waits (at most until ctx ends) until it has ended: a destroy racing it would otherwise
+// remove containers the late start is still starting or rolling back, and each would meet
+// the other's removals (the engine refuses a second removal in progress) while the
+// instance's volume stays in use.
+func (d *Driver) endLate(ctx context.Context, name string) {
+	d.lateMu.Lock()
+	r := d.lates[name]
+	d.lateMu.Unlock()
+	if r == nil {
+		return
+	}
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
 	}
 }

@@ -666,8 +666,9 @@ func (s *suite) testLateStartCancelled(t *testing.T) {
 	}
 }
 
-// testDestroyDuringLateStart: a DestroyInstance while the late start is held leaves nothing
-// once it and the late start (let begin afterwards) have ended.
+// testDestroyDuringLateStart: a DestroyInstance while the late start is held ends the late
+// start before it returns (neither is left removing or starting containers of the other's, so
+// the instance's volume is free at once) and leaves nothing.
 func (s *suite) testDestroyDuringLateStart(t *testing.T) {
 	ctx := t.Context()
 	marker := s.name("m")
@@ -677,9 +678,13 @@ func (s *suite) testDestroyDuringLateStart(t *testing.T) {
 		t.Fatalf("DestroyInstance during the late start: %v", err)
 	}
 	if inst.Late != nil {
-		inst.Late.Begin()
-		if _, err := inst.Late.Wait(ctx); err != nil {
-			t.Logf("late start after the destroy: %v", err)
+		select {
+		case <-inst.Late.Done():
+		default:
+			t.Fatal("the late start is still under way after DestroyInstance returned")
+		}
+		if _, err := inst.Late.Wait(ctx); err == nil {
+			t.Error("a late start ended by DestroyInstance reported success")
 		}
 	}
 	s.gone(t, spec.Name, marker)

@@ -137,6 +137,9 @@ type instance struct {
 	labels     map[string]string
 	createdAt  time.Time
 	containers []string
+	// lateCancel ends the late start under way (nil: none); lateDone is closed when it ended.
+	lateCancel context.CancelFunc
+	lateDone   <-chan struct{}
 }
 
 // Option configures a Driver.
@@ -780,12 +783,20 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 	}
 	d.instances[spec.Name] = inst
 	out := d.instanceLocked(inst)
+	var lctx context.Context
+	if lateStart {
+		out.Late = bay.NewLateStart()
+		lctx, inst.lateCancel = context.WithCancel(ctx)
+		inst.lateDone = out.Late.Done()
+	}
 	if err := d.end(call, late, nil); err != nil {
+		if inst.lateCancel != nil {
+			inst.lateCancel()
+		}
 		return bay.Instance{}, err
 	}
 	if lateStart {
-		out.Late = bay.NewLateStart()
-		go d.startLate(ctx, spec, inst, out.Late)
+		go d.startLate(lctx, spec, inst, out.Late)
 	}
 	return out, nil
 }
@@ -873,13 +884,25 @@ func (d *Driver) DestroyInstance(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	var lateCancel context.CancelFunc
+	var lateDone <-chan struct{}
 	if inst, ok := d.instances[name]; ok {
 		for _, id := range inst.containers {
 			delete(d.containers, id)
 		}
 		delete(d.instances, name)
+		lateCancel, lateDone = inst.lateCancel, inst.lateDone
 	}
-	return d.end(call, late, nil)
+	err = d.end(call, late, nil)
+	// As the Docker driver does: a late start under way is ended before the destroy returns.
+	if lateCancel != nil {
+		lateCancel()
+		select {
+		case <-lateDone:
+		case <-ctx.Done():
+		}
+	}
+	return err
 }
 
 // ListInstances lists the instances carrying all the given labels, ordered by name.
