@@ -46,16 +46,22 @@ type egressWorld struct {
 	url       string
 }
 
-// egressProfiles: "listed" allowlists example.com and its subdomains but one; the default
-// profile is open.
-func egressProfiles() string {
-	return defaultProfiles + fmt.Sprintf(`  - id: listed
+// egressProfiles: "listed" allowlists example.com and its subdomains but one, "addressed" the
+// node's address only, "closed" is mode none; the default profile is open.
+func egressProfiles(node netip.Addr) string {
+	profile := func(id, network string) string {
+		return fmt.Sprintf(`  - id: %s
     image: %q
     resources: {cpus: 1.0, memory: "512m"}
     capabilities: [filesystem, shell, python]
     idle_timeout: 1800
-    network: {mode: allowlist, allow: [example.com, "*.example.com"], deny: [secret.example.com]}
-`, image)
+    network: %s
+`, id, image, network)
+	}
+	return defaultProfiles +
+		profile("listed", `{mode: allowlist, allow: [example.com, "*.example.com"], deny: [secret.example.com]}`) +
+		profile("addressed", fmt.Sprintf(`{mode: allowlist, allow: ["%s"]}`, node)) +
+		profile("closed", `{mode: none}`)
 }
 
 func startEgressWorld(t testing.TB) *egressWorld {
@@ -126,7 +132,7 @@ func startEgressWorld(t testing.TB) *egressWorld {
 	w.token = token
 	w.clusterIP = env.DeployEgressGateway(t, k8stest.EgressGatewayOptions{Namespace: w.ns, Image: bayImage, Config: gwConfig, Token: token})
 	w.c, w.url = runBay(t, func(dir string, port int) string {
-		return bayConfig(env, w.ns, dir, port, gateway(tokenFile), security, egressProfiles())
+		return bayConfig(env, w.ns, dir, port, gateway(tokenFile), security, egressProfiles(w.node))
 	})
 	return w
 }
@@ -204,14 +210,40 @@ except OSError:
 				t.Errorf("DNS query %d straight to the upstream: %q", i, got)
 			}
 		}
-		// Ship waited behind the barrier before it served.
-		pods, err := w.env.Clientset.CoreV1().Pods(w.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "bay.sandbox_id=" + sb.ID})
-		if err != nil || len(pods.Items) != 1 {
-			t.Fatalf("the sandbox's Pod: %v %v", pods, err)
-		}
-		logs, err := w.env.Clientset.CoreV1().Pods(w.ns).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{Container: pods.Items[0].Spec.Containers[0].Name}).DoRaw(t.Context())
-		if err != nil || !strings.Contains(string(logs), "network policy in force") {
-			t.Errorf("ship's log does not say it waited for the network policy: %v\n%s", err, logs)
+		w.checkWaitedForPolicy(t, sb)
+	})
+
+	t.Run("the runtimes of every mode wait for their policy", func(t *testing.T) {
+		// Modes whose Pods the gateway does not serve wait behind its barrier port too: a
+		// connection there fails from the first command on (the runtime served only then),
+		// while what the policy admits works.
+		barrier := fmt.Sprintf(`python3 -c "
+import socket
+try:
+    socket.create_connection(('%s', %d), timeout=2); print('connected')
+except OSError:
+    print('refused')
+"`, w.clusterIP, k8stest.EgressBarrierPort)
+		for _, c := range []struct{ profile, admitted string }{
+			{"python-default", fmt.Sprintf("curl -sS -m 10 -o /dev/null http://%s:%d/; echo rc=$?", w.node, hp)},
+			{"addressed", fmt.Sprintf("curl -sS -m 10 -o /dev/null http://%s:%d/; echo rc=$?", w.node, hp)},
+			{"closed", "echo rc=0"},
+		} {
+			other, err := w.c.CreateSandbox(ctx, sdk.CreateSandboxRequest{Profile: c.profile})
+			if err != nil {
+				t.Fatalf("create a sandbox of %s: %v", c.profile, err)
+			}
+			r, err := other.Shell(ctx, barrier+"; "+c.admitted)
+			if err != nil {
+				t.Fatalf("%s: shell: %v", c.profile, err)
+			}
+			if got := strings.TrimSpace(r.Output); got != "refused\nrc=0" {
+				t.Errorf("%s: the first command: %q, want the barrier refused and the admitted address reached", c.profile, got)
+			}
+			w.checkWaitedForPolicy(t, other)
+			if err := other.Delete(ctx); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 
@@ -230,22 +262,9 @@ except OSError:
 
 	t.Run("refusals fail fast and say why", func(t *testing.T) {
 		began := time.Now()
-		if got := curl("--noproxy '*' http://evil.test/"); !strings.HasSuffix(got, "rc=6") {
-			t.Errorf("refused name without the proxy: %q, want not resolved", got)
-		}
-		if got := curl("http://evil.test/"); !strings.Contains(got, "evil.test port 80 is refused by the sandbox's network policy") {
-			t.Errorf("refused name through the proxy: %q", got)
-		}
-		if got := curl("http://secret.example.com/"); !strings.Contains(got, "deny secret.example.com") {
-			t.Errorf("denied name: %q", got)
-		}
+		egresstest.CheckNameRefusals(t, curl)
 		if got := curl(fmt.Sprintf("http://%s:%d/", w.node, hp)); !strings.Contains(got, "not in allow list") {
 			t.Errorf("direct address through the proxy: %q", got)
-		}
-		for _, args := range []string{"http://forged.example.com/", "--noproxy '*' http://forged.example.com/"} {
-			if got := curl(args); !strings.Contains(got, "blocked address 169.254.169.254") {
-				t.Errorf("forged answer (%s): %q", args, got)
-			}
 		}
 		if d := time.Since(began); d > 20*time.Second {
 			t.Errorf("six refusals took %v", d)
@@ -364,4 +383,24 @@ except OSError:
 			t.Errorf("refused DNS queries counted %v, want 100 and more:\n%s", dns, all.String())
 		}
 	})
+}
+
+// checkWaitedForPolicy checks that sandbox sb's ship waited behind the network barrier before
+// it served.
+func (w *egressWorld) checkWaitedForPolicy(t *testing.T, sb *sdk.Sandbox) {
+	t.Helper()
+	pods, err := w.env.Clientset.CoreV1().Pods(w.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "bay.sandbox_id=" + sb.ID})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the sandbox's Pod: %v %v", pods, err)
+	}
+	logs, err := w.env.Clientset.CoreV1().Pods(w.ns).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{Container: pods.Items[0].Spec.Containers[0].Name}).DoRaw(t.Context())
+	if err != nil || !strings.Contains(string(logs), "network policy in force") {
+		t.Errorf("ship's log does not say it waited for the network policy: %v\n%s", err, logs)
+		return
+	}
+	for line := range strings.Lines(string(logs)) {
+		if strings.Contains(line, "network policy in force") {
+			t.Logf("%s (%s): %s", sb.ID, pods.Items[0].Name, strings.TrimSpace(line))
+		}
+	}
 }

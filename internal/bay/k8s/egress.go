@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +17,6 @@ import (
 	"github.com/shipyard-dev/shipyard/internal/bay/egress"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/egressgw"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
-	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 )
 
 // An allowlist that names hosts is enforced by the egress gateway (`bay egress-gateway`, package
@@ -123,11 +123,6 @@ func (g *gatewayInfo) proxyEnv(spec bay.InstanceSpec) []kube.EnvVar {
 		{Name: "http_proxy", Value: proxy}, {Name: "https_proxy", Value: proxy},
 		{Name: "NO_PROXY", Value: np}, {Name: "no_proxy", Value: np},
 	}
-	if p, ok := g.Service[egressgw.PortBarrier]; ok {
-		// The runtimes serve only once the Pod's NetworkPolicy is in force (the node's enforcer
-		// programs it a moment after the Pod has its address; until then nothing is filtered).
-		env = append(env, kube.EnvVar{Name: runtimekit.EnvNetworkBarrier, Value: net.JoinHostPort(g.ClusterIP.String(), strconv.Itoa(p))})
-	}
 	return env
 }
 
@@ -147,7 +142,12 @@ func (g *gatewayInfo) routeThroughGateway(pod *kube.Pod, spec bay.InstanceSpec) 
 	pod.Annotations[egressgw.AnnotationPolicy] = ann
 	pod.Spec.DNSPolicy = kube.DNSNone
 	pod.Spec.DNSConfig = &kube.PodDNSConfig{Nameservers: []string{g.ClusterIP.String()}}
-	env := g.proxyEnv(spec)
+	setEnv(pod, g.proxyEnv(spec)...)
+	return ann, nil
+}
+
+// setEnv sets env in every container of pod, replacing the variables of the same names.
+func setEnv(pod *kube.Pod, env ...kube.EnvVar) {
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		c.Env = slices.DeleteFunc(c.Env, func(e kube.EnvVar) bool {
@@ -155,11 +155,10 @@ func (g *gatewayInfo) routeThroughGateway(pod *kube.Pod, spec bay.InstanceSpec) 
 		})
 		c.Env = append(c.Env, env...)
 	}
-	return ann, nil
 }
 
-// readyGateways are the addresses (host:admin port) of the gateway's ready Pods.
-func (d *Driver) readyGateways(ctx context.Context, g *gatewayInfo) ([]string, error) {
+// gatewayPods lists the gateway's Pods.
+func (d *Driver) gatewayPods(ctx context.Context, g *gatewayInfo) ([]kube.Pod, error) {
 	var sel []string
 	for k, v := range g.Selector {
 		sel = append(sel, k+"="+v)
@@ -169,8 +168,17 @@ func (d *Driver) readyGateways(ctx context.Context, g *gatewayInfo) ([]string, e
 	if err != nil {
 		return nil, bay.Classified(errGatewayUnavailable, fmt.Errorf("list egress gateway Pods: %w", classify(err)))
 	}
+	return list.Items, nil
+}
+
+// readyGateways are the addresses (host:admin port) of the gateway's ready Pods.
+func (d *Driver) readyGateways(ctx context.Context, g *gatewayInfo) ([]string, error) {
+	pods, err := d.gatewayPods(ctx, g)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, p := range list.Items {
+	for _, p := range pods {
 		ready := false
 		for _, c := range p.Status.Conditions {
 			ready = ready || (c.Type == kube.PodReady && c.Status == kube.ConditionTrue)
@@ -362,3 +370,87 @@ func (d *Driver) NetworkEvents(ctx context.Context, sandboxID string) ([]bay.Net
 }
 
 var _ bay.NetworkEnforcer = (*Driver)(nil)
+
+// networkBarrier is the address (host:port) the runtimes of a Pod whose NetworkPolicy is np
+// wait behind: they serve only once a connection there fails, i.e. once the node's enforcer
+// has programmed np (it does so a moment after the Pod has its address; until then nothing
+// is filtered). It is the gateway Service's barrier port, which the gateway's own policy
+// admits from every sandbox; "" when there is nothing to wait for or nothing to wait with:
+// no policies, a one-shot (its command is not a runtime), no gateway, a gateway without the
+// port, or a policy that admits a gateway Pod's address on that port (an address range of
+// security.allowed_hosts or of an allowlist covering the Pod network), where the connection
+// would never fail. g is the gateway as the create read it (nil: read here; unreadable: no
+// barrier, logged, since the policy itself holds either way).
+func (d *Driver) networkBarrier(ctx context.Context, spec bay.InstanceSpec, np *kube.NetworkPolicy, g *gatewayInfo) string {
+	gc := d.cfg.EgressGateway
+	if !d.cfg.NetworkPolicy || isOneShot(spec) || gc.Service == "" {
+		return ""
+	}
+	if g == nil {
+		ns := cmp.Or(gc.Namespace, d.cfg.Namespace)
+		sp, err := egressgw.ReadService(ctx, d.cs, ns, gc.Service)
+		if err != nil {
+			d.log.Warn("no network barrier: the egress gateway's Service is unreadable", "instance", spec.Name, "err", classify(err))
+			return ""
+		}
+		g = &gatewayInfo{ns: ns, ServicePorts: sp}
+	}
+	port, ok := g.Service[egressgw.PortBarrier]
+	if !ok {
+		return ""
+	}
+	pods, err := d.gatewayPods(ctx, g)
+	if err != nil {
+		d.log.Warn("no network barrier: the egress gateway's Pods are unreadable", "instance", spec.Name, "err", err)
+		return ""
+	}
+	target := g.Target[egressgw.PortBarrier]
+	for _, p := range pods {
+		ip, err := netip.ParseAddr(p.Status.PodIP)
+		if err == nil && admitsTCP(np.Spec.Egress, ip, target) {
+			d.log.Info("no network barrier: the policy admits the egress gateway's Pods", "instance", spec.Name, "gateway_pod_ip", ip)
+			return ""
+		}
+	}
+	return net.JoinHostPort(g.ClusterIP.String(), strconv.Itoa(port))
+}
+
+// admitsTCP reports whether egress rules admit TCP to ip:port by address: a rule with no peer
+// (every destination) or an ipBlock holding ip outside its exceptions, on every port or on
+// port. Pod-selecting peers are not matched: the driver's select the cluster's DNS and the
+// gateway on its serving ports, never its barrier port.
+func admitsTCP(rules []kube.NetworkPolicyEgressRule, ip netip.Addr, port int) bool {
+	for _, r := range rules {
+		onPort := len(r.Ports) == 0
+		for _, p := range r.Ports {
+			tcp := p.Protocol == nil || *p.Protocol == kube.ProtocolTCP
+			onPort = onPort || (tcp && (p.Port == nil || p.Port.IntValue() == port))
+		}
+		if !onPort {
+			continue
+		}
+		if len(r.To) == 0 {
+			return true
+		}
+		for _, peer := range r.To {
+			if peer.IPBlock != nil && inBlock(*peer.IPBlock, ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// inBlock reports whether ip lies in b's range and outside its exceptions.
+func inBlock(b kube.IPBlock, ip netip.Addr) bool {
+	r, err := netip.ParsePrefix(b.CIDR)
+	if err != nil || !r.Contains(ip) {
+		return false
+	}
+	for _, x := range b.Except {
+		if e, err := netip.ParsePrefix(x); err == nil && e.Contains(ip) {
+			return false
+		}
+	}
+	return true
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
 	"github.com/shipyard-dev/shipyard/internal/bay/k8s/kube"
+	"github.com/shipyard-dev/shipyard/internal/runtimekit"
 )
 
 // CreateInstance creates the instance's Secret, NetworkPolicy and Pod, and waits (by watching
@@ -88,6 +89,9 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 		if ann, err = gw.routeThroughGateway(pod, spec); err != nil {
 			return bay.Instance{}, fmt.Errorf("create instance %s: %w", spec.Name, err)
 		}
+	}
+	if barrier := d.networkBarrier(ctx, spec, np, gw); barrier != "" {
+		setEnv(pod, kube.EnvVar{Name: runtimekit.EnvNetworkBarrier, Value: barrier})
 	}
 	// The ConfigMaps are not rolled back with the rest: they are content-addressed and shared,
 	// and one this create made and no Pod uses is the orphan GC's (CollectSnapshots).

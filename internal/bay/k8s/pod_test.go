@@ -1,11 +1,16 @@
 package k8s
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/shipyard-dev/shipyard/internal/bay"
@@ -319,15 +324,90 @@ func TestGatewayServedPod(t *testing.T) {
 	if n != 6 || env["HTTP_PROXY"] != "http://10.96.0.53:3128" || env["https_proxy"] != "http://10.96.0.53:3128" || env["NO_PROXY"] != "localhost,127.0.0.1,::1" {
 		t.Errorf("proxy variables (want each once, the spec's replaced): %v (%d)", env, n)
 	}
-	// The barrier: the gateway's port the Pod's own policy does not admit (checked above).
-	barrier := ""
 	for _, e := range pod.Spec.Containers[0].Env {
 		if e.Name == runtimekit.EnvNetworkBarrier {
-			barrier = e.Value
+			t.Errorf("%s set by routing through the gateway: it is the create's (networkBarrier)", e.Name)
 		}
 	}
-	if barrier != "10.96.0.53:9091" {
-		t.Errorf("%s = %q, want the gateway Service's barrier port", runtimekit.EnvNetworkBarrier, barrier)
+}
+
+// The runtimes of every Pod wait behind the gateway's barrier port, whatever its mode, unless
+// its policy admits a gateway Pod's address on that port (then the wait would never end), or
+// nothing enforces policies, or it is a one-shot, or there is no gateway to wait with.
+func TestNetworkBarrier(t *testing.T) {
+	var failList atomic.Bool
+	d := apiDriver(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failList.Load() || r.URL.Path != "/api/v1/namespaces/gw/pods" || r.URL.Query().Get("labelSelector") != "app.kubernetes.io/name=shipyard-egress" {
+			http.Error(w, `{"kind":"Status","code":500}`, http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(kube.PodList{Items: []kube.Pod{
+			{Status: kube.PodStatus{PodIP: "10.244.0.7"}},
+			{Status: kube.PodStatus{}}, // not scheduled yet: no address
+		}})
+	}))
+	d.log = slog.New(slog.DiscardHandler)
+	d.cfg.EgressGateway.Service = "shipyard-egress"
+	d.cfg.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	barrier := func(spec bay.InstanceSpec) string {
+		t.Helper()
+		g := testGateway()
+		if !namesHosts(spec.Network) {
+			g = nil
+		}
+		np, err := d.networkPolicy(spec, kube.ObjectMeta{Name: "i1"}, map[string]string{"bay.instance": "i1"}, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g == nil {
+			g = testGateway() // as the create would read it
+		}
+		return d.networkBarrier(context.Background(), spec, np, g)
+	}
+	const want = "10.96.0.53:9091"
+	for _, p := range []bay.NetworkPolicy{
+		{Mode: bay.NetworkNone},
+		{Mode: bay.NetworkOpen},
+		{Mode: bay.NetworkAllowlist, Allow: []string{"198.51.100.0/24"}},
+		{Mode: bay.NetworkAllowlist, Allow: []string{"10.244.0.0/16"}}, // inside a blocked range: refused whole
+		{Mode: bay.NetworkAllowlist, Allow: []string{"example.com"}},
+	} {
+		if got := barrier(runtimeSpec(p)); got != want {
+			t.Errorf("%+v: barrier %q, want %q", p, got, want)
+		}
+	}
+
+	oneShot := runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkNone})
+	oneShot.Containers[0].Command = []string{"true"}
+	if got := barrier(oneShot); got != "" {
+		t.Errorf("one-shot: barrier %q", got)
+	}
+	// An allowed range holding the gateway's Pod: a connection there would never fail.
+	d.cfg.AllowedRanges = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}
+	if got := barrier(runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkOpen})); got != "" {
+		t.Errorf("open with the Pod network allowed: barrier %q", got)
+	}
+	d.cfg.AllowedRanges = nil
+	d.cfg.BlockedRanges = []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}
+	if got := barrier(runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"10.244.0.0/24:9091"}})); got != "" {
+		t.Errorf("allowlist holding the gateway Pod on the barrier port: barrier %q", got)
+	}
+	if got := barrier(runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkAllowlist, Allow: []string{"10.244.0.0/24:443"}})); got != want {
+		t.Errorf("allowlist holding the gateway Pod on another port: barrier %q, want %q", got, want)
+	}
+	failList.Store(true)
+	if got := barrier(runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkNone})); got != "" {
+		t.Errorf("gateway Pods unreadable: barrier %q", got)
+	}
+	failList.Store(false)
+	d.cfg.NetworkPolicy = false
+	if got := barrier(runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkNone})); got != "" {
+		t.Errorf("no NetworkPolicies: barrier %q", got)
+	}
+	d.cfg.NetworkPolicy = true
+	d.cfg.EgressGateway.Service = ""
+	if got := barrier(runtimeSpec(bay.NetworkPolicy{Mode: bay.NetworkNone})); got != "" {
+		t.Errorf("no gateway: barrier %q", got)
 	}
 }
 

@@ -86,8 +86,9 @@ func ListenNode(t testing.TB, ip netip.Addr) net.Listener {
 // The egress gateway's Service and ports, as the tests deploy it (deploy/kubernetes ships the
 // same shape).
 const (
-	EgressService   = "shipyard-egress"
-	EgressAdminPort = 9090
+	EgressService     = "shipyard-egress"
+	EgressAdminPort   = 9090
+	EgressBarrierPort = 9091
 )
 
 // EgressGatewayOptions describe a gateway Deployment of a test.
@@ -166,7 +167,7 @@ func (e *Env) DeployEgressGateway(t testing.TB, o EgressGatewayOptions) netip.Ad
 		Ports: []corev1.ServicePort{sp("dns", corev1.ProtocolUDP, 53, 5353), sp("dns-tcp", corev1.ProtocolTCP, 53, 5353),
 			sp("http", corev1.ProtocolTCP, 80, 8080), sp("tls", corev1.ProtocolTCP, 443, 8443),
 			sp("proxy", corev1.ProtocolTCP, 3128, 3128), sp("admin", corev1.ProtocolTCP, EgressAdminPort, EgressAdminPort),
-			sp("barrier", corev1.ProtocolTCP, 9091, 9091)},
+			sp("barrier", corev1.ProtocolTCP, EgressBarrierPort, EgressBarrierPort)},
 	}}, metav1.CreateOptions{})
 	must("service", err)
 	f, tr, uid := false, true, int64(1000)
