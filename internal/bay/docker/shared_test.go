@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -209,7 +210,19 @@ func TestSharedOwnerGone(t *testing.T) {
 				if _, err := f.cli.ContainerRestart(t.Context(), gull.ID, client.ContainerRestartOptions{Timeout: &grace}); err != nil {
 					t.Fatal(err)
 				}
-				waitHealthy(t, gull.Endpoint) // most often the same address again
+				// The engine may give the restarted owner another address (a loaded engine with
+				// many containers did): wait for it where it is now.
+				_, port := endpointHost(t, gull.Endpoint)
+				var now string
+				for _, n := range f.inspect(gull.ID).NetworkSettings.Networks {
+					if n != nil && n.IPAddress.IsValid() {
+						now = "http://" + net.JoinHostPort(n.IPAddress.String(), port)
+					}
+				}
+				if now == "" {
+					t.Fatal("the restarted owner has no address")
+				}
+				waitHealthy(t, now)
 				if _, err := httpc.Get(ship.Endpoint + "/health"); err == nil {
 					t.Errorf("ship answers at %s after its owner's restart", ship.Endpoint)
 				}
