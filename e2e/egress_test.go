@@ -71,11 +71,15 @@ func policyInternet(t *testing.T) (*client.Client, *egresstest.Internet, netip.A
 	return cli, in, host
 }
 
-// startPolicyBay starts bay with profiles, allowing the internet's one address and asking
-// only its DNS server upstream.
-func startPolicyBay(t *testing.T, profiles string, in *egresstest.Internet, host netip.Addr) *Bay {
+// startPolicyBay starts bay with profiles, allowing the internet's one address (and the
+// ranges of allowed) and asking only its DNS server upstream.
+func startPolicyBay(t *testing.T, profiles string, in *egresstest.Internet, host netip.Addr, allowed ...string) *Bay {
+	hosts := fmt.Sprintf("%q", netip.PrefixFrom(host, 32))
+	for _, a := range allowed {
+		hosts += fmt.Sprintf(", %q", a)
+	}
 	return startBay(t, bayOptions{profiles: profiles, env: []string{
-		fmt.Sprintf(`BAY_SECURITY__ALLOWED_HOSTS=["%s/32"]`, host),
+		"BAY_SECURITY__ALLOWED_HOSTS=[" + hosts + "]",
 		fmt.Sprintf(`BAY_SECURITY__EGRESS_DNS_UPSTREAM=["%s"]`, in.DNS),
 	}})
 }
@@ -411,6 +415,27 @@ func grepLines(text, prefix string) string {
 	return b.String()
 }
 
+// rangeTargets gives this host two addresses of 198.51.100.0/24 (the ranged profile's), on a
+// veth pair of the test's, removed at its end.
+func rangeTargets(t *testing.T) (target, outside netip.Addr) {
+	t.Helper()
+	var rb [2]byte
+	_, _ = rand.Read(rb[:])
+	ifname := fmt.Sprintf("sy-egt-%02x%02x", rb[0], rb[1])
+	target = netip.AddrFrom4([4]byte{198, 51, 100, max(rb[0]&0x7f, 2)})
+	outside = target.Next()
+	for _, args := range [][]string{{"link", "add", ifname, "type", "veth", "peer", "name", ifname + "p"}, {"addr", "add", target.String() + "/32", "dev", ifname},
+		{"addr", "add", outside.String() + "/32", "dev", ifname}, {"link", "set", ifname + "p", "up"}, {"link", "set", ifname, "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+		if args[0] == "link" && args[1] == "add" {
+			t.Cleanup(func() { _ = exec.Command("ip", "link", "del", ifname).Run() })
+		}
+	}
+	return target, outside
+}
+
 // TestNetworkPolicyRanges: an allowed address range is reached directly, without the proxy,
 // on the allowed port only; an address outside the list has no route; a PATCH that drops the
 // range takes the route away. The "internet" is an address of a veth pair the test adds to
@@ -421,20 +446,7 @@ func TestNetworkPolicyRanges(t *testing.T) {
 	if exec.Command("nft", "list", "table", "inet", egress.Table).Run() != nil {
 		t.Cleanup(func() { _ = exec.Command("nft", "delete", "table", "inet", egress.Table).Run() })
 	}
-	var rb [2]byte
-	_, _ = rand.Read(rb[:])
-	ifname := fmt.Sprintf("sy-egt-%02x%02x", rb[0], rb[1])
-	target := netip.AddrFrom4([4]byte{198, 51, 100, max(rb[0]&0x7f, 2)})
-	outside := target.Next()
-	for _, args := range [][]string{{"link", "add", ifname, "type", "veth", "peer", "name", ifname + "p"}, {"addr", "add", target.String() + "/32", "dev", ifname},
-		{"addr", "add", outside.String() + "/32", "dev", ifname}, {"link", "set", ifname + "p", "up"}, {"link", "set", ifname, "up"}} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-		if args[0] == "link" && args[1] == "add" {
-			t.Cleanup(func() { _ = exec.Command("ip", "link", "del", ifname).Run() })
-		}
-	}
+	target, outside := rangeTargets(t)
 	open := serveOK(t, net.JoinHostPort(target.String(), "0"))
 	closed := serveOK(t, net.JoinHostPort(target.String(), "0"))
 	other := serveOK(t, net.JoinHostPort(outside.String(), "0"))

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/moby/moby/client"
-
 	baydocker "github.com/shipyard-dev/shipyard/internal/bay/docker"
 	"github.com/shipyard-dev/shipyard/internal/testenv"
 )
@@ -101,7 +99,7 @@ func TestBrowserUnderGVisor(t *testing.T) {
 func TestNetworkPoliciesUnderGVisor(t *testing.T) {
 	cli, in, host := policyInternet(t)
 	b := startPolicyBay(t, strings.ReplaceAll(policyProfilesFor(), "    capabilities: [filesystem, shell, python]\n",
-		"    capabilities: [filesystem, shell, python]\n    runtime: runsc\n"), in, host)
+		"    capabilities: [filesystem, shell, python]\n    runtime: runsc\n"), in, host, "198.51.100.0/24")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -147,16 +145,44 @@ func TestNetworkPoliciesUnderGVisor(t *testing.T) {
 		noneReachesNothing(t, b, cli, off, host)
 	})
 
-	// Ranges are routed inside the container's network namespace, which gVisor's own network
-	// stack does not follow: refused with a clear 400 before anything is made, not a failed start.
-	t.Run("allowlist with ranges is refused", func(t *testing.T) {
+	// Under runc bay routes an allowlist's ranges inside the container's network namespace.
+	// gVisor's own network stack takes the namespace's routes at boot, so none can be added
+	// later; it sends every address off its subnet to the network's gateway address (its
+	// routing table has a default route there), where the host's table and the gateway take
+	// what the list allows and refuse the rest, as they do for runc's routed ranges.
+	t.Run("allowlist with ranges", func(t *testing.T) {
+		target, _ := rangeTargets(t)
+		open := serveOK(t, net.JoinHostPort(target.String(), "0"))
+		away := serveOK(t, net.JoinHostPort(host.String(), "0"))
 		id := b.create(map[string]any{"profile": "ranged"}, nil).Str("id")
-		r := expectError(t, b.do("POST", "/v1/sandboxes/"+id+"/shell/exec", map[string]any{"command": "true"}, nil), 400, "validation_error", "ranges under runsc")
-		if r.Str("error.details.reason") != baydocker.ReasonRangesUnderRunsc || !strings.Contains(r.Str("error.message"), "runsc") {
-			t.Errorf("the refusal: %s", r)
+		curl := func(args string) string {
+			return strings.TrimSpace(b.shellOK(id, "curl -sS -m 10 "+args+" 2>&1; echo \" rc=$?\""))
 		}
-		if n, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", "bay.sandbox_id="+id)}); err != nil || len(n.Items) != 0 {
-			t.Errorf("containers left by the refused start: %v %v", n, err)
+		for _, args := range []string{"http://" + open + "/", "--noproxy '*' http://" + open + "/"} {
+			if got := curl(args); got != "ok rc=0" {
+				t.Errorf("the allowed range (%s): %q", args, got)
+			}
+		}
+		began := time.Now()
+		if got := curl("--noproxy '*' http://" + away + "/"); !strings.HasSuffix(got, "rc=7") {
+			t.Errorf("an address off the list, directly: %q, want no connection", got)
+		}
+		if d := time.Since(began); d > 5*time.Second {
+			t.Errorf("the refused direct connection took %v to fail", d)
+		}
+		if got := curl("http://" + away + "/"); !strings.Contains(got, "not in allow list") {
+			t.Errorf("an address off the list through the proxy: %q", got)
+		}
+		if got := curl("http://api.example.com/"); got != "hello from api.example.com rc=0" {
+			t.Errorf("an allowed name beside the range: %q", got)
+		}
+		// A PATCH that drops the range: refused from then on, both ways.
+		expect(t, b.do("PATCH", "/v1/sandboxes/"+id+"/network", map[string]any{"mode": "allowlist", "allow": []string{"api.example.com"}}, nil), 200, "PATCH")
+		if got := curl("http://" + open + "/"); !strings.Contains(got, "not in allow list") {
+			t.Errorf("the range through the proxy after the PATCH dropped it: %q", got)
+		}
+		if got := curl("--noproxy '*' http://" + open + "/"); strings.HasSuffix(got, "rc=0") || strings.Contains(got, "ok") {
+			t.Errorf("the range directly after the PATCH dropped it: %q", got)
 		}
 	})
 }

@@ -201,15 +201,6 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (ins
 	// A one-shot in mode none is never called by bay: it gets no interface but loopback.
 	// A runtime in mode none must stay reachable, so it sits on the sealed bridge instead.
 	oneShotNone := spec.Network.Mode == bay.NetworkNone && len(spec.Containers) == 1 && len(spec.Containers[0].Command) > 0
-	if spec.Runtime == bay.ContainerRuntimeRunsc && spec.Network.EffectiveMode() == bay.NetworkAllowlist && hasRanges(spec.Network) {
-		// The driver routes an allow list's ranges inside the container's network namespace
-		// after the start; gVisor keeps its own network stack, with the namespace's address
-		// and routes taken at boot, so the routes cannot be added there ("Nexthop has invalid
-		// gateway"). Refused before anything is made rather than failing the start.
-		return bay.Instance{}, bay.Errorf(bay.CodeValidation,
-			"Address ranges in an allowlist network policy are not supported under container runtime runsc; allow names instead, or use runtime runc").
-			WithDetails(map[string]any{"reason": ReasonRangesUnderRunsc, "field": "network.allow", "runtime": spec.Runtime})
-	}
 	var pn policyNet
 	if !oneShotNone {
 		if pn, err = d.preparePolicy(ctx, spec); err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
@@ -202,7 +203,7 @@ func (d *Driver) registerEgress(ctx context.Context, spec bay.InstanceSpec, pn p
 		if err := d.egress.Register(addr, pn.gateway, spec.Name, spec.Labels[bay.LabelSandboxID], spec.Network); err != nil {
 			return err
 		}
-		if pn.name == EgressNetwork && res.Container.State != nil && hasRanges(spec.Network) {
+		if pn.name == EgressNetwork && res.Container.State != nil && hasRanges(spec.Network) && !underRunsc(res.Container.HostConfig) {
 			if err := routeRanges(ctx, res.Container.State.Pid, pn.gateway, spec.Network); err != nil {
 				return fmt.Errorf("container %s: %w", c.Name, err)
 			}
@@ -211,9 +212,14 @@ func (d *Driver) registerEgress(ctx context.Context, spec bay.InstanceSpec, pn p
 	return nil
 }
 
-// ReasonRangesUnderRunsc is details.reason of the validation_error of an allowlist with address
-// ranges for a sandbox under gVisor.
-const ReasonRangesUnderRunsc = "ranges_under_runsc"
+// underRunsc reports whether a container runs under gVisor. Its network stack is its own, with
+// the namespace's addresses and routes taken at boot: a route added to the namespace later
+// fails ("Nexthop has invalid gateway"). None is needed there: gVisor routes every address off
+// its subnet to the network's gateway address, where the host's table and the gateway take
+// the allowed ranges and refuse the rest, as for the routes added under runc.
+func underRunsc(hc *container.HostConfig) bool {
+	return hc != nil && hc.Runtime == bay.ContainerRuntimeRunsc
+}
 
 // hasRanges reports whether p's allow list has IPv4 ranges to route.
 func hasRanges(p bay.NetworkPolicy) bool {
@@ -416,7 +422,7 @@ func (d *Driver) UpdateNetwork(ctx context.Context, instance string, p bay.Netwo
 		if err != nil {
 			return fmt.Errorf("update network of %s: %w", instance, classify(err))
 		}
-		if res.Container.State == nil || res.Container.State.Pid <= 0 {
+		if res.Container.State == nil || res.Container.State.Pid <= 0 || underRunsc(res.Container.HostConfig) {
 			continue
 		}
 		if err := routeRanges(ctx, res.Container.State.Pid, gw, p); err != nil {
