@@ -97,8 +97,10 @@ func RequireToken(next http.Handler, token, open, challenge string, deny http.Ha
 const EnvNetworkBarrier = "SHIPYARD_NETWORK_BARRIER"
 
 // AwaitNetworkBarrier returns once a TCP connection to addr fails (refused or timed out),
-// retrying every 50 ms while connections succeed; it returns an error when they still succeed
-// after within, or when ctx ends. It reports how long it waited.
+// retrying while connections succeed, every 10 ms for the first seconds (an enforcer
+// programs a policy within tens of milliseconds: each retry's interval is start latency),
+// then every 100 ms; it returns an error when they still succeed after within, or when ctx
+// ends. It reports how long it waited.
 func AwaitNetworkBarrier(ctx context.Context, addr string, within time.Duration) (time.Duration, error) {
 	t0 := time.Now()
 	d := net.Dialer{Timeout: 300 * time.Millisecond}
@@ -114,10 +116,14 @@ func AwaitNetworkBarrier(ctx context.Context, addr string, within time.Duration)
 		if time.Since(t0) >= within {
 			return time.Since(t0), fmt.Errorf("the sandbox's network policy is not in force after %s: a connection it forbids (to %s) still succeeds", within, addr)
 		}
+		every := 10 * time.Millisecond
+		if time.Since(t0) > 2*time.Second {
+			every = 100 * time.Millisecond
+		}
 		select {
 		case <-ctx.Done():
 			return time.Since(t0), ctx.Err()
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }
