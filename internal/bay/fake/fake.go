@@ -783,19 +783,15 @@ func (d *Driver) CreateInstance(ctx context.Context, spec bay.InstanceSpec) (bay
 	}
 	d.instances[spec.Name] = inst
 	out := d.instanceLocked(inst)
-	var lctx context.Context
-	if lateStart {
-		out.Late = bay.NewLateStart()
-		lctx, inst.lateCancel = context.WithCancel(ctx)
-		inst.lateDone = out.Late.Done()
-	}
 	if err := d.end(call, late, nil); err != nil {
-		if inst.lateCancel != nil {
-			inst.lateCancel()
-		}
 		return bay.Instance{}, err
 	}
 	if lateStart {
+		out.Late = bay.NewLateStart()
+		lctx, cancel := context.WithCancel(ctx)
+		d.mu.Lock()
+		inst.lateCancel, inst.lateDone = cancel, out.Late.Done()
+		d.mu.Unlock()
 		go d.startLate(lctx, spec, inst, out.Late)
 	}
 	return out, nil

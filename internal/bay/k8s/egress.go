@@ -390,7 +390,7 @@ func (d *Driver) networkBarrier(ctx context.Context, spec bay.InstanceSpec, np *
 		ns := cmp.Or(gc.Namespace, d.cfg.Namespace)
 		sp, err := egressgw.ReadService(ctx, d.cs, ns, gc.Service)
 		if err != nil {
-			d.log.Warn("no network barrier: the egress gateway's Service is unreadable", "instance", spec.Name, "err", classify(err))
+			d.log.WarnContext(ctx, "no network barrier: the egress gateway's Service is unreadable", "instance", spec.Name, "err", classify(err))
 			return ""
 		}
 		g = &gatewayInfo{ns: ns, ServicePorts: sp}
@@ -401,14 +401,14 @@ func (d *Driver) networkBarrier(ctx context.Context, spec bay.InstanceSpec, np *
 	}
 	pods, err := d.gatewayPods(ctx, g)
 	if err != nil {
-		d.log.Warn("no network barrier: the egress gateway's Pods are unreadable", "instance", spec.Name, "err", err)
+		d.log.WarnContext(ctx, "no network barrier: the egress gateway's Pods are unreadable", "instance", spec.Name, "err", err)
 		return ""
 	}
 	target := g.Target[egressgw.PortBarrier]
 	for _, p := range pods {
 		ip, err := netip.ParseAddr(p.Status.PodIP)
 		if err == nil && admitsTCP(np.Spec.Egress, ip, target) {
-			d.log.Info("no network barrier: the policy admits the egress gateway's Pods", "instance", spec.Name, "gateway_pod_ip", ip)
+			d.log.InfoContext(ctx, "no network barrier: the policy admits the egress gateway's Pods", "instance", spec.Name, "gateway_pod_ip", ip)
 			return ""
 		}
 	}
