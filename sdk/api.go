@@ -67,6 +67,9 @@ type CreateSandboxRequest struct {
 	Skills []string
 	// Reuse asks for the caller's sandbox of a key instead of a new one (nil: a new one).
 	Reuse *Reuse
+	// Network tightens the profile's network policy (nil: the profile's; Allow nil: the
+	// profile's list).
+	Network *NetworkPolicy
 }
 
 // Reuse names the sandbox of a key (seed 002's reuse by project and agent, e.g.
@@ -97,6 +100,10 @@ func (c *Client) CreateSandbox(ctx context.Context, req CreateSandboxRequest, op
 	body.Skills = req.Skills
 	if r := req.Reuse; r != nil {
 		body.Reuse = &bayapi.ReuseSpec{Key: r.Key, IdleTTL: optSeconds(r.IdleTTL), HardTTL: optSeconds(r.HardTTL)}
+	}
+	if n := req.Network; n != nil {
+		w := bayapi.NetworkPolicy(*n)
+		body.Network = &w
 	}
 	var out Sandbox
 	err := c.doJSON(ctx, &request{method: http.MethodPost, path: bayapi.PathSandboxes, jsonBody: body,

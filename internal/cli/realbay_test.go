@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -301,6 +302,61 @@ func TestRealBay(t *testing.T) {
 		}
 	})
 
+	// A sandbox's network policy through the SDK and the CLI. The sandboxes here never start
+	// compute (creates are lazy), so no policy network of the engine is involved: other test
+	// bays on this engine may hold the gateway's ports.
+	t.Run("network policy", func(t *testing.T) {
+		none := sdk.NetworkPolicy{Mode: bayapi.NetworkNone}
+		nsb, err := c.CreateSandbox(ctx, sdk.CreateSandboxRequest{TTL: 600 * time.Second, Network: &none})
+		if err != nil || nsb.Network.Mode != bayapi.NetworkNone {
+			t.Fatalf("create in mode none: %+v %v", nsb, err)
+		}
+		if err := nsb.SetNetwork(ctx, sdk.NetworkPolicy{Mode: bayapi.NetworkOpen}); err != nil || nsb.Network.Mode != bayapi.NetworkOpen {
+			t.Fatalf("PATCH to open (the profile's ceiling): %+v %v", nsb.Network, err)
+		}
+		if _, err := c.SetNetwork(ctx, nsb.ID, sdk.NetworkPolicy{Mode: "closed"}); !sdk.IsCode(err, bayapi.CodeValidation) {
+			t.Fatalf("an unknown mode: %v", err)
+		}
+		if _, err := c.SetNetwork(ctx, "sandbox-nope", sdk.NetworkPolicy{Mode: bayapi.NetworkNone}); !sdk.IsCode(err, bayapi.CodeNotFound) {
+			t.Fatalf("an unknown sandbox: %v", err)
+		}
+		if ev, err := nsb.NetworkEvents(ctx); err != nil || ev.Denied != 0 || len(ev.Items) != 0 {
+			t.Fatalf("events of a sandbox that never ran: %+v %v", ev, err)
+		}
+
+		if r := runReal(t, url, "", "sandbox", "network", nsb.ID, "--mode", "none"); r.code != 0 || r.stdout != nsb.ID+" none\n" {
+			t.Fatalf("network --mode none: %+v", r)
+		}
+		if r := runReal(t, url, "", "sandbox", "get", nsb.ID); r.code != 0 || !slices.ContainsFunc(strings.Split(r.stdout, "\n"), func(l string) bool {
+			f := strings.Fields(l)
+			return len(f) == 2 && f[0] == "network:" && f[1] == "none"
+		}) {
+			t.Fatalf("get shows the policy: %+v", r)
+		}
+		if r := runReal(t, url, "", "sandbox", "network", nsb.ID, "--mode", "open", "--allow", "example.com"); r.code != 64 || !strings.Contains(r.stderr, "need --mode allowlist") {
+			t.Fatalf("--allow with mode open: %+v", r)
+		}
+		if r := runReal(t, url, "", "sandbox", "network", nsb.ID, "--mode", "sideways"); r.code != 64 {
+			t.Fatalf("an unknown mode: %+v", r)
+		}
+		r := runReal(t, url, "", "sandbox", "create", "--network", "none")
+		id := strings.TrimSpace(r.stdout)
+		if r.code != 0 || id == "" {
+			t.Fatalf("create --network none: %+v", r)
+		}
+		if r := runReal(t, url, "", "sandbox", "network", id); r.code != 0 || r.stdout != id+" none\n" {
+			t.Fatalf("network of the created sandbox: %+v", r)
+		}
+		if r := runReal(t, url, "", "sandbox", "network-events", id); r.code != 0 || !strings.Contains(r.stdout, "TIME") || !strings.Contains(r.stdout, "(0 refused in all)") {
+			t.Fatalf("network-events: %+v", r)
+		}
+		for _, del := range []string{nsb.ID, id} {
+			if err := c.DeleteSandbox(ctx, del); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
 	// The CLI's JSON is bay's answer, also where the real bay sends nulls the fake does not
 	// (a job's history entry has no output; a ready sandbox has containers).
 	t.Run("json", func(t *testing.T) {
@@ -316,6 +372,7 @@ func TestRealBay(t *testing.T) {
 		job := jobs.Items[0].JobID
 		checkJSONIsAnswer(t, url, realAPIKey, func(args ...string) result { return runReal(t, url, "", args...) }, []jsonCase{
 			{[]string{"sandbox", "get", sb.ID}, "/v1/sandboxes/" + sb.ID},
+			{[]string{"sandbox", "network-events", sb.ID}, "/v1/sandboxes/" + sb.ID + "/network/events"},
 			{[]string{"history", sb.ID, "--last"}, "/v1/sandboxes/" + sb.ID + "/history/last"},
 			{[]string{"history", sb.ID}, "/v1/sandboxes/" + sb.ID + "/history"},
 			{[]string{"job", "ls", sb.ID}, "/v1/sandboxes/" + sb.ID + "/jobs"},

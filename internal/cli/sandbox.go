@@ -50,6 +50,7 @@ func (a *app) printSandbox(sb *sdk.Sandbox) error {
 	}
 	fmt.Fprintf(w, "expires:\t%s\n", exp)
 	fmt.Fprintf(w, "idle expires:\t%s\n", timeStr(sb.IdleExpiresAt))
+	fmt.Fprintf(w, "network:\t%s\n", networkStr(sb.Network))
 	for _, c := range sb.Containers {
 		v, h := "?", "?"
 		if c.Version != "" {
@@ -70,14 +71,19 @@ func (a *app) sandboxCmd() *cobra.Command {
 	var reuseIdle, reuseHard int
 	ttl := int(DefaultTTL / time.Second)
 	var skills []string
+	var nf networkFlags
 	create := &cobra.Command{Use: "create", Short: "Create a sandbox (prints its id)", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			network, err := nf.policy(cmd, "network")
+			if err != nil {
+				return err
+			}
 			return a.withClient(cmd, func(ctx context.Context, c *sdk.Client) error {
 				var opts []sdk.CallOption
 				if idemKey != "" {
 					opts = append(opts, sdk.WithIdempotencyKey(idemKey))
 				}
-				req := sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: time.Duration(ttl) * time.Second, Skills: skills}
+				req := sdk.CreateSandboxRequest{Profile: profile, CargoID: cargo, TTL: time.Duration(ttl) * time.Second, Skills: skills, Network: network}
 				if reuseKey != "" {
 					req.Reuse = &sdk.Reuse{Key: reuseKey, IdleTTL: time.Duration(reuseIdle) * time.Second, HardTTL: time.Duration(reuseHard) * time.Second}
 					if !cmd.Flags().Changed("ttl") {
@@ -100,6 +106,7 @@ func (a *app) sandboxCmd() *cobra.Command {
 	create.Flags().StringVar(&cargo, "cargo", "", "attach an existing cargo as /workspace")
 	create.Flags().StringSliceVar(&skills, "skill", nil, "library skill to mount at /skills/<name> (repeatable)")
 	create.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
+	nf.add(create, "network")
 	create.Flags().StringVar(&reuseKey, "reuse-key", "", "print the id of your sandbox of this key (e.g. project:agent), created only when there is none")
 	create.Flags().Var(secondsValue{&reuseIdle}, "reuse-idle-ttl", "with --reuse-key: replace the key's sandbox when idle longer (default: bay's reuse.idle_ttl_sec)")
 	create.Flags().Var(secondsValue{&reuseHard}, "reuse-hard-ttl", "with --reuse-key: replace the key's sandbox when older (default: bay's reuse.hard_ttl_sec)")
@@ -219,6 +226,6 @@ func (a *app) sandboxCmd() *cobra.Command {
 		}}
 	extend.Flags().StringVar(&idemKey, "idempotency-key", "", "Idempotency-Key (default: generated)")
 
-	cmd.AddCommand(create, list, get, stop, del, extend, keep, a.metricsCmd())
+	cmd.AddCommand(create, list, get, stop, del, extend, keep, a.metricsCmd(), a.networkCmd(), a.networkEventsCmd())
 	return cmd
 }
