@@ -125,16 +125,7 @@ func TestNetworkPolicies(t *testing.T) {
 	curl := func(args string) string { return sh("curl -sS -m 10 " + args + " 2>&1; echo \" rc=$?\"") }
 
 	t.Run("allowed names over the proxy and transparently", func(t *testing.T) {
-		for _, c := range []struct{ args, want string }{
-			{"http://api.example.com/", "hello from api.example.com rc=0"},
-			{"--noproxy '*' http://api.example.com/", "hello from api.example.com rc=0"},
-			{"--cacert ca.pem https://example.com/", "hello from example.com rc=0"},
-			{"--noproxy '*' --cacert ca.pem https://example.com/", "hello from example.com rc=0"},
-		} {
-			if got := curl(c.args); got != c.want {
-				t.Errorf("curl %s: %q, want %q", c.args, got, c.want)
-			}
-		}
+		egresstest.CheckNamesAllowed(t, curl, in.HTTPPort, in.HTTPSPort)
 	})
 
 	t.Run("refusals fail fast and say why", func(t *testing.T) {

@@ -248,16 +248,7 @@ except OSError:
 	})
 
 	t.Run("allowed names over HTTP and HTTPS, with and without the proxy", func(t *testing.T) {
-		for _, c := range []struct{ args, want string }{
-			{fmt.Sprintf("http://api.example.com:%d/", hp), fmt.Sprintf("hello from api.example.com:%d rc=0", hp)},
-			{"--noproxy '*' http://api.example.com/", "hello from api.example.com rc=0"},
-			{fmt.Sprintf("--cacert ca.pem https://example.com:%d/", tp), fmt.Sprintf("hello from example.com:%d rc=0", tp)},
-			{"--noproxy '*' --cacert ca.pem https://example.com/", "hello from example.com rc=0"},
-		} {
-			if got := curl(c.args); got != c.want {
-				t.Errorf("curl %s: %q, want %q", c.args, got, c.want)
-			}
-		}
+		egresstest.CheckNamesAllowed(t, curl, hp, tp)
 	})
 
 	t.Run("refusals fail fast and say why", func(t *testing.T) {

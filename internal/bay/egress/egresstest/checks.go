@@ -1,6 +1,7 @@
 package egresstest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,32 @@ func CheckNameRefusals(t *testing.T, curl func(args string) string) {
 	for _, args := range []string{"http://forged.example.com/", "--noproxy '*' http://forged.example.com/"} {
 		if got := curl(args); !strings.Contains(got, "blocked address 169.254.169.254") {
 			t.Errorf("forged answer (%s): %q", args, got)
+		}
+	}
+}
+
+// CheckNamesAllowed runs, in a sandbox whose allowlist admits api.example.com and example.com
+// and holds the Internet's ca.pem in its working directory, the allowed requests every driver
+// must carry: HTTP and HTTPS through the proxy (to the Internet's ports, httpPort and
+// httpsPort) and transparently (to 80 and 443, which the gateway takes). curl is as for
+// CheckNameRefusals.
+func CheckNamesAllowed(t *testing.T, curl func(args string) string, httpPort, httpsPort int) {
+	t.Helper()
+	hostPort := func(host string, port, def int) string {
+		if port == def {
+			return host
+		}
+		return fmt.Sprintf("%s:%d", host, port)
+	}
+	api, web := hostPort("api.example.com", httpPort, 80), hostPort("example.com", httpsPort, 443)
+	for _, c := range []struct{ args, want string }{
+		{"http://" + api + "/", "hello from " + api + " rc=0"},
+		{"--noproxy '*' http://api.example.com/", "hello from api.example.com rc=0"},
+		{"--cacert ca.pem https://" + web + "/", "hello from " + web + " rc=0"},
+		{"--noproxy '*' --cacert ca.pem https://example.com/", "hello from example.com rc=0"},
+	} {
+		if got := curl(c.args); got != c.want {
+			t.Errorf("curl %s: %q, want %q", c.args, got, c.want)
 		}
 	}
 }
