@@ -79,8 +79,13 @@ func (d *Driver) gateway(ctx context.Context, p bay.NetworkPolicy) (*gatewayInfo
 		return nil, bay.Errorf(bay.CodeCapabilityNotSupported,
 			"This Kubernetes driver has no egress gateway, so it enforces network allowlists by address only (a NetworkPolicy cannot name hosts); an operator enables names with %s", egressGatewayKey)
 	}
-	ns := cmp.Or(g.Namespace, d.cfg.Namespace)
-	sp, err := egressgw.ReadService(ctx, d.cs, ns, g.Service)
+	return d.readGateway(ctx)
+}
+
+// readGateway reads the configured gateway's Service.
+func (d *Driver) readGateway(ctx context.Context) (*gatewayInfo, error) {
+	ns := cmp.Or(d.cfg.EgressGateway.Namespace, d.cfg.Namespace)
+	sp, err := egressgw.ReadService(ctx, d.cs, ns, d.cfg.EgressGateway.Service)
 	if err != nil {
 		return nil, bay.Classified(errGatewayUnavailable, classify(err))
 	}
@@ -278,15 +283,12 @@ func (d *Driver) UpdateNetwork(ctx context.Context, instance string, p bay.Netwo
 	switch {
 	case served:
 		// Read whatever the new list names: the Pod's resolver is the gateway either way.
-		ns := cmp.Or(d.cfg.EgressGateway.Namespace, d.cfg.Namespace)
 		if d.cfg.EgressGateway.Service == "" {
 			return fmt.Errorf("update network of %s: no egress gateway configured: %w", instance, bay.ErrRestartRequired)
 		}
-		sp, err := egressgw.ReadService(ctx, d.cs, ns, d.cfg.EgressGateway.Service)
-		if err != nil {
-			return fmt.Errorf("update network of %s: %w", instance, bay.Classified(errGatewayUnavailable, classify(err)))
+		if g, err = d.readGateway(ctx); err != nil {
+			return fmt.Errorf("update network of %s: %w", instance, err)
 		}
-		g = &gatewayInfo{ns: ns, ServicePorts: sp}
 	case namesHosts(p):
 		return fmt.Errorf("update network of %s: names need the egress gateway: %w", instance, bay.ErrRestartRequired)
 	}
@@ -387,13 +389,11 @@ func (d *Driver) networkBarrier(ctx context.Context, spec bay.InstanceSpec, np *
 		return ""
 	}
 	if g == nil {
-		ns := cmp.Or(gc.Namespace, d.cfg.Namespace)
-		sp, err := egressgw.ReadService(ctx, d.cs, ns, gc.Service)
-		if err != nil {
-			d.log.WarnContext(ctx, "no network barrier: the egress gateway's Service is unreadable", "instance", spec.Name, "err", classify(err))
+		var err error
+		if g, err = d.readGateway(ctx); err != nil {
+			d.log.WarnContext(ctx, "no network barrier: the egress gateway's Service is unreadable", "instance", spec.Name, "err", err)
 			return ""
 		}
-		g = &gatewayInfo{ns: ns, ServicePorts: sp}
 	}
 	port, ok := g.Service[egressgw.PortBarrier]
 	if !ok {
